@@ -1,0 +1,48 @@
+#!/usr/bin/env node
+// The `synapse` command: dispatches to one module per subcommand.
+import { ConnectError } from "@connectrpc/connect";
+import { findErrorDetail } from "../protocol/errors.js";
+import { UsageError } from "./args.js";
+import { commands } from "./commands/index.js";
+
+const usage = `usage: synapse <command> [options]
+
+commands:
+${Object.entries(commands)
+  .map(([name, command]) => `  ${name.padEnd(14)}${command.summary}`)
+  .join("\n")}
+
+Run 'synapse <command> --help' for a command's options.`;
+
+async function main(argv: string[]): Promise<number> {
+  const [name, ...rest] = argv;
+  if (name === undefined || name === "--help" || name === "-h" || name === "help") {
+    process.stdout.write(`${usage}\n`);
+    return name === undefined ? 2 : 0;
+  }
+  const command = commands[name];
+  if (command === undefined) throw new UsageError(`unknown command ${JSON.stringify(name)}\n\n${usage}`);
+  return command.run(rest);
+}
+
+main(process.argv.slice(2)).then(
+  (code) => {
+    process.exitCode = code;
+  },
+  (error: unknown) => {
+    if (error instanceof UsageError) {
+      process.stderr.write(`synapse: ${error.message}\n`);
+      process.exitCode = 2;
+      return;
+    }
+    if (error instanceof ConnectError) {
+      const detail = findErrorDetail(error);
+      const code = detail ? ` (${detail.protocolCode})` : "";
+      process.stderr.write(`synapse: ${error.message}${code}\n`);
+      process.exitCode = 1;
+      return;
+    }
+    process.stderr.write(`synapse: ${error instanceof Error ? error.message : String(error)}\n`);
+    process.exitCode = 1;
+  },
+);

@@ -1,0 +1,116 @@
+// Ed25519 (RFC 8032) behind one small interface, with two implementations
+// that produce identical signatures: node:crypto (OpenSSL, fast) for Node,
+// and tweetnacl (pure JS) as the portable reference for browsers.
+import { createPrivateKey, createPublicKey, sign, verify, type KeyObject } from "node:crypto";
+import nacl from "tweetnacl";
+
+export const SEED_LENGTH = 32;
+export const PUBLIC_KEY_LENGTH = 32;
+export const SIGNATURE_LENGTH = 64;
+
+export interface Ed25519 {
+  readonly name: string;
+  /** The public key belonging to a 32-byte private seed. */
+  publicKeyFromSeed(seed: Uint8Array): Uint8Array;
+  sign(message: Uint8Array, seed: Uint8Array): Uint8Array;
+  /** False (never a throw) for any malformed key or signature. */
+  verify(message: Uint8Array, signature: Uint8Array, publicKey: Uint8Array): boolean;
+}
+
+// DER prefixes that turn raw Ed25519 keys into PKCS#8 / SPKI structures
+// (RFC 8410), the only raw-key import node:crypto offers.
+const PKCS8_PREFIX = Buffer.from("302e020100300506032b657004220420", "hex");
+const SPKI_PREFIX = Buffer.from("302a300506032b6570032100", "hex");
+
+export function pkcs8FromSeed(seed: Uint8Array): Buffer {
+  return Buffer.concat([PKCS8_PREFIX, seed]);
+}
+
+function checkLength(bytes: Uint8Array, length: number, what: string): void {
+  if (bytes.byteLength !== length) {
+    throw new RangeError(`${what} must be ${length} bytes, got ${bytes.byteLength}`);
+  }
+}
+
+/** A small bounded cache: importing a key costs more than verifying with it. */
+class KeyCache<V> {
+  private readonly entries = new Map<string, V>();
+  constructor(private readonly capacity: number) {}
+  get(key: string, make: () => V): V {
+    const hit = this.entries.get(key);
+    if (hit !== undefined) {
+      this.entries.delete(key);
+      this.entries.set(key, hit);
+      return hit;
+    }
+    const value = make();
+    this.entries.set(key, value);
+    if (this.entries.size > this.capacity) {
+      const oldest = this.entries.keys().next().value as string;
+      this.entries.delete(oldest);
+    }
+    return value;
+  }
+}
+
+const privateKeys = new KeyCache<KeyObject>(64);
+const publicKeys = new KeyCache<KeyObject>(4096);
+
+function privateKeyObject(seed: Uint8Array): KeyObject {
+  checkLength(seed, SEED_LENGTH, "Ed25519 seed");
+  return privateKeys.get(Buffer.from(seed).toString("base64"), () =>
+    createPrivateKey({ key: pkcs8FromSeed(seed), format: "der", type: "pkcs8" }),
+  );
+}
+
+function publicKeyObject(publicKey: Uint8Array): KeyObject {
+  return publicKeys.get(Buffer.from(publicKey).toString("base64"), () =>
+    createPublicKey({ key: Buffer.concat([SPKI_PREFIX, publicKey]), format: "der", type: "spki" }),
+  );
+}
+
+export const nodeEd25519: Ed25519 = {
+  name: "node:crypto",
+  publicKeyFromSeed(seed) {
+    const spki = createPublicKey(privateKeyObject(seed)).export({ format: "der", type: "spki" });
+    return new Uint8Array(spki.subarray(SPKI_PREFIX.length));
+  },
+  sign(message, seed) {
+    return new Uint8Array(sign(null, message, privateKeyObject(seed)));
+  },
+  verify(message, signature, publicKey) {
+    if (signature.byteLength !== SIGNATURE_LENGTH || publicKey.byteLength !== PUBLIC_KEY_LENGTH) {
+      return false;
+    }
+    try {
+      return verify(null, message, publicKeyObject(publicKey), signature);
+    } catch {
+      return false; // a public key that is not a curve point
+    }
+  },
+};
+
+export const naclEd25519: Ed25519 = {
+  name: "tweetnacl",
+  publicKeyFromSeed(seed) {
+    checkLength(seed, SEED_LENGTH, "Ed25519 seed");
+    return nacl.sign.keyPair.fromSeed(seed).publicKey;
+  },
+  sign(message, seed) {
+    checkLength(seed, SEED_LENGTH, "Ed25519 seed");
+    return nacl.sign.detached(message, nacl.sign.keyPair.fromSeed(seed).secretKey);
+  },
+  verify(message, signature, publicKey) {
+    if (signature.byteLength !== SIGNATURE_LENGTH || publicKey.byteLength !== PUBLIC_KEY_LENGTH) {
+      return false;
+    }
+    try {
+      return nacl.sign.detached.verify(message, signature, publicKey);
+    } catch {
+      return false;
+    }
+  },
+};
+
+/** The implementation library code uses by default. */
+export const defaultEd25519: Ed25519 = nodeEd25519;

@@ -1,0 +1,152 @@
+// open: verify an envelope's signature before believing any of it, then
+// check who it is from and for, and when; return typed header and payload.
+// Every refusal is a ConnectError with a synapse.v1.ErrorDetail.
+import { fromBinary, type Message } from "@bufbuild/protobuf";
+import { timestampMs } from "@bufbuild/protobuf/wkt";
+import { createHash } from "node:crypto";
+import {
+  HeaderSchema,
+  MessageType,
+  SignatureAlgorithm,
+  type Envelope,
+  type Header,
+} from "../../gen/synapse/v1/envelope_pb.js";
+import { ErrorCode } from "../../gen/synapse/v1/errors_pb.js";
+import { defaultEd25519, SIGNATURE_LENGTH, type Ed25519 } from "../crypto/ed25519.js";
+import { keyIdOf } from "../crypto/keys.js";
+import { protocolError } from "../protocol/errors.js";
+import { messageTypeInfo, type MessageTypeInfo } from "../protocol/message-types.js";
+import { compareVersions } from "../protocol/versions.js";
+import { envelopeSigningInput } from "./pae.js";
+import { PROTOCOL_VERSION } from "./seal.js";
+import type { TrustPolicy } from "./trust.js";
+
+export const DEFAULT_CLOCK_SKEW_MS = 5 * 60 * 1000;
+
+export interface OpenOptions {
+  trust: TrustPolicy;
+  /** This agent's id; messages addressed elsewhere are refused. Omit only to read, not to act. */
+  self?: string;
+  /** Allowed distance between the sender's sent_at and our clock. */
+  clockSkewMs?: number;
+  now?: () => number;
+  ed?: Ed25519;
+}
+
+export interface OpenedEnvelope {
+  envelope: Envelope;
+  header: Header;
+  info: MessageTypeInfo;
+  payload: Message;
+  /** The sender's verified public key. */
+  publicKey: Uint8Array;
+  /** SHA-256 (hex) over signing input and signature: equal digests are the same envelope. */
+  digest: string;
+}
+
+const invalid = (message: string) => protocolError(ErrorCode.MESSAGE_FORMAT_INVALID, message);
+
+function verifySignature(envelope: Envelope, trust: TrustPolicy, ed: Ed25519): { publicKey: Uint8Array; signingInput: Uint8Array } {
+  const signature = envelope.signature;
+  if (signature === undefined || signature.value.byteLength === 0) {
+    throw protocolError(ErrorCode.SIGNATURE_INVALID, "envelope is not signed");
+  }
+  if (signature.algorithm !== SignatureAlgorithm.ED25519) {
+    throw protocolError(ErrorCode.SIGNATURE_INVALID, `unsupported signature algorithm ${signature.algorithm}`);
+  }
+  if (signature.value.byteLength !== SIGNATURE_LENGTH) {
+    throw protocolError(ErrorCode.SIGNATURE_INVALID, `signature must be ${SIGNATURE_LENGTH} bytes`);
+  }
+  let publicKey = trust.publicKeyFor(signature.keyId);
+  if (publicKey === undefined && signature.publicKey.byteLength > 0) {
+    let embeddedId: string;
+    try {
+      embeddedId = keyIdOf(signature.publicKey);
+    } catch {
+      throw protocolError(ErrorCode.SIGNATURE_INVALID, "embedded public key is malformed");
+    }
+    if (embeddedId !== signature.keyId) {
+      throw protocolError(ErrorCode.SIGNATURE_INVALID, "embedded public key does not match key_id");
+    }
+    publicKey = signature.publicKey;
+  }
+  if (publicKey === undefined) {
+    throw protocolError(ErrorCode.UNKNOWN_SENDER, `no public key known for key id ${signature.keyId}`);
+  }
+  const signingInput = envelopeSigningInput(envelope.header, envelope.payload);
+  if (!ed.verify(signingInput, signature.value, publicKey)) {
+    throw protocolError(ErrorCode.SIGNATURE_INVALID, "signature does not verify");
+  }
+  return { publicKey, signingInput };
+}
+
+function checkTime(header: Header, now: number, skewMs: number): void {
+  if (header.sentAt === undefined) throw invalid("header.sent_at is required");
+  const sentAt = timestampMs(header.sentAt);
+  if (Math.abs(now - sentAt) > skewMs) {
+    throw protocolError(ErrorCode.MESSAGE_EXPIRED, `sent_at is outside the allowed clock skew of ${skewMs / 1000} s`, {
+      details: { sent_at: new Date(sentAt).toISOString(), now: new Date(now).toISOString() },
+    });
+  }
+  const expiresAt = header.expiresAt === undefined ? sentAt + skewMs : timestampMs(header.expiresAt);
+  if (expiresAt <= now) {
+    throw protocolError(ErrorCode.MESSAGE_EXPIRED, "message has expired", {
+      details: { expires_at: new Date(expiresAt).toISOString() },
+    });
+  }
+}
+
+export async function open(envelope: Envelope, options: OpenOptions): Promise<OpenedEnvelope> {
+  const ed = options.ed ?? defaultEd25519;
+  const { publicKey, signingInput } = verifySignature(envelope, options.trust, ed);
+
+  // Only now, with the bytes proven to be the signer's, parse them.
+  let header: Header;
+  try {
+    header = fromBinary(HeaderSchema, envelope.header);
+  } catch {
+    throw invalid("header bytes are not a synapse.v1.Header");
+  }
+  const keyId = envelope.signature!.keyId;
+  if (header.sender === undefined || header.sender.agentId === "") throw invalid("header.sender.agent_id is required");
+  if (header.sender.keyId !== keyId) {
+    throw protocolError(ErrorCode.SIGNATURE_INVALID, "header.sender.key_id differs from the signature's key_id");
+  }
+  const verdict = await options.trust.check(header.sender.agentId, keyId, publicKey);
+  if (verdict.kind === "conflict") {
+    throw protocolError(ErrorCode.UNKNOWN_SENDER, `agent ${header.sender.agentId} is known with a different key`, {
+      details: { agent_id: header.sender.agentId, key_id: keyId, expected_key_id: verdict.expectedKeyId },
+    });
+  }
+  if (verdict.kind === "unknown") {
+    throw protocolError(ErrorCode.UNKNOWN_SENDER, `agent ${header.sender.agentId} with key ${keyId} is not trusted`);
+  }
+  if (options.self !== undefined && header.receiver?.agentId !== options.self) {
+    throw protocolError(ErrorCode.WRONG_RECEIVER, `message is addressed to ${header.receiver?.agentId || "nobody"}, not ${options.self}`);
+  }
+  if (header.messageId === "") throw invalid("header.message_id is required");
+  const version = compareVersions(header.protocolVersion, PROTOCOL_VERSION);
+  if (version === undefined) throw invalid(`protocol_version ${JSON.stringify(header.protocolVersion)} is not semver`);
+  if (!version.compatible) {
+    throw protocolError(ErrorCode.UNSUPPORTED_VERSION, `protocol ${header.protocolVersion} is not compatible with ${PROTOCOL_VERSION}`);
+  }
+  checkTime(header, (options.now ?? Date.now)(), options.clockSkewMs ?? DEFAULT_CLOCK_SKEW_MS);
+
+  const info = messageTypeInfo(header.messageType);
+  if (info === undefined || header.messageType === MessageType.UNSPECIFIED) {
+    throw invalid(`unknown message type ${header.messageType}`);
+  }
+  if (header.payloadType !== info.payloadSchema.typeName) {
+    throw invalid(`${info.wireName} must carry ${info.payloadSchema.typeName}, not ${header.payloadType || "nothing"}`);
+  }
+  if (info.taskScoped && header.taskId === "") throw invalid(`${info.wireName} requires header.task_id`);
+  let payload: Message;
+  try {
+    payload = fromBinary(info.payloadSchema, envelope.payload);
+  } catch {
+    throw invalid(`payload bytes are not a ${info.payloadSchema.typeName}`);
+  }
+  await options.trust.accepted?.(header.sender.agentId, keyId, publicKey);
+  const digest = createHash("sha256").update(signingInput).update(envelope.signature!.value).digest("hex");
+  return { envelope, header, info, payload, publicKey, digest };
+}

@@ -1,0 +1,99 @@
+// seal: build a Header, serialize header and payload once, and sign exactly
+// those bytes. The serialized bytes are what travels; nothing is re-encoded.
+import { create, toBinary, type Message, type MessageInitShape } from "@bufbuild/protobuf";
+import { timestampFromMs } from "@bufbuild/protobuf/wkt";
+import { randomUUID } from "node:crypto";
+import {
+  EnvelopeSchema,
+  HeaderSchema,
+  MessageType,
+  SignatureAlgorithm,
+  type Envelope,
+  type Header,
+} from "../../gen/synapse/v1/envelope_pb.js";
+import { defaultEd25519, type Ed25519 } from "../crypto/ed25519.js";
+import type { AgentKey } from "../crypto/keys.js";
+import { messageTypeInfo } from "../protocol/message-types.js";
+import { envelopeSigningInput } from "./pae.js";
+
+export const PROTOCOL_VERSION = "1.0.0";
+/** How long a sealed message stays valid unless the caller says otherwise. */
+export const DEFAULT_TTL_MS = 5 * 60 * 1000;
+
+export interface Party {
+  agentId: string;
+  systemId?: string;
+  keyId?: string;
+}
+
+export interface SealInput {
+  messageType: MessageType;
+  /** A message of the payload type that belongs to messageType. */
+  payload: Message;
+  /** The signing agent; its key id is taken from the key. */
+  sender: Party;
+  receiver: Party;
+  taskId?: string;
+  replyTo?: string;
+  sessionId?: string;
+  correlationId?: string;
+  traceparent?: string;
+  tracestate?: string;
+  idempotencyKey?: string;
+  sequence?: bigint;
+  messageId?: string;
+  /** Milliseconds since the epoch; defaults to now. */
+  sentAtMs?: number;
+  /** Validity after sentAt; defaults to DEFAULT_TTL_MS. */
+  ttlMs?: number;
+}
+
+export interface Sealed {
+  envelope: Envelope;
+  header: Header;
+}
+
+export function buildHeader(input: SealInput, key: AgentKey): Header {
+  const info = messageTypeInfo(input.messageType);
+  if (info === undefined) throw new TypeError(`unknown message type ${input.messageType}`);
+  if (input.payload.$typeName !== info.payloadSchema.typeName) {
+    throw new TypeError(`${info.wireName} carries ${info.payloadSchema.typeName}, not ${input.payload.$typeName}`);
+  }
+  const sentAtMs = input.sentAtMs ?? Date.now();
+  const init: MessageInitShape<typeof HeaderSchema> = {
+    messageId: input.messageId ?? randomUUID(),
+    messageType: input.messageType,
+    protocolVersion: PROTOCOL_VERSION,
+    sender: { agentId: input.sender.agentId, systemId: input.sender.systemId ?? "", keyId: key.keyId },
+    receiver: { agentId: input.receiver.agentId, systemId: input.receiver.systemId ?? "", keyId: input.receiver.keyId ?? "" },
+    sentAt: timestampFromMs(sentAtMs),
+    expiresAt: timestampFromMs(sentAtMs + (input.ttlMs ?? DEFAULT_TTL_MS)),
+    replyTo: input.replyTo ?? "",
+    taskId: input.taskId ?? "",
+    sessionId: input.sessionId ?? "",
+    correlationId: input.correlationId ?? "",
+    idempotencyKey: input.idempotencyKey ?? "",
+    payloadType: info.payloadSchema.typeName,
+    sequence: input.sequence ?? 0n,
+  };
+  if (input.traceparent) init.trace = { traceparent: input.traceparent, tracestate: input.tracestate ?? "" };
+  return create(HeaderSchema, init);
+}
+
+/** Signs already-serialized header and payload bytes. */
+export function signParts(header: Uint8Array, payload: Uint8Array, key: AgentKey, ed: Ed25519 = defaultEd25519): Envelope {
+  const value = ed.sign(envelopeSigningInput(header, payload), key.seed);
+  return create(EnvelopeSchema, {
+    header,
+    payload,
+    signature: { algorithm: SignatureAlgorithm.ED25519, keyId: key.keyId, value, publicKey: key.publicKey },
+  });
+}
+
+export function seal(input: SealInput, key: AgentKey, ed: Ed25519 = defaultEd25519): Sealed {
+  const header = buildHeader(input, key);
+  const info = messageTypeInfo(input.messageType)!;
+  const headerBytes = toBinary(HeaderSchema, header);
+  const payloadBytes = toBinary(info.payloadSchema, input.payload);
+  return { envelope: signParts(headerBytes, payloadBytes, key, ed), header };
+}

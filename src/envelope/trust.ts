@@ -1,0 +1,26 @@
+// The question `open` asks before it believes a sender: is this key the key
+// of this agent? Trust sources (a trust-store file, pinning on first use, a
+// registry) answer it; `open` only needs this interface.
+
+export type TrustVerdict =
+  /** The key is known to belong to the agent. */
+  | { kind: "trusted" }
+  /** The agent is known with a different key. */
+  | { kind: "conflict"; expectedKeyId: string }
+  /** Nothing is known of this agent (or of this key). */
+  | { kind: "unknown" };
+
+export interface TrustPolicy {
+  /** A public key this policy already knows by key id, if any. */
+  publicKeyFor(keyId: string): Uint8Array | undefined;
+  /** Whether the key may speak for the agent. Called after the signature verifies. */
+  check(agentId: string, keyId: string, publicKey: Uint8Array): TrustVerdict | Promise<TrustVerdict>;
+  /** Called once a message from the agent has passed every check (pinning records here). */
+  accepted?(agentId: string, keyId: string, publicKey: Uint8Array): void | Promise<void>;
+}
+
+/** Believes any correctly signed message: only for reading, never for acting. */
+export const integrityOnly: TrustPolicy = {
+  publicKeyFor: () => undefined,
+  check: () => ({ kind: "trusted" }),
+};

@@ -1,0 +1,18 @@
+// The one structured logger library code writes through (pino, JSON lines).
+import { pino, type Logger } from "pino";
+
+export type { Logger };
+
+export interface LoggerOptions {
+  level?: string;
+  /** Where lines go; defaults to stderr so stdout stays free for command output. */
+  destination?: NodeJS.WritableStream;
+}
+
+export function createLogger(options: LoggerOptions = {}): Logger {
+  const level = options.level ?? process.env.SYNAPSE_LOG_LEVEL ?? "info";
+  return pino({ level, base: { service: "synapse" } }, options.destination ?? pino.destination(2));
+}
+
+/** A logger that drops everything, for tests and embedded use. */
+export const silentLogger: Logger = pino({ level: "silent" });

@@ -1,0 +1,92 @@
+// The 17 p2p:* message types as data: the protocol spelling, the payload
+// message that travels with each, the Payload oneof case that shows it
+// decoded, and which side may send it.
+import type { DescMessage } from "@bufbuild/protobuf";
+import { MessageType } from "../../gen/synapse/v1/envelope_pb.js";
+import {
+  AckPayloadSchema,
+  CapabilityQueryPayloadSchema,
+  CapabilityResponsePayloadSchema,
+  HeartbeatPayloadSchema,
+  HumanDecisionPayloadSchema,
+  NackPayloadSchema,
+  type Payload,
+  TaskAckPayloadSchema,
+  TaskCancelPayloadSchema,
+  TaskCompletePayloadSchema,
+  TaskConfirmPayloadSchema,
+  TaskFailedPayloadSchema,
+  TaskInfoProvidedPayloadSchema,
+  TaskNeedHumanPayloadSchema,
+  TaskNeedInfoPayloadSchema,
+  TaskRejectPayloadSchema,
+  TaskRequestPayloadSchema,
+  TaskStatusUpdatePayloadSchema,
+} from "../../gen/synapse/v1/payloads_pb.js";
+
+/** Who may send a message type: the requester, the executor, or either. */
+export type SenderRole = "requester" | "executor" | "either";
+
+export type PayloadCase = NonNullable<Payload["body"]["case"]>;
+
+export interface MessageTypeInfo {
+  readonly type: MessageType;
+  /** The protocol spelling, "p2p:task_request". */
+  readonly wireName: string;
+  readonly payloadSchema: DescMessage;
+  readonly payloadCase: PayloadCase;
+  readonly sender: SenderRole;
+  /** True when the message concerns one task (Header.task_id required). */
+  readonly taskScoped: boolean;
+}
+
+function info(
+  type: MessageType,
+  payloadSchema: DescMessage,
+  payloadCase: PayloadCase,
+  sender: SenderRole,
+  taskScoped: boolean,
+): MessageTypeInfo {
+  const wireName = `p2p:${MessageType[type].toLowerCase()}`;
+  return { type, wireName, payloadSchema, payloadCase, sender, taskScoped };
+}
+
+const table: readonly MessageTypeInfo[] = [
+  info(MessageType.TASK_REQUEST, TaskRequestPayloadSchema, "taskRequest", "requester", true),
+  info(MessageType.TASK_CONFIRM, TaskConfirmPayloadSchema, "taskConfirm", "executor", true),
+  info(MessageType.TASK_REJECT, TaskRejectPayloadSchema, "taskReject", "executor", true),
+  info(MessageType.TASK_NEED_INFO, TaskNeedInfoPayloadSchema, "taskNeedInfo", "executor", true),
+  info(MessageType.TASK_INFO_PROVIDED, TaskInfoProvidedPayloadSchema, "taskInfoProvided", "requester", true),
+  info(MessageType.TASK_STATUS_UPDATE, TaskStatusUpdatePayloadSchema, "taskStatusUpdate", "executor", true),
+  info(MessageType.TASK_COMPLETE, TaskCompletePayloadSchema, "taskComplete", "executor", true),
+  info(MessageType.TASK_FAILED, TaskFailedPayloadSchema, "taskFailed", "executor", true),
+  info(MessageType.TASK_CANCEL, TaskCancelPayloadSchema, "taskCancel", "requester", true),
+  info(MessageType.TASK_ACK, TaskAckPayloadSchema, "taskAck", "either", true),
+  info(MessageType.ACK, AckPayloadSchema, "ack", "either", false),
+  info(MessageType.NACK, NackPayloadSchema, "nack", "either", false),
+  info(MessageType.HEARTBEAT, HeartbeatPayloadSchema, "heartbeat", "either", false),
+  info(MessageType.CAPABILITY_QUERY, CapabilityQueryPayloadSchema, "capabilityQuery", "either", false),
+  info(MessageType.CAPABILITY_RESPONSE, CapabilityResponsePayloadSchema, "capabilityResponse", "either", false),
+  info(MessageType.TASK_NEED_HUMAN, TaskNeedHumanPayloadSchema, "taskNeedHuman", "executor", true),
+  info(MessageType.HUMAN_DECISION, HumanDecisionPayloadSchema, "humanDecision", "requester", true),
+];
+
+const byType = new Map(table.map((entry) => [entry.type, entry]));
+const byWireName = new Map(table.map((entry) => [entry.wireName, entry]));
+
+export const ALL_MESSAGE_TYPES: readonly MessageTypeInfo[] = table;
+
+export function messageTypeInfo(type: MessageType): MessageTypeInfo | undefined {
+  return byType.get(type);
+}
+
+/** Parses "p2p:task_request" (or "task_request", or "MESSAGE_TYPE_TASK_REQUEST"). */
+export function parseMessageType(name: string): MessageTypeInfo | undefined {
+  const lower = name.trim().toLowerCase();
+  if (lower.startsWith("message_type_")) return byWireName.get(`p2p:${lower.slice("message_type_".length)}`);
+  return byWireName.get(lower.startsWith("p2p:") ? lower : `p2p:${lower}`);
+}
+
+export function wireName(type: MessageType): string {
+  return byType.get(type)?.wireName ?? `p2p:unknown(${type})`;
+}

@@ -1,0 +1,135 @@
+// Reads the final status of a call from the response the protocol handler
+// produced, for the request log: every protocol spells it differently
+// (gRPC in trailers, gRPC-web in a trailer frame, Connect in the HTTP status
+// and JSON error body, or in the end-of-stream frame).
+import { Code } from "@connectrpc/connect";
+import type { UniversalServerResponse } from "@connectrpc/connect/protocol";
+
+export interface CallStatus {
+  /** undefined while the call runs; null for OK. */
+  code?: Code | null;
+  message?: string;
+}
+
+const connectCodes: Record<string, Code> = Object.fromEntries(
+  Object.entries(Code)
+    .filter(([, value]) => typeof value === "number")
+    .map(([name, value]) => [name.replace(/[A-Z]/g, (c, i: number) => (i === 0 ? c.toLowerCase() : `_${c.toLowerCase()}`)), value as Code]),
+);
+
+export function codeName(code: Code | null | undefined): string {
+  if (code === null || code === undefined) return "ok";
+  return Object.entries(connectCodes).find(([, value]) => value === code)?.[0] ?? `code_${code}`;
+}
+
+function decodeGrpcMessage(value: string | null | undefined): string | undefined {
+  if (!value) return undefined;
+  try {
+    return decodeURIComponent(value);
+  } catch {
+    return value;
+  }
+}
+
+function fromGrpcHeaders(headers: Headers | undefined, status: CallStatus): boolean {
+  const value = headers?.get("grpc-status");
+  if (value === null || value === undefined) return false;
+  const code = Number(value);
+  status.code = code === 0 ? null : (code as Code);
+  status.message = decodeGrpcMessage(headers?.get("grpc-message"));
+  return true;
+}
+
+/** Splits a byte stream into enveloped frames (flag byte, 32-bit length, data). */
+class FrameReader {
+  private buffer = new Uint8Array(0);
+  constructor(private readonly onFrame: (flags: number, data: Uint8Array) => void) {}
+  push(chunk: Uint8Array): void {
+    const merged = new Uint8Array(this.buffer.byteLength + chunk.byteLength);
+    merged.set(this.buffer, 0);
+    merged.set(chunk, this.buffer.byteLength);
+    let offset = 0;
+    while (merged.byteLength - offset >= 5) {
+      const length = new DataView(merged.buffer, merged.byteOffset + offset + 1, 4).getUint32(0);
+      if (merged.byteLength - offset - 5 < length) break;
+      this.onFrame(merged[offset]!, merged.subarray(offset + 5, offset + 5 + length));
+      offset += 5 + length;
+    }
+    // Keep only an unfinished frame's bytes; message bodies are not retained.
+    this.buffer = merged.slice(offset);
+  }
+}
+
+const decoder = new TextDecoder();
+
+function parseGrpcWebTrailer(data: Uint8Array, status: CallStatus): void {
+  const headers = new Headers();
+  for (const line of decoder.decode(data).split(/\r?\n/)) {
+    const colon = line.indexOf(":");
+    if (colon > 0) headers.set(line.slice(0, colon).trim(), line.slice(colon + 1).trim());
+  }
+  fromGrpcHeaders(headers, status);
+}
+
+function parseConnectError(text: string, status: CallStatus, httpStatus: number): void {
+  try {
+    const parsed = JSON.parse(text) as { code?: string; message?: string; error?: { code?: string; message?: string } };
+    const error = parsed.error ?? (httpStatus === 200 ? undefined : parsed);
+    if (error === undefined) {
+      status.code = null;
+      return;
+    }
+    status.code = connectCodes[error.code ?? ""] ?? Code.Unknown;
+    status.message = error.message;
+  } catch {
+    status.code = httpStatus === 200 ? null : Code.Unknown;
+  }
+}
+
+async function* watch(
+  body: AsyncIterable<Uint8Array>,
+  onChunk: (chunk: Uint8Array) => void,
+  onEnd: () => void,
+): AsyncIterable<Uint8Array> {
+  for await (const chunk of body) {
+    onChunk(chunk);
+    yield chunk;
+  }
+  onEnd();
+}
+
+/** Returns the same response, observed: `status` is filled in as the body is written. */
+export function observeStatus(contentType: string, response: UniversalServerResponse, status: CallStatus): UniversalServerResponse {
+  const body = response.body;
+  if (contentType.startsWith("application/grpc-web")) {
+    if (body === undefined) return response;
+    const frames = new FrameReader((flags, data) => {
+      if (flags & 0x80) parseGrpcWebTrailer(data, status);
+    });
+    return { ...response, body: watch(body, (chunk) => frames.push(chunk), () => (status.code ??= null)) };
+  }
+  if (contentType.startsWith("application/grpc")) {
+    if (fromGrpcHeaders(response.header, status) || body === undefined) return response;
+    return { ...response, body: watch(body, () => undefined, () => fromGrpcHeaders(response.trailer, status) || (status.code ??= null)) };
+  }
+  if (contentType.startsWith("application/connect+")) {
+    if (response.status !== 200 || body === undefined) {
+      status.code = Code.Unknown;
+      return response;
+    }
+    const frames = new FrameReader((flags, data) => {
+      if (flags & 0x02) parseConnectError(decoder.decode(data), status, 200);
+    });
+    return { ...response, body: watch(body, (chunk) => frames.push(chunk), () => (status.code ??= null)) };
+  }
+  // Connect unary (and GET): success is HTTP 200; errors are a small JSON body.
+  if (response.status === 200 || body === undefined || response.header?.get("content-encoding")) {
+    status.code = response.status === 200 ? null : Code.Unknown;
+    return response;
+  }
+  const parts: Uint8Array[] = [];
+  return {
+    ...response,
+    body: watch(body, (chunk) => parts.push(chunk), () => parseConnectError(decoder.decode(Buffer.concat(parts)), status, response.status)),
+  };
+}

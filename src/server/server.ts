@@ -1,0 +1,92 @@
+// The Synapse server: every service on one port, for gRPC, gRPC-web and
+// Connect, with read/write limits from max_file_size, a request log, and a
+// graceful shutdown that lets in-flight calls finish.
+import { Code, ConnectError, type ConnectRouter } from "@connectrpc/connect";
+import { CapabilitiesService, type AgentCapabilities } from "../../gen/synapse/v1/capabilities_pb.js";
+import { P2PService } from "../../gen/synapse/v1/p2p_pb.js";
+import type { Wiring } from "../capabilities/interfaces.js";
+import { CapabilitiesProvider } from "../capabilities/provider.js";
+import { silentLogger, type Logger } from "../log.js";
+import { capabilitiesService } from "./capabilities-service.js";
+import { createRequestHandler } from "./adapter.js";
+import { createListener, type Listener, type TlsFiles } from "./listener.js";
+import { requestParseAsInvalidArgument } from "./request-errors.js";
+import { withRequestLog } from "./request-log.js";
+
+/** Room for the envelope, header and framing around a max_file_size payload. */
+export const MESSAGE_OVERHEAD_BYTES = 64 * 1024;
+
+export interface ServerOptions {
+  capabilities: AgentCapabilities;
+  host?: string;
+  port?: number;
+  tls?: TlsFiles;
+  logger?: Logger;
+  /** How long shutdown waits for in-flight calls before cutting them off. */
+  shutdownGraceMs?: number;
+}
+
+export interface RunningServer {
+  readonly url: string;
+  readonly port: number;
+  readonly host: string;
+  readonly capabilities: CapabilitiesProvider;
+  /** Aborted when shutdown begins: long-lived streams end on it. */
+  readonly draining: AbortSignal;
+  /** Stops accepting, lets in-flight calls finish (within the grace period), then closes everything. */
+  close(): Promise<void>;
+}
+
+export async function startServer(options: ServerOptions): Promise<RunningServer> {
+  const logger = options.logger ?? silentLogger;
+  const wiring: Wiring = { capabilities: true, p2p: false, taskStatus: false, streaming: false, humanInTheLoop: false, callbacks: false };
+  const provider = new CapabilitiesProvider(options.capabilities, wiring);
+  const maxBytes = Number(options.capabilities.maxFileSize) + MESSAGE_OVERHEAD_BYTES;
+  const drainController = new AbortController();
+  const shutdownController = new AbortController();
+
+  const routes = (router: ConnectRouter) => {
+    router.service(CapabilitiesService, capabilitiesService(provider));
+    // Declared in full; answers UNIMPLEMENTED until the task engine is wired in.
+    router.service(P2PService, {});
+  };
+  const handler = createRequestHandler({
+    routes,
+    logger,
+    readMaxBytes: maxBytes,
+    writeMaxBytes: maxBytes,
+    interceptors: [requestParseAsInvalidArgument],
+    shutdownSignal: shutdownController.signal,
+  });
+  const listener: Listener = createListener({ handler: withRequestLog(handler, logger), tls: options.tls });
+  const { port, host } = await listener.listen(options.port ?? 0, options.host ?? "127.0.0.1");
+  const scheme = options.tls ? "https" : "http";
+  const urlHost = host.includes(":") ? `[${host}]` : host;
+  const url = `${scheme}://${urlHost}:${port}`;
+  logger.info({ url, agent_id: options.capabilities.agentId, key_id: options.capabilities.keyId }, "listening");
+
+  let closing: Promise<void> | undefined;
+  const close = () => {
+    closing ??= (async () => {
+      logger.info({ in_flight: listener.inFlight() }, "shutting down");
+      drainController.abort();
+      listener.stopAccepting();
+      const grace = options.shutdownGraceMs ?? 10_000;
+      let timer: NodeJS.Timeout | undefined;
+      const expired = await Promise.race([
+        listener.idle().then(() => false),
+        new Promise<boolean>((resolve) => (timer = setTimeout(() => resolve(true), grace))),
+      ]);
+      clearTimeout(timer);
+      if (expired) {
+        logger.warn({ in_flight: listener.inFlight() }, "grace period over, cancelling remaining calls");
+        shutdownController.abort(new ConnectError("server is shutting down", Code.Unavailable));
+        await Promise.race([listener.idle(), new Promise((resolve) => setTimeout(resolve, 1000))]);
+      }
+      listener.destroyAll();
+      logger.info("stopped");
+    })();
+    return closing;
+  };
+  return { url, port, host, capabilities: provider, draining: drainController.signal, close };
+}
