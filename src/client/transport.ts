@@ -1,0 +1,37 @@
+// Transports for talking to a Synapse server in any of its protocols.
+import type { Transport } from "@connectrpc/connect";
+import { createConnectTransport, createGrpcTransport, createGrpcWebTransport } from "@connectrpc/connect-node";
+
+export type ProtocolName = "connect" | "grpc" | "grpc-web";
+
+export const PROTOCOLS: readonly ProtocolName[] = ["connect", "grpc", "grpc-web"];
+
+export interface TransportOptions {
+  protocol?: ProtocolName;
+  /** Binary protobuf instead of JSON (Connect and gRPC-web only; gRPC is always binary). */
+  binary?: boolean;
+  /** Defaults: HTTP/2 for gRPC and https URLs, HTTP/1.1 otherwise. */
+  httpVersion?: "1.1" | "2";
+  /** Extra CA certificates (PEM) to trust for https URLs. */
+  ca?: string | Buffer;
+}
+
+export function createTransport(baseUrl: string, options: TransportOptions = {}): Transport {
+  const protocol = options.protocol ?? "connect";
+  const nodeOptions = options.ca ? { ca: options.ca } : undefined;
+  const httpVersion = options.httpVersion ?? (baseUrl.startsWith("https:") ? "2" : "1.1");
+  switch (protocol) {
+    case "grpc":
+      return createGrpcTransport({ baseUrl, nodeOptions });
+    case "grpc-web":
+      return createGrpcWebTransport({ baseUrl, httpVersion, useBinaryFormat: options.binary ?? true, nodeOptions });
+    case "connect":
+      return createConnectTransport({ baseUrl, httpVersion, useBinaryFormat: options.binary ?? false, nodeOptions });
+  }
+}
+
+export function parseProtocol(value: string | undefined): ProtocolName | undefined {
+  if (value === undefined) return undefined;
+  if ((PROTOCOLS as readonly string[]).includes(value)) return value as ProtocolName;
+  throw new TypeError(`protocol must be one of ${PROTOCOLS.join(", ")}`);
+}

@@ -1,0 +1,60 @@
+// Runs the built `synapse` command as a user would.
+import { spawn, type ChildProcess } from "node:child_process";
+import { fileURLToPath } from "node:url";
+
+export const CLI = fileURLToPath(new URL("../../dist/src/cli/main.js", import.meta.url));
+
+export interface CliResult {
+  code: number | null;
+  stdout: string;
+  stderr: string;
+}
+
+export function runCli(args: string[], options: { input?: string; env?: NodeJS.ProcessEnv } = {}): Promise<CliResult> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, [CLI, ...args], { env: { ...process.env, ...options.env } });
+    let stdout = "";
+    let stderr = "";
+    child.stdout.on("data", (d: Buffer) => (stdout += d.toString()));
+    child.stderr.on("data", (d: Buffer) => (stderr += d.toString()));
+    child.on("error", reject);
+    child.on("close", (code) => resolve({ code, stdout, stderr }));
+    child.stdin.end(options.input ?? "");
+  });
+}
+
+export interface ServeProcess {
+  child: ChildProcess;
+  url: string;
+  stderr: () => string;
+  /** Sends a signal and resolves with the exit code. */
+  stop(signal?: NodeJS.Signals): Promise<number | null>;
+}
+
+/** Starts `synapse serve` on an ephemeral port and waits for its URL. */
+export function startServe(args: string[], env: NodeJS.ProcessEnv = {}): Promise<ServeProcess> {
+  return new Promise((resolve, reject) => {
+    const port = env.PORT === undefined ? ["--port", "0"] : [];
+    const child = spawn(process.execPath, [CLI, "serve", ...port, ...args], { env: { ...process.env, ...env } });
+    let stdout = "";
+    let stderr = "";
+    const exited = new Promise<number | null>((done) => child.once("exit", (code) => done(code)));
+    child.stderr.on("data", (d: Buffer) => (stderr += d.toString()));
+    child.stdout.on("data", (d: Buffer) => {
+      stdout += d.toString();
+      const match = /listening on (\S+)/.exec(stdout);
+      if (match) {
+        resolve({
+          child,
+          url: match[1]!,
+          stderr: () => stderr,
+          stop: (signal = "SIGTERM") => {
+            child.kill(signal);
+            return exited;
+          },
+        });
+      }
+    });
+    child.once("exit", (code) => reject(new Error(`serve exited with ${code}: ${stderr}`)));
+  });
+}
