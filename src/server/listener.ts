@@ -106,7 +106,7 @@ function drainUnreadBody(req: http.IncomingMessage | http2.Http2ServerRequest): 
     return;
   }
   const socket = req.socket;
-  if (socket === undefined || socket.destroyed) return;
+  if (!socket || socket.destroyed) return;
   let drained = 0;
   req.on("data", (chunk: Buffer) => {
     drained += chunk.byteLength;
