@@ -82,7 +82,21 @@ describe("one port, every protocol", () => {
   it("reports only interfaces that are wired", async () => {
     const client = createClient(CapabilitiesService, createGrpcTransport({ baseUrl: server.url }));
     const { interfaces } = await client.getSupportedInterfaces({});
-    expect(interfaces.map((i) => i.name)).toEqual(["AgentIdentity", "CapabilitiesProvider", "HTTPTransport"]);
+    expect(interfaces.map((i) => i.name)).toEqual([
+      "AgentIdentity",
+      "MessageHandler",
+      "CapabilitiesProvider",
+      "P2PTaskHandler",
+      "TaskStatusProvider",
+      "HILHandler",
+      "HTTPTransport",
+      "HybridTransport",
+      "StreamingTransport",
+      "Authenticator",
+      "IdempotencyHandler",
+    ]);
+    // No callbacks are wired, so neither callback interface is claimed.
+    expect(interfaces.map((i) => i.name)).not.toContain("CallbackReceiver");
   });
 
   it("answers GET for side-effect-free methods", async () => {
@@ -159,9 +173,9 @@ describe("one port, every protocol", () => {
     expect(response).toContain("agent_under_test");
   });
 
-  it("answers P2PService with UNIMPLEMENTED until the task engine is wired", async () => {
+  it("answers P2PService reads without a bearer token with UNAUTHENTICATED", async () => {
     const client = createClient(P2PService, createGrpcTransport({ baseUrl: server.url }));
-    await expect(client.getTask({ taskId: "x" })).rejects.toMatchObject({ code: Code.Unimplemented });
+    await expect(client.getTask({ taskId: "x" })).rejects.toMatchObject({ code: Code.Unauthenticated });
   });
 
   it("logs one structured line per call, refused calls included", async () => {

@@ -22,6 +22,8 @@ interface IdentityFile {
 
 export const KEY_FILE = "agent.key";
 export const IDENTITY_FILE = "identity.json";
+/** Keys of other agents, pinned on first use. */
+export const PINNED_KEYS_FILE = "pinned-keys.json";
 
 /** A readable default id derived from the key, so it is stable with the key. */
 export function defaultAgentId(key: AgentKey): string {

@@ -31,6 +31,11 @@ export interface OpenOptions {
   clockSkewMs?: number;
   now?: () => number;
   ed?: Ed25519;
+  /**
+   * Check sent_at and expires_at (default true). Records read back later,
+   * such as a task's event log, are checked for authenticity, not freshness.
+   */
+  checkTime?: boolean;
 }
 
 export interface OpenedEnvelope {
@@ -130,7 +135,7 @@ export async function open(envelope: Envelope, options: OpenOptions): Promise<Op
   if (!version.compatible) {
     throw protocolError(ErrorCode.UNSUPPORTED_VERSION, `protocol ${header.protocolVersion} is not compatible with ${PROTOCOL_VERSION}`);
   }
-  checkTime(header, (options.now ?? Date.now)(), options.clockSkewMs ?? DEFAULT_CLOCK_SKEW_MS);
+  if (options.checkTime !== false) checkTime(header, (options.now ?? Date.now)(), options.clockSkewMs ?? DEFAULT_CLOCK_SKEW_MS);
 
   const info = messageTypeInfo(header.messageType);
   if (info === undefined || header.messageType === MessageType.UNSPECIFIED) {

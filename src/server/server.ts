@@ -4,10 +4,12 @@
 import { Code, ConnectError, type ConnectRouter } from "@connectrpc/connect";
 import { CapabilitiesService, type AgentCapabilities } from "../../gen/synapse/v1/capabilities_pb.js";
 import { P2PService } from "../../gen/synapse/v1/p2p_pb.js";
+import type { Agent } from "../agent/agent.js";
 import type { Wiring } from "../capabilities/interfaces.js";
 import { CapabilitiesProvider } from "../capabilities/provider.js";
 import { silentLogger, type Logger } from "../log.js";
 import { capabilitiesService } from "./capabilities-service.js";
+import { p2pService } from "./p2p-service.js";
 import { createRequestHandler } from "./adapter.js";
 import { createListener, type Listener, type TlsFiles } from "./listener.js";
 import { requestParseAsInvalidArgument } from "./request-errors.js";
@@ -17,7 +19,10 @@ import { withRequestLog } from "./request-log.js";
 export const MESSAGE_OVERHEAD_BYTES = 64 * 1024;
 
 export interface ServerOptions {
-  capabilities: AgentCapabilities;
+  /** Capabilities to declare when no agent is given (CapabilitiesService only). */
+  capabilities?: AgentCapabilities;
+  /** The agent whose services (CapabilitiesService and P2PService) are served. */
+  agent?: Agent;
   host?: string;
   port?: number;
   tls?: TlsFiles;
@@ -37,18 +42,26 @@ export interface RunningServer {
   close(): Promise<void>;
 }
 
+const CAPABILITIES_ONLY: Wiring = { capabilities: true, p2p: false, taskStatus: false, streaming: false, humanInTheLoop: false, callbacks: false };
+
+function requireCapabilities(options: ServerOptions): AgentCapabilities {
+  if (options.capabilities === undefined) throw new TypeError("startServer needs an agent or capabilities");
+  return options.capabilities;
+}
+
 export async function startServer(options: ServerOptions): Promise<RunningServer> {
   const logger = options.logger ?? silentLogger;
-  const wiring: Wiring = { capabilities: true, p2p: false, taskStatus: false, streaming: false, humanInTheLoop: false, callbacks: false };
-  const provider = new CapabilitiesProvider(options.capabilities, wiring);
-  const maxBytes = Number(options.capabilities.maxFileSize) + MESSAGE_OVERHEAD_BYTES;
+  const agent = options.agent;
+  const provider = agent?.provider ?? new CapabilitiesProvider(requireCapabilities(options), CAPABILITIES_ONLY);
+  const capabilities = provider.getCapabilities();
+  const maxBytes = Number(capabilities.maxFileSize) + MESSAGE_OVERHEAD_BYTES;
   const drainController = new AbortController();
   const shutdownController = new AbortController();
 
   const routes = (router: ConnectRouter) => {
     router.service(CapabilitiesService, capabilitiesService(provider));
-    // Declared in full; answers UNIMPLEMENTED until the task engine is wired in.
-    router.service(P2PService, {});
+    // Without an agent P2PService is still declared, and answers UNIMPLEMENTED.
+    router.service(P2PService, agent ? p2pService(agent, drainController.signal) : {});
   };
   const handler = createRequestHandler({
     routes,
@@ -63,14 +76,16 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
   const scheme = options.tls ? "https" : "http";
   const urlHost = host.includes(":") ? `[${host}]` : host;
   const url = `${scheme}://${urlHost}:${port}`;
-  logger.info({ url, agent_id: options.capabilities.agentId, key_id: options.capabilities.keyId }, "listening");
+  logger.info({ url, agent_id: capabilities.agentId, key_id: capabilities.keyId }, "listening");
 
   let closing: Promise<void> | undefined;
   const close = () => {
     closing ??= (async () => {
       logger.info({ in_flight: listener.inFlight() }, "shutting down");
-      drainController.abort();
       listener.stopAccepting();
+      // Running tasks end first (their last events reach watchers), then open streams are told to resume elsewhere.
+      await agent?.engine.shutdown();
+      drainController.abort();
       const grace = options.shutdownGraceMs ?? 10_000;
       let timer: NodeJS.Timeout | undefined;
       const expired = await Promise.race([

@@ -1,31 +1,70 @@
-// Starts a real server on an ephemeral port with a fresh identity.
+// Starts a real agent server on an ephemeral port with a fresh identity,
+// and makes requester identities and clients for it.
+import type { MessageInitShape } from "@bufbuild/protobuf";
 import { mkdtemp } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { loadOrCreateIdentity } from "../../src/agent/identity.js";
+import type { AgentCapabilitiesSchema } from "../../gen/synapse/v1/capabilities_pb.js";
+import { createAgent, type Agent } from "../../src/agent/agent.js";
+import type { TaskHandler } from "../../src/agent/handler.js";
+import { loadOrCreateIdentity, type AgentIdentity } from "../../src/agent/identity.js";
+import { referenceHandlers } from "../../src/agent/reference/index.js";
 import { REFERENCE_TASK_TYPES } from "../../src/agent/reference/task-types.js";
-import { defaultAgentCapabilities } from "../../src/capabilities/defaults.js";
+import { defaultAgentCapabilities, type P2PConfig } from "../../src/capabilities/defaults.js";
+import { SynapseClient, type ClientOptions } from "../../src/client/requester.js";
+import type { TrustPolicy } from "../../src/envelope/trust.js";
+import { PinnedKeys } from "../../src/envelope/trust-sources.js";
 import { startServer, type RunningServer, type ServerOptions } from "../../src/server/server.js";
 
 export async function tempDir(prefix = "synapse-test-"): Promise<string> {
   return mkdtemp(join(tmpdir(), prefix));
 }
 
-export interface TestServerOptions extends Partial<Omit<ServerOptions, "capabilities">> {
+export interface TestServerOptions extends Partial<Omit<ServerOptions, "capabilities" | "agent">> {
   maxFileSize?: number;
   agentId?: string;
+  capabilities?: MessageInitShape<typeof AgentCapabilitiesSchema>;
+  handlers?: ReadonlyMap<string, TaskHandler>;
+  config?: Partial<P2PConfig>;
+  trust?: TrustPolicy;
+  clockSkewMs?: number;
 }
 
-export async function startTestServer(options: TestServerOptions = {}): Promise<RunningServer> {
+export interface TestServer extends RunningServer {
+  agent: Agent;
+}
+
+export async function startTestServer(options: TestServerOptions = {}): Promise<TestServer> {
   const { identity } = await loadOrCreateIdentity(await tempDir(), { agentId: options.agentId });
   const capabilities = defaultAgentCapabilities({
-    agentId: identity.agentId,
     agentName: "test agent",
-    systemId: "test",
-    publicKey: identity.key.publicKey,
-    keyId: identity.key.keyId,
     supportedTaskTypes: [...REFERENCE_TASK_TYPES],
     ...(options.maxFileSize !== undefined ? { maxFileSize: BigInt(options.maxFileSize) } : {}),
+    ...options.capabilities,
   });
-  return startServer({ ...options, capabilities, port: 0, host: options.host ?? "127.0.0.1" });
+  const agent = createAgent({
+    identity,
+    capabilities,
+    handlers: options.handlers ?? referenceHandlers(),
+    trust: options.trust ?? PinnedKeys.inMemory(),
+    config: options.config,
+    clockSkewMs: options.clockSkewMs,
+    logger: options.logger,
+  });
+  const server = await startServer({ tls: options.tls, logger: options.logger, shutdownGraceMs: options.shutdownGraceMs, agent, port: 0, host: options.host ?? "127.0.0.1" });
+  return Object.assign(server, { agent });
+}
+
+/** A fresh requester identity in a temporary SYNAPSE_HOME. */
+export async function requesterIdentity(agentId?: string): Promise<AgentIdentity> {
+  return (await loadOrCreateIdentity(await tempDir("synapse-requester-"), { agentId })).identity;
+}
+
+export async function connectClient(server: RunningServer, options: Partial<ClientOptions> = {}): Promise<SynapseClient> {
+  return SynapseClient.connect({
+    baseUrl: server.url,
+    identity: options.identity ?? (await requesterIdentity()),
+    retryBaseDelayMs: 50,
+    ...options,
+  });
 }

@@ -1,19 +1,39 @@
 // `synapse serve`: run the reference agent on one port until SIGTERM/SIGINT.
 import { readFile } from "node:fs/promises";
-import { resolve } from "node:path";
-import { DEFAULT_MAX_FILE_SIZE, defaultAgentCapabilities } from "../../capabilities/defaults.js";
+import { join, resolve } from "node:path";
+import { createAgent } from "../../agent/agent.js";
+import { referenceHandlers } from "../../agent/reference/index.js";
+import { DEFAULT_MAX_FILE_SIZE, defaultAgentCapabilities, type P2PConfig } from "../../capabilities/defaults.js";
+import type { TrustPolicy } from "../../envelope/trust.js";
+import { PinnedKeys, TrustChain, TrustStore } from "../../envelope/trust-sources.js";
 import { REFERENCE_TASK_TYPES } from "../../agent/reference/task-types.js";
-import { loadOrCreateIdentity } from "../../agent/identity.js";
+import { loadOrCreateIdentity, PINNED_KEYS_FILE } from "../../agent/identity.js";
 import { createLogger } from "../../log.js";
 import { startServer } from "../../server/server.js";
 import { integerOption, parse, UsageError } from "../args.js";
 
 export const serveUsage = `usage: synapse serve [--host H] [--port P] [--data-dir DIR] [--tls-cert FILE --tls-key FILE]
-                     [--agent-id ID] [--agent-name NAME] [--system-id ID] [--max-file-size BYTES] [--log-level LEVEL]
+                     [--trust-store FILE [--tofu]] [--agent-id ID] [--agent-name NAME] [--system-id ID]
+                     [--max-file-size BYTES] [--max-concurrent-tasks N] [--max-task-duration SECONDS]
+                     [--task-timeout SECONDS] [--heartbeat-interval SECONDS] [--clock-skew SECONDS]
+                     [--log-level LEVEL]
 
-Serves CapabilitiesService and P2PService as gRPC, gRPC-web and Connect on one port.
-HOST and PORT environment variables are used when the flags are absent.
-The agent's identity (agent.key, identity.json) is created in the data dir on first start and kept.`;
+Serves the reference agent (CapabilitiesService and P2PService) as gRPC, gRPC-web
+and Connect on one port. HOST and PORT environment variables are used when the
+flags are absent. The agent's identity (agent.key, identity.json) is created in
+the data dir on first start and kept.
+
+Senders' keys are pinned on first use (pinned-keys.json in the data dir). With
+--trust-store only the agents listed there are trusted ({"agents": [{"agent_id",
+"public_key" (base64url)}]}); add --tofu to also pin agents it does not list.`;
+
+/** Pinning on first use by default; a trust-store file makes trust explicit. */
+async function trustPolicy(dataDir: string, trustStore: string | undefined, tofu: boolean): Promise<TrustPolicy> {
+  const pins = () => PinnedKeys.open(join(dataDir, PINNED_KEYS_FILE));
+  if (trustStore === undefined) return pins();
+  const store = await TrustStore.load(trustStore);
+  return tofu ? new TrustChain([store, await pins()]) : store;
+}
 
 export async function serve(argv: string[]): Promise<number> {
   const { values } = parse(
@@ -28,6 +48,13 @@ export async function serve(argv: string[]): Promise<number> {
       "agent-name": { type: "string" },
       "system-id": { type: "string" },
       "max-file-size": { type: "string" },
+      "max-concurrent-tasks": { type: "string" },
+      "max-task-duration": { type: "string" },
+      "task-timeout": { type: "string" },
+      "heartbeat-interval": { type: "string" },
+      "clock-skew": { type: "string" },
+      "trust-store": { type: "string" },
+      tofu: { type: "boolean" },
       "log-level": { type: "string" },
     },
     serveUsage,
@@ -47,21 +74,38 @@ export async function serve(argv: string[]): Promise<number> {
     systemId: values["system-id"],
   });
   if (created) logger.info({ data_dir: dataDir, key_id: identity.key.keyId }, "created a new agent identity");
+  const defaults = defaultAgentCapabilities();
   const capabilities = defaultAgentCapabilities({
-    agentId: identity.agentId,
     agentName: identity.agentName,
-    systemId: identity.systemId,
-    publicKey: identity.key.publicKey,
-    keyId: identity.key.keyId,
     supportedTaskTypes: [...REFERENCE_TASK_TYPES],
     maxFileSize: BigInt(integerOption(values["max-file-size"], "--max-file-size") ?? DEFAULT_MAX_FILE_SIZE),
+    maxConcurrentTasks: integerOption(values["max-concurrent-tasks"], "--max-concurrent-tasks") ?? defaults.maxConcurrentTasks,
+    maxTaskDurationSeconds: integerOption(values["max-task-duration"], "--max-task-duration") ?? defaults.maxTaskDurationSeconds,
+  });
+  const seconds = (name: "task-timeout" | "heartbeat-interval" | "clock-skew") => {
+    const value = integerOption(values[name], `--${name}`);
+    return value === undefined ? undefined : value * 1000;
+  };
+  const config: Partial<P2PConfig> = {};
+  const taskTimeoutMs = seconds("task-timeout");
+  const heartbeatIntervalMs = seconds("heartbeat-interval");
+  if (taskTimeoutMs !== undefined) config.taskTimeoutMs = taskTimeoutMs;
+  if (heartbeatIntervalMs !== undefined) config.heartbeatIntervalMs = heartbeatIntervalMs;
+  const agent = createAgent({
+    identity,
+    capabilities,
+    handlers: referenceHandlers(),
+    trust: await trustPolicy(dataDir, values["trust-store"], Boolean(values.tofu)),
+    config,
+    clockSkewMs: seconds("clock-skew"),
+    logger,
   });
   const tls =
     values["tls-cert"] && values["tls-key"]
       ? { cert: await readFile(values["tls-cert"]), key: await readFile(values["tls-key"]) }
       : undefined;
   const server = await startServer({
-    capabilities,
+    agent,
     host: values.host ?? process.env.HOST ?? "127.0.0.1",
     port: integerOption(values.port ?? process.env.PORT, "--port") ?? 8080,
     tls,

@@ -1,0 +1,227 @@
+// Runs one task's handler: builds its TaskContext, enforces the task
+// timeout and max_task_duration, checks the result against the output
+// schema, and turns large or streamed results into a ResultStream. It talks
+// to the engine only through ExecutionHost, so it never touches the store.
+import type { JsonObject, JsonValue } from "@bufbuild/protobuf";
+import { createHash } from "node:crypto";
+import { ErrorCode } from "../../gen/synapse/v1/errors_pb.js";
+import type { Logger } from "../log.js";
+import type { HumanAnswer, HumanQuestion, MissingFieldSpec, TaskContext, TaskHandler, TaskInput, TaskOutput } from "./handler.js";
+import { TaskFailure } from "./handler.js";
+import type { TaskSchemas } from "./schemas.js";
+
+export interface FinishedResult {
+  output?: JsonValue;
+  outputType: string;
+  summary: string;
+  metadata?: JsonObject;
+  stream?: { contentType: string; bytes: Uint8Array; sha256: Uint8Array };
+}
+
+export interface FailureReport {
+  code: ErrorCode;
+  message: string;
+  recoverable: boolean;
+  details?: JsonValue;
+}
+
+/** What an execution asks of the engine. */
+export interface ExecutionHost {
+  progress(taskId: string, percent: number, message: string, intermediate?: JsonValue): Promise<void>;
+  askForInfo(taskId: string, fields: MissingFieldSpec[], question: string | undefined, signal: AbortSignal): Promise<JsonObject>;
+  askHuman(taskId: string, question: HumanQuestion, signal: AbortSignal): Promise<HumanAnswer>;
+  /** The task's current payload (with provided and modified fields merged in). */
+  currentPayload(taskId: string): Promise<JsonObject>;
+  complete(taskId: string, result: FinishedResult): Promise<void>;
+  fail(taskId: string, failure: FailureReport): Promise<void>;
+}
+
+export interface ExecutionLimits {
+  taskTimeoutMs: number;
+  maxTaskDurationMs: number;
+  /** Outputs whose JSON is larger than this are offered as a stream instead. */
+  maxInlineOutputBytes: number;
+  /** The most bytes a result stream may hold. */
+  maxStreamBytes: number;
+}
+
+/** Why an execution's signal was aborted. */
+export class ExecutionStop extends Error {
+  constructor(
+    readonly failure: FailureReport | undefined,
+    message: string,
+  ) {
+    super(message);
+    this.name = "AbortError";
+  }
+}
+
+async function collect(data: AsyncIterable<Uint8Array> | Uint8Array, limit: number, signal: AbortSignal): Promise<Uint8Array> {
+  if (data instanceof Uint8Array) {
+    if (data.byteLength > limit) throw new TaskFailure(ErrorCode.EXECUTION_FAILED, `result stream exceeds ${limit} bytes`);
+    return data;
+  }
+  const parts: Uint8Array[] = [];
+  let size = 0;
+  for await (const part of data) {
+    if (signal.aborted) throw signal.reason;
+    size += part.byteLength;
+    if (size > limit) throw new TaskFailure(ErrorCode.EXECUTION_FAILED, `result stream exceeds ${limit} bytes`);
+    parts.push(part);
+  }
+  return Buffer.concat(parts);
+}
+
+function sha256(bytes: Uint8Array): Uint8Array {
+  return new Uint8Array(createHash("sha256").update(bytes).digest());
+}
+
+export class Execution {
+  readonly controller = new AbortController();
+  private readonly timers: NodeJS.Timeout[] = [];
+
+  constructor(
+    private readonly input: TaskInput,
+    private readonly handler: TaskHandler,
+    private readonly host: ExecutionHost,
+    private readonly schemas: TaskSchemas,
+    private readonly limits: ExecutionLimits,
+    private readonly logger: Logger,
+  ) {}
+
+  /** Stops the handler; `failure` says how the task ends (none when it already ended). */
+  stop(failure: FailureReport | undefined, message: string): void {
+    if (!this.controller.signal.aborted) this.controller.abort(new ExecutionStop(failure, message));
+  }
+
+  async run(): Promise<void> {
+    const { taskId } = this.input;
+    const signal = this.controller.signal;
+    this.startTimers();
+    try {
+      await this.host.progress(taskId, 0, "started");
+      const output = await this.race(this.handler.executeTask(this.context()));
+      const result = await this.finish(output);
+      if (signal.aborted) return this.reportStop();
+      await this.host.complete(taskId, result);
+    } catch (error) {
+      if (signal.aborted) return this.reportStop();
+      await this.host.fail(taskId, this.failureOf(error));
+    } finally {
+      for (const timer of this.timers) clearTimeout(timer);
+    }
+  }
+
+  private startTimers(): void {
+    const { taskTimeoutMs, maxTaskDurationMs } = this.limits;
+    // Whichever limit is shorter decides the error code the task fails with.
+    if (taskTimeoutMs <= maxTaskDurationMs) {
+      this.timers.push(
+        setTimeout(() => this.stop({ code: ErrorCode.EXECUTION_TIMEOUT, message: `task ran past its ${taskTimeoutMs / 1000} s timeout`, recoverable: true }, "timeout"), taskTimeoutMs),
+      );
+    } else {
+      this.timers.push(
+        setTimeout(
+          () =>
+            this.stop(
+              { code: ErrorCode.TASK_DURATION_EXCEEDED, message: `task ran past max_task_duration_seconds (${maxTaskDurationMs / 1000} s)`, recoverable: false },
+              "duration exceeded",
+            ),
+          maxTaskDurationMs,
+        ),
+      );
+    }
+  }
+
+  /** Settles as soon as the handler does, or as soon as the execution is stopped. */
+  private race<T>(work: Promise<T>): Promise<T> {
+    const signal = this.controller.signal;
+    return new Promise<T>((resolve, reject) => {
+      if (signal.aborted) return reject(signal.reason);
+      const onAbort = () => reject(signal.reason);
+      signal.addEventListener("abort", onAbort, { once: true });
+      work.then(
+        (value) => {
+          signal.removeEventListener("abort", onAbort);
+          resolve(value);
+        },
+        (error: unknown) => {
+          signal.removeEventListener("abort", onAbort);
+          reject(error);
+        },
+      );
+    });
+  }
+
+  private async reportStop(): Promise<void> {
+    const reason = this.controller.signal.reason as unknown;
+    if (reason instanceof ExecutionStop && reason.failure) await this.host.fail(this.input.taskId, reason.failure);
+  }
+
+  private context(): TaskContext {
+    const { taskId } = this.input;
+    const signal = this.controller.signal;
+    const host = this.host;
+    const ctx: TaskContext = {
+      ...this.input,
+      payload: { ...this.input.payload },
+      signal,
+      logger: this.logger.child({ task_id: taskId }),
+      progress: async (percent, message = "", intermediate) => {
+        if (signal.aborted) throw signal.reason;
+        const clamped = Math.max(0, Math.min(100, Math.round(percent)));
+        await host.progress(taskId, clamped, message, intermediate);
+      },
+      askForInfo: async (fields, question) => {
+        const provided = await this.race(host.askForInfo(taskId, fields, question, signal));
+        ctx.payload = await host.currentPayload(taskId);
+        return provided;
+      },
+      askHuman: async (question) => {
+        const answer = await this.race(host.askHuman(taskId, question, signal));
+        ctx.payload = await host.currentPayload(taskId);
+        return answer;
+      },
+    };
+    return ctx;
+  }
+
+  private async finish(output: TaskOutput): Promise<FinishedResult> {
+    const { taskType } = this.input;
+    const signal = this.controller.signal;
+    let stream: FinishedResult["stream"];
+    if (output.stream) {
+      const bytes = await collect(output.stream.data, this.limits.maxStreamBytes, signal);
+      stream = { contentType: output.stream.contentType, bytes, sha256: sha256(bytes) };
+    }
+    let inline = output.output;
+    if (inline !== undefined) {
+      const check = this.schemas.checkOutput(taskType, inline);
+      if (!check.valid) {
+        throw new TaskFailure(ErrorCode.OUTPUT_INVALID, `result does not match the output schema: ${check.problems.map((p) => p.message).join("; ")}`);
+      }
+      const json = Buffer.from(JSON.stringify(inline));
+      if (json.byteLength > this.limits.maxInlineOutputBytes) {
+        // Too large for one message: offer the JSON as a stream instead.
+        if (stream === undefined) stream = { contentType: "application/json", bytes: json, sha256: sha256(json) };
+        inline = undefined;
+      }
+    }
+    return {
+      output: inline,
+      outputType: output.outputType ?? "json",
+      summary: output.summary ?? "",
+      metadata: output.metadata,
+      stream,
+    };
+  }
+
+  private failureOf(error: unknown): FailureReport {
+    if (error instanceof TaskFailure) {
+      return { code: error.code, message: error.message, recoverable: error.recoverable, details: error.details };
+    }
+    const message = error instanceof Error ? error.message : String(error);
+    this.logger.warn({ task_id: this.input.taskId, err: error }, "handler failed");
+    return { code: ErrorCode.EXECUTION_FAILED, message, recoverable: false };
+  }
+}

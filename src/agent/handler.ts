@@ -1,0 +1,99 @@
+// The TaskHandler API: what a user implements to run tasks of one type.
+// The engine calls validateTask before confirming a task and executeTask to
+// run it; the context lets the handler report progress, ask for missing
+// information or a human decision and await the answer, and see cancellation.
+import type { JsonObject, JsonValue } from "@bufbuild/protobuf";
+import type { ErrorCode } from "../../gen/synapse/v1/errors_pb.js";
+import type { Logger } from "../log.js";
+
+/** A field the task needs (becomes a MissingField in p2p:task_need_info). */
+export interface MissingFieldSpec {
+  field: string;
+  reason: string;
+  suggestedValue?: JsonValue;
+  alternatives?: JsonValue[];
+}
+
+export interface TaskInput {
+  taskId: string;
+  taskType: string;
+  /** The task payload as submitted (after schema validation). */
+  payload: JsonObject;
+  requester: { agentId: string; systemId: string };
+}
+
+export type Validation =
+  | { kind: "accept" }
+  /** Ask the requester for these fields (p2p:task_need_info) before confirming. */
+  | { kind: "need_info"; fields: MissingFieldSpec[]; question?: string }
+  /** Refuse the task (p2p:task_reject). */
+  | { kind: "reject"; code?: ErrorCode; message: string; retryAfterSeconds?: number; suggestedAgentId?: string };
+
+export interface HumanQuestion {
+  /** A short code, for example "approval_required". */
+  code: string;
+  message: string;
+  taskSummary?: string;
+  blockedReason?: string;
+  options?: Array<{ field: string; value: JsonValue; prosCons?: string; confidence?: number }>;
+  /** 1 (team) to 3 (executive). */
+  escalationLevel?: number;
+  /** Decide by then or the task fails. */
+  deadline?: Date;
+}
+
+export interface HumanAnswer {
+  /** "approve" or "modify"; a rejection never reaches the handler (the task fails). */
+  action: "approve" | "modify";
+  /** approved_fields for approve, modified_fields for modify (also merged into ctx.payload). */
+  fields: JsonObject;
+  notes: string;
+  decidedBy: { userId: string; userName: string; role: string };
+}
+
+/** A result too large for one message, produced as bytes and read with ReadResult. */
+export interface ResultStreamSource {
+  contentType: string;
+  data: AsyncIterable<Uint8Array> | Uint8Array;
+}
+
+export interface TaskOutput {
+  /** The output, checked against the task type's output schema. */
+  output?: JsonValue;
+  /** What the output is, for example "json" (the default) or "text". */
+  outputType?: string;
+  summary?: string;
+  metadata?: JsonObject;
+  /** Bytes offered through ReadResult; total size and SHA-256 go into the signed task_complete. */
+  stream?: ResultStreamSource;
+}
+
+export interface TaskContext extends TaskInput {
+  /** Aborted when the task is cancelled, times out, or the agent shuts down. */
+  readonly signal: AbortSignal;
+  readonly logger: Logger;
+  /** Reports progress (0-100) as a p2p:task_status_update. */
+  progress(percent: number, message?: string, intermediateResult?: JsonValue): Promise<void>;
+  /** Sends p2p:task_need_info and resolves with the provided fields (also merged into payload). */
+  askForInfo(fields: MissingFieldSpec[], question?: string): Promise<JsonObject>;
+  /** Sends p2p:task_need_human and resolves when a human approves or modifies. */
+  askHuman(question: HumanQuestion): Promise<HumanAnswer>;
+}
+
+export interface TaskHandler {
+  validateTask?(task: TaskInput): Validation | Promise<Validation>;
+  executeTask(ctx: TaskContext): Promise<TaskOutput>;
+}
+
+/** Thrown by a handler to fail its task with a specific protocol code. */
+export class TaskFailure extends Error {
+  constructor(
+    readonly code: ErrorCode,
+    message: string,
+    readonly recoverable = false,
+    readonly details?: JsonValue,
+  ) {
+    super(message);
+    this.name = "TaskFailure";
+  }
+}

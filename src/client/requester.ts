@@ -1,0 +1,374 @@
+// The requester side: a typed client that seals and sends protocol
+// messages, verifies every signed reply and event against the executor's
+// key, resumes watches and result reads after a disconnect, and checks that
+// what it is told follows the task state machine.
+import { create, type JsonObject, type Message } from "@bufbuild/protobuf";
+import { durationFromMs, timestampFromMs } from "@bufbuild/protobuf/wkt";
+import { Code, ConnectError, createClient, type Client } from "@connectrpc/connect";
+import { createHash, randomUUID } from "node:crypto";
+import { CapabilitiesService, type AgentCapabilities } from "../../gen/synapse/v1/capabilities_pb.js";
+import { MessageType, type Envelope, type Header } from "../../gen/synapse/v1/envelope_pb.js";
+import { ErrorCode } from "../../gen/synapse/v1/errors_pb.js";
+import { P2PService, type Task, type TaskEvent } from "../../gen/synapse/v1/p2p_pb.js";
+import {
+  DecisionAction,
+  HumanDecisionPayloadSchema,
+  TaskAckPayloadSchema,
+  TaskCancelPayloadSchema,
+  TaskInfoProvidedPayloadSchema,
+  TaskPriority,
+  TaskRequestPayloadSchema,
+  TaskState,
+  type ResultStream,
+  type TaskAckPayload,
+} from "../../gen/synapse/v1/payloads_pb.js";
+import type { AgentIdentity } from "../agent/identity.js";
+import { bytesEqual } from "../crypto/encoding.js";
+import { keyIdOf } from "../crypto/keys.js";
+import { issueToken } from "../crypto/tokens.js";
+import { open, type OpenedEnvelope } from "../envelope/open.js";
+import { seal } from "../envelope/seal.js";
+import type { TrustPolicy } from "../envelope/trust.js";
+import { PinnedKeys, TrustChain } from "../envelope/trust-sources.js";
+import { stateAfterEvent } from "../protocol/event-state.js";
+import { protocolError } from "../protocol/errors.js";
+import { isTerminal } from "../protocol/state-machine.js";
+import { createTransport, type TransportOptions } from "./transport.js";
+
+export interface ClientOptions {
+  /** The executor's base URL, for example http://127.0.0.1:8080. */
+  baseUrl: string;
+  /** This requester's identity (its key signs every message and token). */
+  identity: AgentIdentity;
+  transport?: TransportOptions;
+  /**
+   * How the executor's key is trusted. Default: pinned on first use in
+   * memory; pass a PinnedKeys opened on a file to keep pins across runs.
+   */
+  trust?: TrustPolicy;
+  /** Retries for watch and result reads after a dropped connection. */
+  maxRetries?: number;
+  retryBaseDelayMs?: number;
+}
+
+/** A signed message from the executor, verified. */
+export interface VerifiedMessage {
+  envelope: Envelope;
+  header: Header;
+  type: MessageType;
+  payload: Message;
+}
+
+export interface SendResult {
+  reply?: VerifiedMessage;
+  task?: Task;
+}
+
+export interface SubmitOptions {
+  taskId?: string;
+  /** Hold the reply until the task is terminal or needs input, for at most this long. */
+  waitMs?: number;
+  idempotencyKey?: string;
+  priority?: TaskPriority;
+  deadline?: Date;
+  sessionId?: string;
+  correlationId?: string;
+  metadata?: JsonObject;
+}
+
+export interface DecisionInput {
+  action: "approve" | "reject" | "modify";
+  fields?: JsonObject;
+  notes?: string;
+  rejectionReason?: string;
+  decidedBy?: { userId?: string; userName?: string; role?: string };
+}
+
+export type ClientWatchItem =
+  | { kind: "snapshot"; task: Task }
+  | { kind: "event"; sequence: number; event: VerifiedMessage; state: TaskState }
+  | { kind: "heartbeat"; heartbeat: VerifiedMessage }
+  | { kind: "reconnecting"; attempt: number; fromSequence: number; error: ConnectError };
+
+export interface WatchOptions {
+  fromSequence?: number;
+  signal?: AbortSignal;
+}
+
+/** Connection-level failures worth resuming after; anything else is an answer. */
+const RESUMABLE = new Set([Code.Unavailable, Code.Internal, Code.Unknown, Code.Aborted, Code.DeadlineExceeded]);
+
+export class SynapseClient {
+  readonly executor: { agentId: string; systemId: string; keyId: string; publicKey: Uint8Array };
+  private readonly p2p: Client<typeof P2PService>;
+  private readonly maxRetries: number;
+  private readonly retryBaseDelayMs: number;
+
+  private constructor(
+    private readonly options: ClientOptions,
+    readonly capabilities: AgentCapabilities,
+    private readonly trust: TrustPolicy,
+  ) {
+    this.executor = {
+      agentId: capabilities.agentId,
+      systemId: capabilities.systemId,
+      keyId: capabilities.keyId,
+      publicKey: capabilities.publicKey,
+    };
+    this.p2p = createClient(P2PService, createTransport(options.baseUrl, options.transport));
+    this.maxRetries = options.maxRetries ?? 5;
+    this.retryBaseDelayMs = options.retryBaseDelayMs ?? 500;
+  }
+
+  /** Learns the executor's identity (GetCapabilities) and checks its key against the trust policy. */
+  static async connect(options: ClientOptions): Promise<SynapseClient> {
+    const capabilities = (await createClient(CapabilitiesService, createTransport(options.baseUrl, options.transport)).getCapabilities({})).capabilities;
+    if (capabilities === undefined || capabilities.publicKey.byteLength !== 32) {
+      throw protocolError(ErrorCode.MESSAGE_FORMAT_INVALID, `${options.baseUrl} did not declare an agent identity`);
+    }
+    if (keyIdOf(capabilities.publicKey) !== capabilities.keyId) {
+      throw protocolError(ErrorCode.SIGNATURE_INVALID, `${options.baseUrl} declares a key id that does not match its public key`);
+    }
+    const base = options.trust ?? PinnedKeys.inMemory();
+    // The declared key is what replies will be checked against.
+    const verdict = await base.check(capabilities.agentId, capabilities.keyId, capabilities.publicKey);
+    if (verdict.kind === "conflict") {
+      throw protocolError(ErrorCode.UNKNOWN_SENDER, `agent ${capabilities.agentId} now declares key ${capabilities.keyId}, but ${verdict.expectedKeyId} is trusted for it`);
+    }
+    if (verdict.kind === "unknown") throw protocolError(ErrorCode.UNKNOWN_SENDER, `agent ${capabilities.agentId} is not trusted`);
+    await base.accepted?.(capabilities.agentId, capabilities.keyId, capabilities.publicKey);
+    const declared: TrustPolicy = {
+      publicKeyFor: (keyId) => (keyId === capabilities.keyId ? capabilities.publicKey : undefined),
+      check: (agentId, keyId) =>
+        agentId === capabilities.agentId && keyId === capabilities.keyId ? { kind: "trusted" } : { kind: "unknown" },
+    };
+    return new SynapseClient(options, capabilities, new TrustChain([declared]));
+  }
+
+  private get me() {
+    return { agentId: this.options.identity.agentId, systemId: this.options.identity.systemId };
+  }
+
+  /** A bearer token for GetTask, ListTasks, Watch and ReadResult (at most 5 minutes). */
+  token(lifetimeSeconds = 300): Promise<string> {
+    return issueToken(this.options.identity.key, { agentId: this.options.identity.agentId, audience: this.executor.agentId, lifetimeSeconds });
+  }
+
+  private async authHeaders(): Promise<Record<string, string>> {
+    return { Authorization: `Bearer ${await this.token(120)}` };
+  }
+
+  /** Seals a message to the executor. */
+  envelope(type: MessageType, payload: Message, extra: { taskId?: string; idempotencyKey?: string; sessionId?: string; correlationId?: string } = {}): Envelope {
+    return seal({ messageType: type, payload, sender: this.me, receiver: this.executor, ...extra }, this.options.identity.key).envelope;
+  }
+
+  /** Verifies a message the executor signed and addressed to this requester. */
+  async verify(envelope: Envelope, options: { record?: boolean } = {}): Promise<VerifiedMessage> {
+    const opened: OpenedEnvelope = await open(envelope, { trust: this.trust, self: this.me.agentId, checkTime: !options.record });
+    if (opened.header.sender?.agentId !== this.executor.agentId) {
+      throw protocolError(ErrorCode.UNKNOWN_SENDER, `reply signed by ${opened.header.sender?.agentId}, not the executor ${this.executor.agentId}`);
+    }
+    return { envelope, header: opened.header, type: opened.header.messageType, payload: opened.payload };
+  }
+
+  /** Sends one sealed envelope and verifies the reply. */
+  async sendEnvelope(envelope: Envelope, waitMs?: number): Promise<SendResult> {
+    const response = await this.p2p.send({ envelope, wait: waitMs === undefined ? undefined : durationFromMs(waitMs) });
+    const reply = response.reply?.envelope ? await this.verify(response.reply.envelope) : undefined;
+    return { reply, task: response.task };
+  }
+
+  async submit(taskType: string, payload: JsonObject, options: SubmitOptions = {}): Promise<SendResult & { taskId: string }> {
+    const taskId = options.taskId ?? randomUUID();
+    const request = create(TaskRequestPayloadSchema, {
+      task: {
+        id: taskId,
+        type: taskType,
+        priority: options.priority ?? TaskPriority.NORMAL,
+        deadline: options.deadline ? timestampFromMs(options.deadline.getTime()) : undefined,
+        payload,
+      },
+      context: { sessionId: options.sessionId ?? "", correlationId: options.correlationId ?? "", metadata: options.metadata },
+    });
+    const envelope = this.envelope(MessageType.TASK_REQUEST, request, {
+      taskId,
+      idempotencyKey: options.idempotencyKey,
+      sessionId: options.sessionId,
+      correlationId: options.correlationId,
+    });
+    return { taskId, ...(await this.sendEnvelope(envelope, options.waitMs)) };
+  }
+
+  cancel(taskId: string, reason = "", waitMs?: number): Promise<SendResult> {
+    return this.sendEnvelope(this.envelope(MessageType.TASK_CANCEL, create(TaskCancelPayloadSchema, { taskId, reason }), { taskId }), waitMs);
+  }
+
+  provideInfo(taskId: string, fields: JsonObject, options: { note?: string; waitMs?: number } = {}): Promise<SendResult> {
+    const payload = create(TaskInfoProvidedPayloadSchema, { taskId, fields, note: options.note ?? "" });
+    return this.sendEnvelope(this.envelope(MessageType.TASK_INFO_PROVIDED, payload, { taskId }), options.waitMs);
+  }
+
+  async decide(taskId: string, decision: DecisionInput, options: { waitMs?: number } = {}): Promise<SendResult> {
+    const pending = (await this.getTask(taskId)).pendingDecision;
+    const action = { approve: DecisionAction.APPROVE, reject: DecisionAction.REJECT, modify: DecisionAction.MODIFY }[decision.action];
+    const payload = create(HumanDecisionPayloadSchema, {
+      taskId,
+      decisionId: pending?.decisionId ?? "",
+      decidedBy: { userId: decision.decidedBy?.userId ?? this.me.agentId, userName: decision.decidedBy?.userName ?? "", role: decision.decidedBy?.role ?? "" },
+      decision: {
+        action,
+        approvedFields: decision.action === "approve" ? decision.fields : undefined,
+        modifiedFields: decision.action === "modify" ? decision.fields : undefined,
+        rejectionReason: decision.rejectionReason ?? "",
+      },
+      notes: decision.notes ?? "",
+      timestamp: timestampFromMs(Date.now()),
+    });
+    return this.sendEnvelope(this.envelope(MessageType.HUMAN_DECISION, payload, { taskId }), options.waitMs);
+  }
+
+  /** Acknowledges a terminal outcome (or takes up a pending human decision). */
+  acknowledge(taskId: string): Promise<SendResult> {
+    return this.sendEnvelope(this.envelope(MessageType.TASK_ACK, create(TaskAckPayloadSchema, { taskId }), { taskId }));
+  }
+
+  async getTask(taskId: string): Promise<Task> {
+    const { task } = await this.p2p.getTask({ taskId }, { headers: await this.authHeaders() });
+    if (task === undefined) throw protocolError(ErrorCode.TASK_NOT_FOUND, `no task ${taskId}`);
+    return task;
+  }
+
+  async listTasks(options: { states?: TaskState[]; pageSize?: number; pageToken?: string } = {}): Promise<{ tasks: Task[]; nextPageToken: string }> {
+    return this.p2p.listTasks({ states: options.states ?? [], pageSize: options.pageSize ?? 0, pageToken: options.pageToken ?? "" }, { headers: await this.authHeaders() });
+  }
+
+  /**
+   * Every event of a task, verified, in order, each with the state it leads
+   * to; resumes from the next sequence after a dropped connection, so
+   * nothing is lost or repeated. Ends after the terminal event.
+   */
+  async *watch(taskId: string, options: WatchOptions = {}): AsyncGenerator<ClientWatchItem> {
+    let next = Math.max(1, options.fromSequence ?? 1);
+    // Replaying from the start checks every step; starting midway, the first event is taken at its word.
+    let state: TaskState | undefined = next === 1 ? TaskState.PENDING : undefined;
+    let attempt = 0;
+    let sawSnapshot = false;
+    for (;;) {
+      try {
+        const stream = this.p2p.watch({ taskId, fromSequence: BigInt(next) }, { headers: await this.authHeaders(), signal: options.signal });
+        for await (const message of stream) {
+          attempt = 0;
+          if (message.kind.case === "snapshot") {
+            if (!sawSnapshot) yield { kind: "snapshot", task: message.kind.value };
+            sawSnapshot = true;
+          } else if (message.kind.case === "heartbeat") {
+            yield { kind: "heartbeat", heartbeat: await this.verify(message.kind.value.envelope!) };
+          } else if (message.kind.case === "event") {
+            const checked = await this.checkEvent(message.kind.value, next, state);
+            state = checked.state;
+            next = checked.sequence + 1;
+            yield checked;
+            if (isTerminal(checked.state)) return;
+          }
+        }
+        return; // the server ended the stream: the task was already over
+      } catch (error) {
+        const connectError = ConnectError.from(error);
+        if (options.signal?.aborted || !RESUMABLE.has(connectError.code) || attempt >= this.maxRetries) throw connectError;
+        attempt++;
+        yield { kind: "reconnecting", attempt, fromSequence: next, error: connectError };
+        await new Promise((resolve) => setTimeout(resolve, this.retryBaseDelayMs * 2 ** (attempt - 1)));
+      }
+    }
+  }
+
+  private async checkEvent(event: TaskEvent, expected: number, state: TaskState | undefined): Promise<ClientWatchItem & { kind: "event" }> {
+    const sequence = Number(event.sequence);
+    if (sequence !== expected) throw protocolError(ErrorCode.MESSAGE_FORMAT_INVALID, `event ${sequence} arrived where ${expected} was due`);
+    const verified = await this.verify(event.message!.envelope!, { record: true });
+    if (Number(verified.header.sequence) !== sequence) {
+      throw protocolError(ErrorCode.SIGNATURE_INVALID, `event ${sequence} is signed as sequence ${verified.header.sequence}`);
+    }
+    const next = state === undefined ? undefined : stateAfterEvent(state, verified.type, verified.payload);
+    if (next === undefined) {
+      // Resumed midway with no state to check against: take the event's own word for where it leads.
+      if (state !== undefined) {
+        throw protocolError(ErrorCode.ILLEGAL_TRANSITION, `event ${sequence} (${MessageType[verified.type]}) is not allowed after ${TaskState[state]}`);
+      }
+      return { kind: "event", sequence, event: verified, state: impliedState(verified) };
+    }
+    return { kind: "event", sequence, event: verified, state: next };
+  }
+
+  /**
+   * Reads a task's result stream from `offset`, resuming after a dropped
+   * connection, and checks total size and SHA-256 against `expected` (from
+   * the signed task_complete) when given, else against the last chunk.
+   */
+  async readResult(taskId: string, options: { offset?: number; expected?: ResultStream; signal?: AbortSignal } = {}): Promise<Uint8Array> {
+    const parts: Uint8Array[] = [];
+    let offset = options.offset ?? 0;
+    let attempt = 0;
+    for (;;) {
+      try {
+        for await (const { chunk } of this.p2p.readResult({ taskId, offset: BigInt(offset) }, { headers: await this.authHeaders(), signal: options.signal })) {
+          if (chunk === undefined) continue;
+          if (Number(chunk.offset) !== offset) throw protocolError(ErrorCode.MESSAGE_FORMAT_INVALID, `chunk at ${chunk.offset} where ${offset} was due`);
+          parts.push(chunk.data);
+          offset += chunk.data.byteLength;
+          attempt = 0;
+          if (chunk.last) {
+            const bytes = Buffer.concat(parts);
+            const size = Number(options.expected?.totalSize ?? chunk.totalSize);
+            const digest = options.expected?.sha256 ?? chunk.sha256;
+            if (offset !== size) throw protocolError(ErrorCode.MESSAGE_FORMAT_INVALID, `result is ${offset} bytes, ${size} were promised`);
+            // With a starting offset, only the bytes read here are returned, so only the whole stream is hashed.
+            if ((options.offset ?? 0) === 0 && !bytesEqual(new Uint8Array(createHash("sha256").update(bytes).digest()), digest)) {
+              throw protocolError(ErrorCode.SIGNATURE_INVALID, "result SHA-256 does not match what the executor signed");
+            }
+            return bytes;
+          }
+        }
+        throw protocolError(ErrorCode.MESSAGE_FORMAT_INVALID, "result stream ended without its last chunk");
+      } catch (error) {
+        const connectError = ConnectError.from(error);
+        if (options.signal?.aborted || !RESUMABLE.has(connectError.code) || attempt >= this.maxRetries) throw connectError;
+        attempt++;
+        await new Promise((resolve) => setTimeout(resolve, this.retryBaseDelayMs * 2 ** (attempt - 1)));
+      }
+    }
+  }
+
+  /** Watches until the task is terminal or waits for input, returning the final snapshot. */
+  async waitFor(taskId: string, signal?: AbortSignal): Promise<Task> {
+    for await (const item of this.watch(taskId, { signal })) {
+      if (item.kind === "event" && (isTerminal(item.state) || item.state === TaskState.INFO_NEEDED || item.state === TaskState.NEED_HUMAN)) break;
+    }
+    return this.getTask(taskId);
+  }
+}
+
+/** Where an event leads, from its type alone (when resuming without a known state). */
+function impliedState(event: VerifiedMessage): TaskState {
+  switch (event.type) {
+    case MessageType.TASK_CONFIRM:
+      return TaskState.CONFIRMED;
+    case MessageType.TASK_REJECT:
+      return TaskState.REJECTED;
+    case MessageType.TASK_STATUS_UPDATE:
+      return TaskState.EXECUTING;
+    case MessageType.TASK_NEED_INFO:
+      return TaskState.INFO_NEEDED;
+    case MessageType.TASK_NEED_HUMAN:
+      return TaskState.NEED_HUMAN;
+    case MessageType.TASK_COMPLETE:
+      return TaskState.COMPLETED;
+    case MessageType.TASK_FAILED:
+      return TaskState.FAILED;
+    case MessageType.TASK_ACK:
+      return (event.payload as TaskAckPayload).state;
+    default:
+      return TaskState.UNSPECIFIED;
+  }
+}

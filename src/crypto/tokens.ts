@@ -1,0 +1,94 @@
+// Bearer tokens for the RPCs that carry no envelope: short-lived EdDSA JWTs
+// (RFC 8037) signed by the caller's agent key. iss and sub are the caller's
+// agent id, aud the agent called, kid the caller's key id; exp at most 5
+// minutes after iat. The header also carries the public key as a `jwk`,
+// so that an agent pinning keys on first use can check a caller it has not
+// pinned yet; the key still has to pass the receiver's trust policy.
+import { decodeProtectedHeader, importJWK, jwtVerify, SignJWT, errors as joseErrors, type JWK } from "jose";
+import { createPrivateKey } from "node:crypto";
+import { ErrorCode } from "../../gen/synapse/v1/errors_pb.js";
+import type { TrustPolicy } from "../envelope/trust.js";
+import { protocolError } from "../protocol/errors.js";
+import { pkcs8FromSeed } from "./ed25519.js";
+import { fromBase64Url } from "./encoding.js";
+import { keyIdOf, publicJwk, type AgentKey } from "./keys.js";
+
+export const MAX_TOKEN_LIFETIME_SECONDS = 300;
+
+export interface TokenClaims {
+  agentId: string;
+  audience: string;
+  lifetimeSeconds?: number;
+  nowMs?: number;
+}
+
+export async function issueToken(key: AgentKey, claims: TokenClaims): Promise<string> {
+  const lifetime = Math.min(claims.lifetimeSeconds ?? MAX_TOKEN_LIFETIME_SECONDS, MAX_TOKEN_LIFETIME_SECONDS);
+  const iat = Math.floor((claims.nowMs ?? Date.now()) / 1000);
+  const privateKey = createPrivateKey({ key: pkcs8FromSeed(key.seed), format: "der", type: "pkcs8" });
+  return new SignJWT({})
+    .setProtectedHeader({ alg: "EdDSA", typ: "JWT", kid: key.keyId, jwk: publicJwk(key.publicKey) })
+    .setIssuer(claims.agentId)
+    .setSubject(claims.agentId)
+    .setAudience(claims.audience)
+    .setIssuedAt(iat)
+    .setExpirationTime(iat + lifetime)
+    .sign(privateKey);
+}
+
+export interface VerifiedCaller {
+  agentId: string;
+  keyId: string;
+}
+
+export interface VerifyOptions {
+  /** This agent's id: the required audience. */
+  audience: string;
+  trust: TrustPolicy;
+  clockSkewSeconds?: number;
+  nowMs?: number;
+}
+
+const refuse = (message: string) => protocolError(ErrorCode.UNAUTHENTICATED, message);
+
+export async function verifyToken(token: string, options: VerifyOptions): Promise<VerifiedCaller> {
+  let header: ReturnType<typeof decodeProtectedHeader>;
+  try {
+    header = decodeProtectedHeader(token);
+  } catch {
+    throw refuse("bearer token is not a JWT");
+  }
+  if (header.alg !== "EdDSA") throw refuse("bearer token must be signed with EdDSA (Ed25519)");
+  if (typeof header.kid !== "string") throw refuse("bearer token has no kid");
+  let publicKey = options.trust.publicKeyFor(header.kid);
+  const jwk = header.jwk as JWK | undefined;
+  if (publicKey === undefined && jwk?.kty === "OKP" && jwk.crv === "Ed25519" && typeof jwk.x === "string") {
+    const embedded = fromBase64Url(jwk.x);
+    if (embedded.byteLength === 32 && keyIdOf(embedded) === header.kid) publicKey = embedded;
+  }
+  if (publicKey === undefined) throw refuse(`no public key known for kid ${header.kid}`);
+  const skew = options.clockSkewSeconds ?? 60;
+  let payload;
+  try {
+    const key = await importJWK(publicJwk(publicKey), "EdDSA");
+    ({ payload } = await jwtVerify(token, key, {
+      algorithms: ["EdDSA"],
+      audience: options.audience,
+      clockTolerance: skew,
+      currentDate: options.nowMs === undefined ? undefined : new Date(options.nowMs),
+      requiredClaims: ["iss", "sub", "exp", "iat", "aud"],
+    }));
+  } catch (error) {
+    if (error instanceof joseErrors.JWTExpired) throw refuse("bearer token has expired");
+    if (error instanceof joseErrors.JWTClaimValidationFailed) throw refuse(`bearer token claim ${error.claim} is not acceptable: ${error.reason}`);
+    throw refuse("bearer token signature does not verify");
+  }
+  if (payload.iss !== payload.sub) throw refuse("bearer token iss and sub must both be the caller's agent id");
+  if (payload.exp! - payload.iat! > MAX_TOKEN_LIFETIME_SECONDS) {
+    throw refuse(`bearer token lifetime exceeds ${MAX_TOKEN_LIFETIME_SECONDS} s`);
+  }
+  const agentId = payload.sub!;
+  const verdict = await options.trust.check(agentId, header.kid, publicKey);
+  if (verdict.kind !== "trusted") throw refuse(`agent ${agentId} with key ${header.kid} is not trusted`);
+  return { agentId, keyId: header.kid };
+}

@@ -1,0 +1,81 @@
+// P2PService over RPC: opens each envelope and hands it to the engine;
+// authenticates the reads with bearer tokens and serves them from the reader.
+import { create } from "@bufbuild/protobuf";
+import { durationMs } from "@bufbuild/protobuf/wkt";
+import { Code, ConnectError, type ServiceImpl } from "@connectrpc/connect";
+import { ErrorCode } from "../../gen/synapse/v1/errors_pb.js";
+import {
+  GetTaskResponseSchema,
+  ListTasksResponseSchema,
+  P2PService,
+  ReadResultResponseSchema,
+  SendResponseSchema,
+  WatchResponseSchema,
+  type WatchResponse,
+} from "../../gen/synapse/v1/p2p_pb.js";
+import type { Agent } from "../agent/agent.js";
+import { taskView } from "../agent/task-view.js";
+import { open } from "../envelope/open.js";
+import { signedMessage } from "../envelope/view.js";
+import { protocolError } from "../protocol/errors.js";
+import type { StoredReply } from "../store/store.js";
+import { authenticate } from "./auth.js";
+
+const signed = (reply: StoredReply) => signedMessage(reply.envelope, reply.header, reply.payload);
+
+export function p2pService(agent: Agent, draining: AbortSignal): ServiceImpl<typeof P2PService> {
+  const maxWaitMs = () => agent.provider.getCapabilities().maxTaskDurationSeconds * 1000;
+  return {
+    async send(request, ctx) {
+      if (request.envelope === undefined) throw protocolError(ErrorCode.MESSAGE_FORMAT_INVALID, "envelope is required");
+      const opened = await open(request.envelope, { trust: agent.trust, self: agent.identity.agentId, clockSkewMs: agent.clockSkewMs });
+      const outcome = await agent.engine.receive(opened);
+      let task = outcome.task;
+      if (request.wait !== undefined && task !== undefined) {
+        const waitMs = Math.min(Math.max(0, durationMs(request.wait)), maxWaitMs());
+        task = (await agent.engine.waitForOutcome(task.taskId, waitMs, AbortSignal.any([ctx.signal, draining]))) ?? task;
+      }
+      return create(SendResponseSchema, {
+        reply: outcome.reply ? signed(outcome.reply) : undefined,
+        task: task ? taskView(task) : undefined,
+      });
+    },
+
+    async getTask(request, ctx) {
+      const caller = await authenticate(agent, ctx);
+      return create(GetTaskResponseSchema, { task: taskView(await agent.reader.getTask(request.taskId, caller.agentId)) });
+    },
+
+    async listTasks(request, ctx) {
+      const caller = await authenticate(agent, ctx);
+      const page = await agent.reader.listTasks(caller.agentId, request.pageSize, request.pageToken, request.states);
+      return create(ListTasksResponseSchema, { tasks: page.tasks.map(taskView), nextPageToken: page.nextPageToken });
+    },
+
+    async *watch(request, ctx) {
+      const caller = await authenticate(agent, ctx);
+      const signal = AbortSignal.any([ctx.signal, draining]);
+      let last = 0n;
+      for await (const item of agent.reader.watch(request.taskId, caller.agentId, Number(request.fromSequence), signal)) {
+        let message: WatchResponse;
+        if (item.kind === "snapshot") message = create(WatchResponseSchema, { kind: { case: "snapshot", value: taskView(item.task) } });
+        else if (item.kind === "heartbeat") message = create(WatchResponseSchema, { kind: { case: "heartbeat", value: signed(item.heartbeat) } });
+        else {
+          last = BigInt(item.event.sequence);
+          message = create(WatchResponseSchema, { kind: { case: "event", value: { sequence: last, message: signed(item.event) } } });
+        }
+        yield message;
+      }
+      if (draining.aborted) {
+        throw new ConnectError(`the agent is shutting down; resume with from_sequence ${last + 1n}`, Code.Unavailable);
+      }
+    },
+
+    async *readResult(request, ctx) {
+      const caller = await authenticate(agent, ctx);
+      for await (const chunk of agent.reader.readResult(request.taskId, caller.agentId, Number(request.offset))) {
+        yield create(ReadResultResponseSchema, { chunk });
+      }
+    },
+  };
+}
