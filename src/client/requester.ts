@@ -145,6 +145,11 @@ export class SynapseClient {
     return new SynapseClient(options, capabilities, new TrustChain([declared]));
   }
 
+  /** This requester's agent id. */
+  get agentId(): string {
+    return this.options.identity.agentId;
+  }
+
   private get me() {
     return { agentId: this.options.identity.agentId, systemId: this.options.identity.systemId };
   }
