@@ -32,7 +32,7 @@ import type { TrustPolicy } from "../envelope/trust.js";
 import { PinnedKeys, TrustChain } from "../envelope/trust-sources.js";
 import { stateAfterEvent } from "../protocol/event-state.js";
 import { protocolError } from "../protocol/errors.js";
-import { isTerminal } from "../protocol/state-machine.js";
+import { isTerminal, WAITING_STATES } from "../protocol/state-machine.js";
 import { createTransport, type TransportOptions } from "./transport.js";
 
 export interface ClientOptions {
@@ -345,10 +345,15 @@ export class SynapseClient {
     }
   }
 
-  /** Watches until the task is terminal or waits for input, returning the final snapshot. */
-  async waitFor(taskId: string, signal?: AbortSignal): Promise<Task> {
-    for await (const item of this.watch(taskId, { signal })) {
-      if (item.kind === "event" && (isTerminal(item.state) || item.state === TaskState.INFO_NEEDED || item.state === TaskState.NEED_HUMAN)) break;
+  /**
+   * Watches until the task is terminal, or (with `untilInput`) until it
+   * waits for information or a decision, and returns its state then.
+   */
+  async waitFor(taskId: string, options: { untilInput?: boolean; signal?: AbortSignal } = {}): Promise<Task> {
+    const current = await this.getTask(taskId);
+    if (isTerminal(current.state) || (options.untilInput && WAITING_STATES.has(current.state))) return current;
+    for await (const item of this.watch(taskId, { signal: options.signal, fromSequence: Number(current.lastSequence) + 1 })) {
+      if (item.kind === "event" && (isTerminal(item.state) || (options.untilInput && WAITING_STATES.has(item.state)))) break;
     }
     return this.getTask(taskId);
   }

@@ -2,7 +2,13 @@
 import { capabilities } from "./capabilities.js";
 import { decode } from "./decode.js";
 import { keygen } from "./keygen.js";
+import { cancel, decide, provideInfo } from "./respond.js";
 import { serve } from "./serve.js";
+import { status } from "./status.js";
+import { submit } from "./submit.js";
+import { tasks } from "./tasks.js";
+import { envelope, token } from "./token.js";
+import { watch } from "./watch.js";
 
 export interface Command {
   summary: string;
@@ -14,4 +20,13 @@ export const commands: Record<string, Command> = {
   keygen: { summary: "create or show your agent identity (SYNAPSE_HOME)", run: keygen },
   capabilities: { summary: "show an agent's capabilities and interfaces", run: capabilities },
   decode: { summary: "verify an envelope (JSON on stdin) and print it readably", run: decode },
+  submit: { summary: "submit a signed task (--wait for its outcome, --watch its events)", run: submit },
+  status: { summary: "show one of your tasks", run: status },
+  watch: { summary: "follow a task's signed events (resumes after disconnects)", run: watch },
+  tasks: { summary: "list your tasks at an agent", run: tasks },
+  cancel: { summary: "cancel one of your tasks", run: cancel },
+  "provide-info": { summary: "answer a task's request for information", run: provideInfo },
+  decide: { summary: "answer a task's request for a human decision", run: decide },
+  token: { summary: "print a bearer token for curl", run: token },
+  envelope: { summary: "print a signed SendRequest (a task_request) for curl", run: envelope },
 };

@@ -1,0 +1,47 @@
+// The command line's requester: the user's identity from SYNAPSE_HOME and the
+// executors' keys pinned on first use in SYNAPSE_HOME/known-agents.json.
+import type { JsonValue } from "@bufbuild/protobuf";
+import { join } from "node:path";
+import { loadOrCreateIdentity } from "../agent/identity.js";
+import { SynapseClient } from "../client/requester.js";
+import { parseProtocol } from "../client/transport.js";
+import { PinnedKeys } from "../envelope/trust-sources.js";
+import { synapseHome } from "./home.js";
+
+export const KNOWN_AGENTS_FILE = "known-agents.json";
+
+/** Options every command that talks to an agent takes. */
+export const clientOptions = {
+  home: { type: "string" },
+  protocol: { type: "string" },
+  json: { type: "boolean" },
+} as const;
+
+export async function openClient(url: string, values: { home?: string; protocol?: string }): Promise<SynapseClient> {
+  const home = synapseHome(values.home);
+  const { identity } = await loadOrCreateIdentity(home, { agentName: "synapse command line" });
+  return SynapseClient.connect({
+    baseUrl: url,
+    identity,
+    transport: { protocol: parseProtocol(values.protocol) },
+    trust: await PinnedKeys.open(join(home, KNOWN_AGENTS_FILE)),
+  });
+}
+
+/** Parses repeated `--set key=value`; values that parse as JSON are JSON, others strings. */
+export function parseAssignments(assignments: readonly string[] | undefined): Record<string, JsonValue> {
+  const out: Record<string, JsonValue> = {};
+  for (const assignment of assignments ?? []) {
+    const eq = assignment.indexOf("=");
+    if (eq <= 0) throw new TypeError(`--set takes key=value, got ${JSON.stringify(assignment)}`);
+    const raw = assignment.slice(eq + 1);
+    let value: JsonValue;
+    try {
+      value = JSON.parse(raw) as JsonValue;
+    } catch {
+      value = raw;
+    }
+    out[assignment.slice(0, eq)] = value;
+  }
+  return out;
+}

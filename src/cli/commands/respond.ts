@@ -1,0 +1,101 @@
+// The requester's answers to a task: `synapse cancel`, `synapse provide-info`
+// and `synapse decide`.
+import type { SendResult } from "../../client/requester.js";
+import { integerOption, parse, requirePositional, UsageError } from "../args.js";
+import { clientOptions, openClient, parseAssignments } from "../client.js";
+import { printJson, printLine } from "../output.js";
+import { describeTask, messageJson, taskJson } from "../task-output.js";
+import { exitCodeFor } from "./submit.js";
+
+export const cancelUsage = `usage: synapse cancel URL TASK_ID [--reason TEXT] [--home DIR] [--protocol P] [--json]
+
+Sends p2p:task_cancel; the agent answers with p2p:task_ack and the task ends cancelled.`;
+
+export const provideInfoUsage = `usage: synapse provide-info URL TASK_ID --set KEY=VALUE ... [--note TEXT] [--wait [--timeout SECONDS]] [--home DIR] [--protocol P] [--json]
+
+Answers a p2p:task_need_info with p2p:task_info_provided. VALUE is parsed as JSON
+when it can be (3, true, "text", [1,2]), else taken as a string.`;
+
+export const decideUsage = `usage: synapse decide URL TASK_ID (--approve | --modify | --reject) [--set KEY=VALUE ...] [--note TEXT] [--reason TEXT]
+                      [--user NAME] [--wait [--timeout SECONDS]] [--home DIR] [--protocol P] [--json]
+
+Answers a p2p:task_need_human with p2p:human_decision. --approve resumes the task
+(--set values are the approved fields), --modify resumes it with the --set values
+merged into its payload, --reject ends it: it fails with human_rejected.`;
+
+const waitOptions = { wait: { type: "boolean" }, timeout: { type: "string" } } as const;
+
+function waitMs(values: { wait?: boolean; timeout?: string }): number | undefined {
+  return values.wait ? (integerOption(values.timeout, "--timeout") ?? 300) * 1000 : undefined;
+}
+
+function report(result: SendResult, json: boolean | undefined): number {
+  if (json) printJson({ reply: result.reply ? messageJson(result.reply) : null, task: result.task ? taskJson(result.task) : null });
+  else if (result.task) for (const line of describeTask(result.task)) printLine(line);
+  return exitCodeFor(result.task?.state);
+}
+
+export async function cancel(argv: string[]): Promise<number> {
+  const { values, positionals } = parse(argv, { ...clientOptions, reason: { type: "string" } }, cancelUsage);
+  if (values.help) {
+    printLine(cancelUsage);
+    return 0;
+  }
+  const url = requirePositional(positionals, 0, "URL", cancelUsage);
+  const taskId = requirePositional(positionals, 1, "TASK_ID", cancelUsage);
+  const result = await (await openClient(url, values)).cancel(taskId, values.reason ?? "");
+  report(result, values.json);
+  return 0;
+}
+
+export async function provideInfo(argv: string[]): Promise<number> {
+  const { values, positionals } = parse(argv, { ...clientOptions, ...waitOptions, set: { type: "string", multiple: true }, note: { type: "string" } }, provideInfoUsage);
+  if (values.help) {
+    printLine(provideInfoUsage);
+    return 0;
+  }
+  const url = requirePositional(positionals, 0, "URL", provideInfoUsage);
+  const taskId = requirePositional(positionals, 1, "TASK_ID", provideInfoUsage);
+  if (!values.set?.length) throw new UsageError(`at least one --set KEY=VALUE is required\n\n${provideInfoUsage}`);
+  const fields = parseAssignments(values.set);
+  return report(await (await openClient(url, values)).provideInfo(taskId, fields, { note: values.note, waitMs: waitMs(values) }), values.json);
+}
+
+export async function decide(argv: string[]): Promise<number> {
+  const { values, positionals } = parse(
+    argv,
+    {
+      ...clientOptions,
+      ...waitOptions,
+      approve: { type: "boolean" },
+      modify: { type: "boolean" },
+      reject: { type: "boolean" },
+      set: { type: "string", multiple: true },
+      note: { type: "string" },
+      reason: { type: "string" },
+      user: { type: "string" },
+    },
+    decideUsage,
+  );
+  if (values.help) {
+    printLine(decideUsage);
+    return 0;
+  }
+  const url = requirePositional(positionals, 0, "URL", decideUsage);
+  const taskId = requirePositional(positionals, 1, "TASK_ID", decideUsage);
+  const actions = (["approve", "modify", "reject"] as const).filter((action) => values[action]);
+  if (actions.length !== 1) throw new UsageError(`give exactly one of --approve, --modify, --reject\n\n${decideUsage}`);
+  const client = await openClient(url, values);
+  const result = await client.decide(
+    taskId,
+    {
+      action: actions[0]!,
+      fields: parseAssignments(values.set),
+      notes: values.note,
+      rejectionReason: values.reason ?? values.note,
+      decidedBy: { userName: values.user ?? process.env.USER ?? "" },
+    },
+    { waitMs: waitMs(values) },
+  );
+  return report(result, values.json);
+}

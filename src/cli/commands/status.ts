@@ -1,0 +1,23 @@
+// `synapse status URL TASK`: a task's state, pending question and result.
+import { parse, requirePositional } from "../args.js";
+import { clientOptions, openClient } from "../client.js";
+import { printJson, printLine } from "../output.js";
+import { describeTask, taskJson } from "../task-output.js";
+
+export const statusUsage = `usage: synapse status URL TASK_ID [--home DIR] [--protocol P] [--json]
+
+Polls one of your tasks (GetTask, with a bearer token made from your key).`;
+
+export async function status(argv: string[]): Promise<number> {
+  const { values, positionals } = parse(argv, clientOptions, statusUsage);
+  if (values.help) {
+    printLine(statusUsage);
+    return 0;
+  }
+  const url = requirePositional(positionals, 0, "URL", statusUsage);
+  const taskId = requirePositional(positionals, 1, "TASK_ID", statusUsage);
+  const task = await (await openClient(url, values)).getTask(taskId);
+  if (values.json) printJson(taskJson(task));
+  else for (const line of describeTask(task)) printLine(line);
+  return 0;
+}

@@ -1,0 +1,69 @@
+// `synapse submit URL --type T --payload JSON [--wait | --watch]`
+import type { JsonObject } from "@bufbuild/protobuf";
+import { TaskState } from "../../../gen/synapse/v1/payloads_pb.js";
+import { isTerminal } from "../../protocol/state-machine.js";
+import { integerOption, parse, requirePositional, UsageError } from "../args.js";
+import { clientOptions, openClient } from "../client.js";
+import { follow } from "../follow.js";
+import { printJson, printLine } from "../output.js";
+import { describeTask, messageJson, taskJson } from "../task-output.js";
+
+export const submitUsage = `usage: synapse submit URL --type TASK_TYPE --payload JSON [--wait [--timeout SECONDS] | --watch]
+                      [--task-id ID] [--idempotency-key KEY] [--home DIR] [--protocol P] [--json]
+
+Sends a signed p2p:task_request. --wait holds the reply until the task ends or
+needs information or a decision (default timeout 300 s); --watch follows its
+events. Exit status: 0 when the task completed or is running, 1 when it failed,
+was rejected or cancelled, 3 when it waits for information or a decision.`;
+
+export function exitCodeFor(state: TaskState | undefined): number {
+  if (state === undefined || !isTerminal(state)) return state === TaskState.INFO_NEEDED || state === TaskState.NEED_HUMAN ? 3 : 0;
+  return state === TaskState.COMPLETED ? 0 : 1;
+}
+
+export async function submit(argv: string[]): Promise<number> {
+  const { values, positionals } = parse(
+    argv,
+    {
+      ...clientOptions,
+      type: { type: "string" },
+      payload: { type: "string" },
+      wait: { type: "boolean" },
+      watch: { type: "boolean" },
+      timeout: { type: "string" },
+      "task-id": { type: "string" },
+      "idempotency-key": { type: "string" },
+    },
+    submitUsage,
+  );
+  if (values.help) {
+    printLine(submitUsage);
+    return 0;
+  }
+  const url = requirePositional(positionals, 0, "URL", submitUsage);
+  if (!values.type) throw new UsageError(`--type is required\n\n${submitUsage}`);
+  if (values.wait && values.watch) throw new UsageError(`--wait and --watch go one at a time\n\n${submitUsage}`);
+  let payload: JsonObject;
+  try {
+    payload = JSON.parse(values.payload ?? "{}") as JsonObject;
+  } catch (error) {
+    throw new UsageError(`--payload is not JSON: ${(error as Error).message}`);
+  }
+  if (typeof payload !== "object" || payload === null || Array.isArray(payload)) throw new UsageError("--payload must be a JSON object");
+  const client = await openClient(url, values);
+  const waitMs = values.wait ? (integerOption(values.timeout, "--timeout") ?? 300) * 1000 : undefined;
+  const sent = await client.submit(values.type, payload, { taskId: values["task-id"], idempotencyKey: values["idempotency-key"], waitMs });
+  if (values.watch) {
+    if (values.json) printJson({ task_id: sent.taskId, reply: sent.reply ? messageJson(sent.reply) : null });
+    else printLine(`submitted task ${sent.taskId}`);
+    const state = await follow(client, sent.taskId, { json: values.json, untilInput: true });
+    if (!values.json) for (const line of describeTask(await client.getTask(sent.taskId))) printLine(line);
+    return exitCodeFor(state);
+  }
+  if (values.json) {
+    printJson({ task_id: sent.taskId, reply: sent.reply ? messageJson(sent.reply) : null, task: sent.task ? taskJson(sent.task) : null });
+  } else if (sent.task) {
+    for (const line of describeTask(sent.task)) printLine(line);
+  }
+  return exitCodeFor(sent.task?.state);
+}

@@ -1,0 +1,63 @@
+// How tasks and events look on a terminal and as JSON.
+import { toJson, type JsonValue } from "@bufbuild/protobuf";
+import { HeaderSchema } from "../../gen/synapse/v1/envelope_pb.js";
+import { TaskSchema, type Task } from "../../gen/synapse/v1/p2p_pb.js";
+import { TaskState } from "../../gen/synapse/v1/payloads_pb.js";
+import type { VerifiedMessage } from "../client/requester.js";
+import { fromValue } from "../protocol/json-values.js";
+import { messageTypeInfo, wireName } from "../protocol/message-types.js";
+import { stateName } from "../protocol/state-machine.js";
+import { ErrorCode } from "../../gen/synapse/v1/errors_pb.js";
+
+export function taskJson(task: Task): JsonValue {
+  return toJson(TaskSchema, task);
+}
+
+export function messageJson(message: VerifiedMessage): JsonValue {
+  const info = messageTypeInfo(message.type);
+  return {
+    type: wireName(message.type),
+    header: toJson(HeaderSchema, message.header),
+    payload: info ? toJson(info.payloadSchema, message.payload as never) : null,
+  };
+}
+
+/** A few readable lines about a task. */
+export function describeTask(task: Task): string[] {
+  const lines = [`task ${task.taskId} (${task.taskType}): ${stateName(task.state)}, ${task.progress}%${task.statusMessage ? ` - ${task.statusMessage}` : ""}`];
+  if (task.state === TaskState.INFO_NEEDED && task.pendingInfo) {
+    lines.push(`needs information: ${task.pendingInfo.question}`);
+    for (const field of task.pendingInfo.missingFields) {
+      const suggested = fromValue(field.suggestedValue);
+      lines.push(`  ${field.field}: ${field.reason}${suggested === undefined ? "" : ` (suggested: ${JSON.stringify(suggested)})`}`);
+    }
+    lines.push(`answer with: synapse provide-info URL ${task.taskId} --set ${task.pendingInfo.missingFields[0]?.field ?? "field"}=VALUE`);
+  }
+  if ((task.state === TaskState.NEED_HUMAN || task.state === TaskState.HUMAN_DECIDING) && task.pendingDecision) {
+    const decision = task.pendingDecision;
+    lines.push(`needs a human decision (level ${decision.escalationLevel}): ${decision.reason?.message ?? ""}`);
+    for (const option of decision.options) lines.push(`  option ${option.field}=${JSON.stringify(fromValue(option.value))}: ${option.prosCons}`);
+    lines.push(`decide with: synapse decide URL ${task.taskId} --approve | --reject [--note TEXT]`);
+  }
+  if (task.result) {
+    if (task.result.output) lines.push(`result: ${JSON.stringify(fromValue(task.result.output))}`);
+    if (task.result.stream) lines.push(`result stream: ${task.result.stream.totalSize} bytes (${task.result.stream.contentType}); read it with ReadResult`);
+  }
+  if (task.error) lines.push(`error: ${ErrorCode[task.error.code]?.toLowerCase() ?? task.error.code}: ${task.error.message}`);
+  if (task.rejection) lines.push(`rejected: ${ErrorCode[task.rejection.reason?.code ?? 0]?.toLowerCase()}: ${task.rejection.reason?.message ?? ""}`);
+  return lines;
+}
+
+/** One line per event. */
+export function describeEvent(sequence: number, message: VerifiedMessage, state: TaskState): string {
+  const payload = messageTypeInfo(message.type) ? (toJson(messageTypeInfo(message.type)!.payloadSchema, message.payload as never) as Record<string, JsonValue>) : {};
+  const detail = typeof payload.message === "string" ? payload.message : typeof payload.summary === "string" ? payload.summary : "";
+  const progress = typeof payload.progress === "number" ? ` ${payload.progress}%` : "";
+  return `#${sequence} ${wireName(message.type)} -> ${stateName(state)}${progress}${detail ? ` ${detail}` : ""}`;
+}
+
+/** A one-line progress bar for terminals. */
+export function progressBar(percent: number, label: string, width = 30): string {
+  const filled = Math.round((Math.max(0, Math.min(100, percent)) / 100) * width);
+  return `\r[${"#".repeat(filled)}${".".repeat(width - filled)}] ${String(percent).padStart(3)}% ${label}`.padEnd(width + 60);
+}
