@@ -8,7 +8,7 @@ import { isTerminal, transition } from "../src/protocol/state-machine.js";
 const S = TaskState;
 const M = MessageType;
 const states = Object.values(TaskState).filter((v): v is TaskState => typeof v === "number" && v !== S.UNSPECIFIED);
-const types = Object.values(MessageType).filter((v): v is MessageType => typeof v === "number" && v !== M.UNSPECIFIED);
+const types = Object.values(MessageType).filter((v): v is MessageType => typeof v === "number" && v !== M.UNSPECIFIED && v < 100);
 
 // state -> { message type -> next state ("approve/reject" for decisions) }.
 const work = {

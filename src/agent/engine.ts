@@ -4,17 +4,18 @@
 import { create, type JsonObject, type JsonValue, type Message } from "@bufbuild/protobuf";
 import { timestampFromMs } from "@bufbuild/protobuf/wkt";
 import { randomUUID } from "node:crypto";
-import { CapabilityResponsePayloadSchema } from "../../gen/synapse/v1/payloads_pb.js";
 import { MessageType, type Header } from "../../gen/synapse/v1/envelope_pb.js";
 import { ErrorCode } from "../../gen/synapse/v1/errors_pb.js";
 import {
   AckPayloadSchema,
   AgentStatus,
+  CapabilityResponsePayloadSchema,
   DecisionAction,
   HeartbeatPayloadSchema,
   TaskAckPayloadSchema,
   TaskCompletePayloadSchema,
   TaskConfirmPayloadSchema,
+  TaskErrorSchema,
   TaskFailedPayloadSchema,
   TaskNeedHumanPayloadSchema,
   TaskNeedInfoPayloadSchema,
@@ -213,7 +214,7 @@ export class TaskEngine implements ExecutionHost {
         throw protocolError(ErrorCode.INVALID_PARAMS, `task id ${spec.id} is already in use`, { status: Code.AlreadyExists });
       }
       const payload = spec.payload ?? {};
-      const admission = await admissionOutcome(this.admissionContext(), spec.type, payload, requester, spec.deadline);
+      const admission = await admissionOutcome(this.admissionContext(), spec.type, payload, requester, spec.deadline, spec.id);
       const nowMs = this.now();
       const base: Omit<TaskRecord, "version" | "lastSequence"> = {
         taskId: spec.id,
@@ -308,7 +309,12 @@ export class TaskEngine implements ExecutionHost {
         state: TaskState.CANCELLED,
         message: reason,
       }),
-      patch: { error: { $typeName: "synapse.v1.TaskError", code: ErrorCode.TASK_CANCELLED, message: reason, recoverable: false }, statusMessage: reason, pendingInfo: undefined, pendingDecision: undefined },
+      patch: {
+        error: create(TaskErrorSchema, { code: ErrorCode.TASK_CANCELLED, message: reason }),
+        statusMessage: reason,
+        pendingInfo: undefined,
+        pendingDecision: undefined,
+      },
     }), header.messageId);
     if (recorded === undefined) this.refuseTransition((await this.options.store.getTask(task.taskId))!, MessageType.TASK_CANCEL);
     this.endExecution(task.taskId, undefined, "cancelled");
@@ -343,7 +349,7 @@ export class TaskEngine implements ExecutionHost {
   }
 
   private async readmit(task: TaskRecord): Promise<void> {
-    const admission = await admissionOutcome(this.admissionContext(), task.taskType, task.payload, task.requester, task.request.task?.deadline);
+    const admission = await admissionOutcome(this.admissionContext(), task.taskType, task.payload, task.requester, task.request.task?.deadline, task.taskId);
     const recorded = await this.record(task.taskId, undefined, undefined, undefined, (current) => {
       const { type, message, patch } = this.admissionEvent(current, admission);
       return { type, message, patch };

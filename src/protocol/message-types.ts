@@ -1,4 +1,4 @@
-// The 17 p2p:* message types as data: the protocol spelling, the payload
+// The 17 p2p:* message types and the registry's two as data: the protocol spelling, the payload
 // message that travels with each, the Payload oneof case that shows it
 // decoded, and which side may send it.
 import type { DescMessage } from "@bufbuild/protobuf";
@@ -23,6 +23,7 @@ import {
   TaskRequestPayloadSchema,
   TaskStatusUpdatePayloadSchema,
 } from "../../gen/synapse/v1/payloads_pb.js";
+import { AgentDeregistrationPayloadSchema, AgentRegistrationPayloadSchema } from "../../gen/synapse/v1/registry_pb.js";
 
 /** Who may send a message type: the requester, the executor, or either. */
 export type SenderRole = "requester" | "executor" | "either";
@@ -40,6 +41,12 @@ export interface MessageTypeInfo {
   readonly taskScoped: boolean;
 }
 
+/** Registry messages (100 and up) are spelled "registry:…", the rest "p2p:…". */
+function spell(type: MessageType): string {
+  const name = MessageType[type].toLowerCase();
+  return name.startsWith("registry_") ? `registry:${name.slice("registry_".length)}` : `p2p:${name}`;
+}
+
 function info(
   type: MessageType,
   payloadSchema: DescMessage,
@@ -47,8 +54,7 @@ function info(
   sender: SenderRole,
   taskScoped: boolean,
 ): MessageTypeInfo {
-  const wireName = `p2p:${MessageType[type].toLowerCase()}`;
-  return { type, wireName, payloadSchema, payloadCase, sender, taskScoped };
+  return { type, wireName: spell(type), payloadSchema, payloadCase, sender, taskScoped };
 }
 
 const table: readonly MessageTypeInfo[] = [
@@ -69,6 +75,8 @@ const table: readonly MessageTypeInfo[] = [
   info(MessageType.CAPABILITY_RESPONSE, CapabilityResponsePayloadSchema, "capabilityResponse", "either", false),
   info(MessageType.TASK_NEED_HUMAN, TaskNeedHumanPayloadSchema, "taskNeedHuman", "executor", true),
   info(MessageType.HUMAN_DECISION, HumanDecisionPayloadSchema, "humanDecision", "requester", true),
+  info(MessageType.REGISTRY_REGISTER, AgentRegistrationPayloadSchema, "registryRegister", "either", false),
+  info(MessageType.REGISTRY_DEREGISTER, AgentDeregistrationPayloadSchema, "registryDeregister", "either", false),
 ];
 
 const byType = new Map(table.map((entry) => [entry.type, entry]));
@@ -80,11 +88,12 @@ export function messageTypeInfo(type: MessageType): MessageTypeInfo | undefined 
   return byType.get(type);
 }
 
-/** Parses "p2p:task_request" (or "task_request", or "MESSAGE_TYPE_TASK_REQUEST"). */
+/** Parses "p2p:task_request" (or "task_request", "MESSAGE_TYPE_TASK_REQUEST", "registry:register"). */
 export function parseMessageType(name: string): MessageTypeInfo | undefined {
   const lower = name.trim().toLowerCase();
-  if (lower.startsWith("message_type_")) return byWireName.get(`p2p:${lower.slice("message_type_".length)}`);
-  return byWireName.get(lower.startsWith("p2p:") ? lower : `p2p:${lower}`);
+  if (lower.startsWith("message_type_")) return table.find((entry) => MessageType[entry.type].toLowerCase() === lower.slice("message_type_".length));
+  if (lower.includes(":")) return byWireName.get(lower);
+  return byWireName.get(`p2p:${lower}`) ?? byWireName.get(`registry:${lower}`);
 }
 
 export function wireName(type: MessageType): string {

@@ -13,7 +13,7 @@ import type { JsonObject, Message } from "@bufbuild/protobuf";
  * Describes the file synapse/v1/capabilities.proto.
  */
 export const file_synapse_v1_capabilities: GenFile = /*@__PURE__*/
-  fileDesc("Ch1zeW5hcHNlL3YxL2NhcGFiaWxpdGllcy5wcm90bxIKc3luYXBzZS52MSKfAQoRU3VwcG9ydGVkVGFza1R5cGUSDAoEdHlwZRgBIAEoCRIMCgRuYW1lGAIgASgJEhMKC2Rlc2NyaXB0aW9uGAMgASgJEhYKDmVzdGltYXRlZF90aW1lGAQgASgJEhQKDGlucHV0X3NjaGVtYRgFIAEoCRIVCg1vdXRwdXRfc2NoZW1hGAYgASgJEhQKDGNhcGFiaWxpdGllcxgHIAMoCSLoAwoRQWdlbnRDYXBhYmlsaXRpZXMSEAoIYWdlbnRfaWQYASABKAkSEgoKYWdlbnRfbmFtZRgCIAEoCRIRCglzeXN0ZW1faWQYAyABKAkSGAoQcHJvdG9jb2xfdmVyc2lvbhgEIAEoCRI7ChRzdXBwb3J0ZWRfdGFza190eXBlcxgFIAMoCzIdLnN5bmFwc2UudjEuU3VwcG9ydGVkVGFza1R5cGUSHwoXc3VwcG9ydGVkX2NvbnRlbnRfdHlwZXMYBiADKAkSPAoZc3VwcG9ydGVkX3RyYW5zcG9ydF9tb2RlcxgHIAMoDjIZLnN5bmFwc2UudjEuVHJhbnNwb3J0TW9kZRIVCg1tYXhfZmlsZV9zaXplGAggASgDEhwKFG1heF9jb25jdXJyZW50X3Rhc2tzGAkgASgFEiEKGW1heF90YXNrX2R1cmF0aW9uX3NlY29uZHMYCiABKAUSIAoYc3VwcG9ydF9wcm9ncmVzc191cGRhdGVzGAsgASgIEhkKEXN1cHBvcnRfc3RyZWFtaW5nGAwgASgIEhMKC3N1cHBvcnRfaGlsGA0gASgIEhYKDnN1cHBvcnRfZ3JvdXBzGA4gASgIEhIKCnB1YmxpY19rZXkYDyABKAwSDgoGa2V5X2lkGBAgASgJItgBChRJbXBsZW1lbnRlZEludGVyZmFjZRIMCgRuYW1lGAEgASgJEi8KCGNhdGVnb3J5GAIgASgOMh0uc3luYXBzZS52MS5JbnRlcmZhY2VDYXRlZ29yeRIwChBjb21wbGlhbmNlX2xldmVsGAMgASgOMhYuc3luYXBzZS52MS5Db21wbGlhbmNlEg8KB3ZlcnNpb24YBCABKAkSEwoLZGVzY3JpcHRpb24YBSABKAkSKQoIbWV0YWRhdGEYBiABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0IvIBChRDb21wbGlhbmNlRXZhbHVhdGlvbhIQCghhZ2VudF9pZBgBIAEoCRIZChFiYXNpY19pbXBsZW1lbnRlZBgCIAEoBRIWCg5iYXNpY19yZXF1aXJlZBgDIAEoBRIcChRjb21wbGV0ZV9pbXBsZW1lbnRlZBgEIAEoBRIWCg5jb21wbGV0ZV90b3RhbBgFIAEoBRIcChRhZHZhbmNlZF9pbXBsZW1lbnRlZBgGIAEoBRIWCg5hZHZhbmNlZF90b3RhbBgHIAEoBRIRCgljb21wbGlhbnQYCCABKAgSFgoObWlzc2luZ19iYXNpY3MYCSADKAkiGAoWR2V0Q2FwYWJpbGl0aWVzUmVxdWVzdCJOChdHZXRDYXBhYmlsaXRpZXNSZXNwb25zZRIzCgxjYXBhYmlsaXRpZXMYASABKAsyHS5zeW5hcHNlLnYxLkFnZW50Q2FwYWJpbGl0aWVzIh8KHUdldFN1cHBvcnRlZEludGVyZmFjZXNSZXF1ZXN0IlYKHkdldFN1cHBvcnRlZEludGVyZmFjZXNSZXNwb25zZRI0CgppbnRlcmZhY2VzGAEgAygLMiAuc3luYXBzZS52MS5JbXBsZW1lbnRlZEludGVyZmFjZSIzCh5HZXRUYXNrVHlwZUNhcGFiaWxpdGllc1JlcXVlc3QSEQoJdGFza190eXBlGAEgASgJIlMKH0dldFRhc2tUeXBlQ2FwYWJpbGl0aWVzUmVzcG9uc2USMAoJdGFza190eXBlGAEgASgLMh0uc3luYXBzZS52MS5TdXBwb3J0ZWRUYXNrVHlwZSKIAQoQSGFuZHNoYWtlUmVxdWVzdBIYChBwcm90b2NvbF92ZXJzaW9uGAEgASgJEjQKCmludGVyZmFjZXMYAiADKAsyIC5zeW5hcHNlLnYxLkltcGxlbWVudGVkSW50ZXJmYWNlEiQKBmNhbGxlchgDIAEoCzIULnN5bmFwc2UudjEuQWdlbnRSZWYizwEKEUhhbmRzaGFrZVJlc3BvbnNlEhIKCmNvbXBhdGlibGUYASABKAgSGgoSbmVnb3RpYXRlZF92ZXJzaW9uGAIgASgJEjsKEWNvbW1vbl9pbnRlcmZhY2VzGAMgAygLMiAuc3luYXBzZS52MS5JbXBsZW1lbnRlZEludGVyZmFjZRIOCgZyZWFzb24YBCABKAkSGAoQcHJvdG9jb2xfdmVyc2lvbhgFIAEoCRIjCgVhZ2VudBgGIAEoCzIULnN5bmFwc2UudjEuQWdlbnRSZWYqnAEKDVRyYW5zcG9ydE1vZGUSHgoaVFJBTlNQT1JUX01PREVfVU5TUEVDSUZJRUQQABIbChdUUkFOU1BPUlRfTU9ERV9DQUxMQkFDSxABEhoKFlRSQU5TUE9SVF9NT0RFX1BPTExJTkcQAhIXChNUUkFOU1BPUlRfTU9ERV9TWU5DEAMSGQoVVFJBTlNQT1JUX01PREVfSFlCUklEEAQqkAIKEUludGVyZmFjZUNhdGVnb3J5EiIKHklOVEVSRkFDRV9DQVRFR09SWV9VTlNQRUNJRklFRBAAEhsKF0lOVEVSRkFDRV9DQVRFR09SWV9DT1JFEAESGgoWSU5URVJGQUNFX0NBVEVHT1JZX1AyUBACEhwKGElOVEVSRkFDRV9DQVRFR09SWV9HUk9VUBADEhoKFklOVEVSRkFDRV9DQVRFR09SWV9ISUwQBBIgChxJTlRFUkZBQ0VfQ0FURUdPUllfVFJBTlNQT1JUEAUSHwobSU5URVJGQUNFX0NBVEVHT1JZX1NFQ1VSSVRZEAYSIQodSU5URVJGQUNFX0NBVEVHT1JZX01BTkFHRU1FTlQQBypwCgpDb21wbGlhbmNlEhoKFkNPTVBMSUFOQ0VfVU5TUEVDSUZJRUQQABIUChBDT01QTElBTkNFX0JBU0lDEAESFwoTQ09NUExJQU5DRV9DT01QTEVURRACEhcKE0NPTVBMSUFOQ0VfQURWQU5DRUQQAzKvAwoTQ2FwYWJpbGl0aWVzU2VydmljZRJfCg9HZXRDYXBhYmlsaXRpZXMSIi5zeW5hcHNlLnYxLkdldENhcGFiaWxpdGllc1JlcXVlc3QaIy5zeW5hcHNlLnYxLkdldENhcGFiaWxpdGllc1Jlc3BvbnNlIgOQAgESdAoWR2V0U3VwcG9ydGVkSW50ZXJmYWNlcxIpLnN5bmFwc2UudjEuR2V0U3VwcG9ydGVkSW50ZXJmYWNlc1JlcXVlc3QaKi5zeW5hcHNlLnYxLkdldFN1cHBvcnRlZEludGVyZmFjZXNSZXNwb25zZSIDkAIBEncKF0dldFRhc2tUeXBlQ2FwYWJpbGl0aWVzEiouc3luYXBzZS52MS5HZXRUYXNrVHlwZUNhcGFiaWxpdGllc1JlcXVlc3QaKy5zeW5hcHNlLnYxLkdldFRhc2tUeXBlQ2FwYWJpbGl0aWVzUmVzcG9uc2UiA5ACARJICglIYW5kc2hha2USHC5zeW5hcHNlLnYxLkhhbmRzaGFrZVJlcXVlc3QaHS5zeW5hcHNlLnYxLkhhbmRzaGFrZVJlc3BvbnNlYgZwcm90bzM", [file_google_protobuf_struct, file_synapse_v1_envelope]);
+  fileDesc("Ch1zeW5hcHNlL3YxL2NhcGFiaWxpdGllcy5wcm90bxIKc3luYXBzZS52MSLVAQoRU3VwcG9ydGVkVGFza1R5cGUSDAoEdHlwZRgBIAEoCRIMCgRuYW1lGAIgASgJEhMKC2Rlc2NyaXB0aW9uGAMgASgJEhYKDmVzdGltYXRlZF90aW1lGAQgASgJEhQKDGlucHV0X3NjaGVtYRgFIAEoCRIVCg1vdXRwdXRfc2NoZW1hGAYgASgJEhQKDGNhcGFiaWxpdGllcxgHIAMoCRI0Cgpnb3Zlcm5hbmNlGAggASgLMiAuc3luYXBzZS52MS5DYXBhYmlsaXR5R292ZXJuYW5jZSL5AQoUQ2FwYWJpbGl0eUdvdmVybmFuY2USDgoGZG9tYWluGAEgASgJEhEKCXNjZW5hcmlvcxgCIAMoCRIPCgdpbnRlbnRzGAMgAygJEhsKE3Blcm1pc3Npb25fcmVxdWlyZWQYBCADKAkSKQoKcmlza19sZXZlbBgFIAEoDjIVLnN5bmFwc2UudjEuUmlza0xldmVsEg0KBW93bmVyGAYgASgJEhAKCHJldmlld2VyGAcgASgJEg8KB3ZlcnNpb24YCCABKAkSHQoVcmVxdWlyZXNfY29uZmlybWF0aW9uGAkgASgIEhQKDHJpc2tfc2lnbmFscxgKIAMoCSLoAwoRQWdlbnRDYXBhYmlsaXRpZXMSEAoIYWdlbnRfaWQYASABKAkSEgoKYWdlbnRfbmFtZRgCIAEoCRIRCglzeXN0ZW1faWQYAyABKAkSGAoQcHJvdG9jb2xfdmVyc2lvbhgEIAEoCRI7ChRzdXBwb3J0ZWRfdGFza190eXBlcxgFIAMoCzIdLnN5bmFwc2UudjEuU3VwcG9ydGVkVGFza1R5cGUSHwoXc3VwcG9ydGVkX2NvbnRlbnRfdHlwZXMYBiADKAkSPAoZc3VwcG9ydGVkX3RyYW5zcG9ydF9tb2RlcxgHIAMoDjIZLnN5bmFwc2UudjEuVHJhbnNwb3J0TW9kZRIVCg1tYXhfZmlsZV9zaXplGAggASgDEhwKFG1heF9jb25jdXJyZW50X3Rhc2tzGAkgASgFEiEKGW1heF90YXNrX2R1cmF0aW9uX3NlY29uZHMYCiABKAUSIAoYc3VwcG9ydF9wcm9ncmVzc191cGRhdGVzGAsgASgIEhkKEXN1cHBvcnRfc3RyZWFtaW5nGAwgASgIEhMKC3N1cHBvcnRfaGlsGA0gASgIEhYKDnN1cHBvcnRfZ3JvdXBzGA4gASgIEhIKCnB1YmxpY19rZXkYDyABKAwSDgoGa2V5X2lkGBAgASgJItgBChRJbXBsZW1lbnRlZEludGVyZmFjZRIMCgRuYW1lGAEgASgJEi8KCGNhdGVnb3J5GAIgASgOMh0uc3luYXBzZS52MS5JbnRlcmZhY2VDYXRlZ29yeRIwChBjb21wbGlhbmNlX2xldmVsGAMgASgOMhYuc3luYXBzZS52MS5Db21wbGlhbmNlEg8KB3ZlcnNpb24YBCABKAkSEwoLZGVzY3JpcHRpb24YBSABKAkSKQoIbWV0YWRhdGEYBiABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0IvIBChRDb21wbGlhbmNlRXZhbHVhdGlvbhIQCghhZ2VudF9pZBgBIAEoCRIZChFiYXNpY19pbXBsZW1lbnRlZBgCIAEoBRIWCg5iYXNpY19yZXF1aXJlZBgDIAEoBRIcChRjb21wbGV0ZV9pbXBsZW1lbnRlZBgEIAEoBRIWCg5jb21wbGV0ZV90b3RhbBgFIAEoBRIcChRhZHZhbmNlZF9pbXBsZW1lbnRlZBgGIAEoBRIWCg5hZHZhbmNlZF90b3RhbBgHIAEoBRIRCgljb21wbGlhbnQYCCABKAgSFgoObWlzc2luZ19iYXNpY3MYCSADKAkiGAoWR2V0Q2FwYWJpbGl0aWVzUmVxdWVzdCJOChdHZXRDYXBhYmlsaXRpZXNSZXNwb25zZRIzCgxjYXBhYmlsaXRpZXMYASABKAsyHS5zeW5hcHNlLnYxLkFnZW50Q2FwYWJpbGl0aWVzIh8KHUdldFN1cHBvcnRlZEludGVyZmFjZXNSZXF1ZXN0IlYKHkdldFN1cHBvcnRlZEludGVyZmFjZXNSZXNwb25zZRI0CgppbnRlcmZhY2VzGAEgAygLMiAuc3luYXBzZS52MS5JbXBsZW1lbnRlZEludGVyZmFjZSIzCh5HZXRUYXNrVHlwZUNhcGFiaWxpdGllc1JlcXVlc3QSEQoJdGFza190eXBlGAEgASgJIlMKH0dldFRhc2tUeXBlQ2FwYWJpbGl0aWVzUmVzcG9uc2USMAoJdGFza190eXBlGAEgASgLMh0uc3luYXBzZS52MS5TdXBwb3J0ZWRUYXNrVHlwZSKIAQoQSGFuZHNoYWtlUmVxdWVzdBIYChBwcm90b2NvbF92ZXJzaW9uGAEgASgJEjQKCmludGVyZmFjZXMYAiADKAsyIC5zeW5hcHNlLnYxLkltcGxlbWVudGVkSW50ZXJmYWNlEiQKBmNhbGxlchgDIAEoCzIULnN5bmFwc2UudjEuQWdlbnRSZWYizwEKEUhhbmRzaGFrZVJlc3BvbnNlEhIKCmNvbXBhdGlibGUYASABKAgSGgoSbmVnb3RpYXRlZF92ZXJzaW9uGAIgASgJEjsKEWNvbW1vbl9pbnRlcmZhY2VzGAMgAygLMiAuc3luYXBzZS52MS5JbXBsZW1lbnRlZEludGVyZmFjZRIOCgZyZWFzb24YBCABKAkSGAoQcHJvdG9jb2xfdmVyc2lvbhgFIAEoCRIjCgVhZ2VudBgGIAEoCzIULnN5bmFwc2UudjEuQWdlbnRSZWYqnAEKDVRyYW5zcG9ydE1vZGUSHgoaVFJBTlNQT1JUX01PREVfVU5TUEVDSUZJRUQQABIbChdUUkFOU1BPUlRfTU9ERV9DQUxMQkFDSxABEhoKFlRSQU5TUE9SVF9NT0RFX1BPTExJTkcQAhIXChNUUkFOU1BPUlRfTU9ERV9TWU5DEAMSGQoVVFJBTlNQT1JUX01PREVfSFlCUklEEAQqkAIKEUludGVyZmFjZUNhdGVnb3J5EiIKHklOVEVSRkFDRV9DQVRFR09SWV9VTlNQRUNJRklFRBAAEhsKF0lOVEVSRkFDRV9DQVRFR09SWV9DT1JFEAESGgoWSU5URVJGQUNFX0NBVEVHT1JZX1AyUBACEhwKGElOVEVSRkFDRV9DQVRFR09SWV9HUk9VUBADEhoKFklOVEVSRkFDRV9DQVRFR09SWV9ISUwQBBIgChxJTlRFUkZBQ0VfQ0FURUdPUllfVFJBTlNQT1JUEAUSHwobSU5URVJGQUNFX0NBVEVHT1JZX1NFQ1VSSVRZEAYSIQodSU5URVJGQUNFX0NBVEVHT1JZX01BTkFHRU1FTlQQBypwCgpDb21wbGlhbmNlEhoKFkNPTVBMSUFOQ0VfVU5TUEVDSUZJRUQQABIUChBDT01QTElBTkNFX0JBU0lDEAESFwoTQ09NUExJQU5DRV9DT01QTEVURRACEhcKE0NPTVBMSUFOQ0VfQURWQU5DRUQQAypnCglSaXNrTGV2ZWwSGgoWUklTS19MRVZFTF9VTlNQRUNJRklFRBAAEhIKDlJJU0tfTEVWRUxfTE9XEAESFQoRUklTS19MRVZFTF9NRURJVU0QAhITCg9SSVNLX0xFVkVMX0hJR0gQAzKvAwoTQ2FwYWJpbGl0aWVzU2VydmljZRJfCg9HZXRDYXBhYmlsaXRpZXMSIi5zeW5hcHNlLnYxLkdldENhcGFiaWxpdGllc1JlcXVlc3QaIy5zeW5hcHNlLnYxLkdldENhcGFiaWxpdGllc1Jlc3BvbnNlIgOQAgESdAoWR2V0U3VwcG9ydGVkSW50ZXJmYWNlcxIpLnN5bmFwc2UudjEuR2V0U3VwcG9ydGVkSW50ZXJmYWNlc1JlcXVlc3QaKi5zeW5hcHNlLnYxLkdldFN1cHBvcnRlZEludGVyZmFjZXNSZXNwb25zZSIDkAIBEncKF0dldFRhc2tUeXBlQ2FwYWJpbGl0aWVzEiouc3luYXBzZS52MS5HZXRUYXNrVHlwZUNhcGFiaWxpdGllc1JlcXVlc3QaKy5zeW5hcHNlLnYxLkdldFRhc2tUeXBlQ2FwYWJpbGl0aWVzUmVzcG9uc2UiA5ACARJICglIYW5kc2hha2USHC5zeW5hcHNlLnYxLkhhbmRzaGFrZVJlcXVlc3QaHS5zeW5hcHNlLnYxLkhhbmRzaGFrZVJlc3BvbnNlYgZwcm90bzM", [file_google_protobuf_struct, file_synapse_v1_envelope]);
 
 /**
  * SupportedTaskType describes one kind of task an agent runs (seed 000 §3.1).
@@ -72,6 +72,14 @@ export type SupportedTaskType = Message<"synapse.v1.SupportedTaskType"> & {
    * @generated from field: repeated string capabilities = 7;
    */
   capabilities: string[];
+
+  /**
+   * Catalogue metadata: when set, a registry lists this task type in its
+   * governed capability catalogue (see CapabilityGovernance).
+   *
+   * @generated from field: synapse.v1.CapabilityGovernance governance = 8;
+   */
+  governance?: CapabilityGovernance | undefined;
 };
 
 /**
@@ -80,6 +88,95 @@ export type SupportedTaskType = Message<"synapse.v1.SupportedTaskType"> & {
  */
 export const SupportedTaskTypeSchema: GenMessage<SupportedTaskType> = /*@__PURE__*/
   messageDesc(file_synapse_v1_capabilities, 0);
+
+/**
+ * CapabilityGovernance is the catalogue metadata an agent may attach to one of
+ * its task types (SupportedTaskType.governance). When the agent registers, the
+ * registry lists the task type in the catalogue as a CAPABILITY_TYPE_TASK
+ * capability: code and name from the task type, schemas from its input and
+ * output schemas, agent_id and task_type set, health following the agent's
+ * lease, and these fields for the rest.
+ *
+ * @generated from message synapse.v1.CapabilityGovernance
+ */
+export type CapabilityGovernance = Message<"synapse.v1.CapabilityGovernance"> & {
+  /**
+   * See GovernedCapability.domain.
+   *
+   * @generated from field: string domain = 1;
+   */
+  domain: string;
+
+  /**
+   * See GovernedCapability.scenarios.
+   *
+   * @generated from field: repeated string scenarios = 2;
+   */
+  scenarios: string[];
+
+  /**
+   * See GovernedCapability.intents.
+   *
+   * @generated from field: repeated string intents = 3;
+   */
+  intents: string[];
+
+  /**
+   * See GovernedCapability.permission_required.
+   *
+   * @generated from field: repeated string permission_required = 4;
+   */
+  permissionRequired: string[];
+
+  /**
+   * See GovernedCapability.risk_level.
+   *
+   * @generated from field: synapse.v1.RiskLevel risk_level = 5;
+   */
+  riskLevel: RiskLevel;
+
+  /**
+   * See GovernedCapability.owner.
+   *
+   * @generated from field: string owner = 6;
+   */
+  owner: string;
+
+  /**
+   * See GovernedCapability.reviewer.
+   *
+   * @generated from field: string reviewer = 7;
+   */
+  reviewer: string;
+
+  /**
+   * See GovernedCapability.version.
+   *
+   * @generated from field: string version = 8;
+   */
+  version: string;
+
+  /**
+   * See GovernedCapability.requires_confirmation.
+   *
+   * @generated from field: bool requires_confirmation = 9;
+   */
+  requiresConfirmation: boolean;
+
+  /**
+   * See GovernedCapability.risk_signals.
+   *
+   * @generated from field: repeated string risk_signals = 10;
+   */
+  riskSignals: string[];
+};
+
+/**
+ * Describes the message synapse.v1.CapabilityGovernance.
+ * Use `create(CapabilityGovernanceSchema)` to create a new message.
+ */
+export const CapabilityGovernanceSchema: GenMessage<CapabilityGovernance> = /*@__PURE__*/
+  messageDesc(file_synapse_v1_capabilities, 1);
 
 /**
  * AgentCapabilities is an agent's full self-description (seed 000 §2.1).
@@ -212,7 +309,7 @@ export type AgentCapabilities = Message<"synapse.v1.AgentCapabilities"> & {
  * Use `create(AgentCapabilitiesSchema)` to create a new message.
  */
 export const AgentCapabilitiesSchema: GenMessage<AgentCapabilities> = /*@__PURE__*/
-  messageDesc(file_synapse_v1_capabilities, 1);
+  messageDesc(file_synapse_v1_capabilities, 2);
 
 /**
  * ImplementedInterface declares one standard interface an agent implements
@@ -270,7 +367,7 @@ export type ImplementedInterface = Message<"synapse.v1.ImplementedInterface"> & 
  * Use `create(ImplementedInterfaceSchema)` to create a new message.
  */
 export const ImplementedInterfaceSchema: GenMessage<ImplementedInterface> = /*@__PURE__*/
-  messageDesc(file_synapse_v1_capabilities, 2);
+  messageDesc(file_synapse_v1_capabilities, 3);
 
 /**
  * ComplianceEvaluation is a registry's verdict on a set of interfaces
@@ -348,7 +445,7 @@ export type ComplianceEvaluation = Message<"synapse.v1.ComplianceEvaluation"> & 
  * Use `create(ComplianceEvaluationSchema)` to create a new message.
  */
 export const ComplianceEvaluationSchema: GenMessage<ComplianceEvaluation> = /*@__PURE__*/
-  messageDesc(file_synapse_v1_capabilities, 3);
+  messageDesc(file_synapse_v1_capabilities, 4);
 
 /**
  * GetCapabilitiesRequest takes no parameters.
@@ -363,7 +460,7 @@ export type GetCapabilitiesRequest = Message<"synapse.v1.GetCapabilitiesRequest"
  * Use `create(GetCapabilitiesRequestSchema)` to create a new message.
  */
 export const GetCapabilitiesRequestSchema: GenMessage<GetCapabilitiesRequest> = /*@__PURE__*/
-  messageDesc(file_synapse_v1_capabilities, 4);
+  messageDesc(file_synapse_v1_capabilities, 5);
 
 /**
  * GetCapabilitiesResponse carries the capabilities.
@@ -384,7 +481,7 @@ export type GetCapabilitiesResponse = Message<"synapse.v1.GetCapabilitiesRespons
  * Use `create(GetCapabilitiesResponseSchema)` to create a new message.
  */
 export const GetCapabilitiesResponseSchema: GenMessage<GetCapabilitiesResponse> = /*@__PURE__*/
-  messageDesc(file_synapse_v1_capabilities, 5);
+  messageDesc(file_synapse_v1_capabilities, 6);
 
 /**
  * GetSupportedInterfacesRequest takes no parameters.
@@ -399,7 +496,7 @@ export type GetSupportedInterfacesRequest = Message<"synapse.v1.GetSupportedInte
  * Use `create(GetSupportedInterfacesRequestSchema)` to create a new message.
  */
 export const GetSupportedInterfacesRequestSchema: GenMessage<GetSupportedInterfacesRequest> = /*@__PURE__*/
-  messageDesc(file_synapse_v1_capabilities, 6);
+  messageDesc(file_synapse_v1_capabilities, 7);
 
 /**
  * GetSupportedInterfacesResponse lists the implemented interfaces.
@@ -420,7 +517,7 @@ export type GetSupportedInterfacesResponse = Message<"synapse.v1.GetSupportedInt
  * Use `create(GetSupportedInterfacesResponseSchema)` to create a new message.
  */
 export const GetSupportedInterfacesResponseSchema: GenMessage<GetSupportedInterfacesResponse> = /*@__PURE__*/
-  messageDesc(file_synapse_v1_capabilities, 7);
+  messageDesc(file_synapse_v1_capabilities, 8);
 
 /**
  * GetTaskTypeCapabilitiesRequest names a task type.
@@ -441,7 +538,7 @@ export type GetTaskTypeCapabilitiesRequest = Message<"synapse.v1.GetTaskTypeCapa
  * Use `create(GetTaskTypeCapabilitiesRequestSchema)` to create a new message.
  */
 export const GetTaskTypeCapabilitiesRequestSchema: GenMessage<GetTaskTypeCapabilitiesRequest> = /*@__PURE__*/
-  messageDesc(file_synapse_v1_capabilities, 8);
+  messageDesc(file_synapse_v1_capabilities, 9);
 
 /**
  * GetTaskTypeCapabilitiesResponse describes the task type.
@@ -462,7 +559,7 @@ export type GetTaskTypeCapabilitiesResponse = Message<"synapse.v1.GetTaskTypeCap
  * Use `create(GetTaskTypeCapabilitiesResponseSchema)` to create a new message.
  */
 export const GetTaskTypeCapabilitiesResponseSchema: GenMessage<GetTaskTypeCapabilitiesResponse> = /*@__PURE__*/
-  messageDesc(file_synapse_v1_capabilities, 9);
+  messageDesc(file_synapse_v1_capabilities, 10);
 
 /**
  * HandshakeRequest is the caller's side of the negotiation.
@@ -497,7 +594,7 @@ export type HandshakeRequest = Message<"synapse.v1.HandshakeRequest"> & {
  * Use `create(HandshakeRequestSchema)` to create a new message.
  */
 export const HandshakeRequestSchema: GenMessage<HandshakeRequest> = /*@__PURE__*/
-  messageDesc(file_synapse_v1_capabilities, 10);
+  messageDesc(file_synapse_v1_capabilities, 11);
 
 /**
  * HandshakeResponse is the outcome of the negotiation.
@@ -555,7 +652,7 @@ export type HandshakeResponse = Message<"synapse.v1.HandshakeResponse"> & {
  * Use `create(HandshakeResponseSchema)` to create a new message.
  */
 export const HandshakeResponseSchema: GenMessage<HandshakeResponse> = /*@__PURE__*/
-  messageDesc(file_synapse_v1_capabilities, 11);
+  messageDesc(file_synapse_v1_capabilities, 12);
 
 /**
  * TransportMode is how a requester receives a task's outcome (seed 000 §2.2).
@@ -715,6 +812,47 @@ export enum Compliance {
  */
 export const ComplianceSchema: GenEnum<Compliance> = /*@__PURE__*/
   enumDesc(file_synapse_v1_capabilities, 2);
+
+/**
+ * RiskLevel is a capability's risk (seed 003 §3).
+ *
+ * @generated from enum synapse.v1.RiskLevel
+ */
+export enum RiskLevel {
+  /**
+   * Not set; refused at registration.
+   *
+   * @generated from enum value: RISK_LEVEL_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * "low".
+   *
+   * @generated from enum value: RISK_LEVEL_LOW = 1;
+   */
+  LOW = 1,
+
+  /**
+   * "medium".
+   *
+   * @generated from enum value: RISK_LEVEL_MEDIUM = 2;
+   */
+  MEDIUM = 2,
+
+  /**
+   * "high": requires a reviewer.
+   *
+   * @generated from enum value: RISK_LEVEL_HIGH = 3;
+   */
+  HIGH = 3,
+}
+
+/**
+ * Describes the enum synapse.v1.RiskLevel.
+ */
+export const RiskLevelSchema: GenEnum<RiskLevel> = /*@__PURE__*/
+  enumDesc(file_synapse_v1_capabilities, 3);
 
 /**
  * CapabilitiesService is the CapabilitiesProvider interface (seed 000 §1):
