@@ -87,6 +87,8 @@ describe("one port, every protocol", () => {
       "MessageHandler",
       "CapabilitiesProvider",
       "P2PTaskHandler",
+      "CallbackReceiver",
+      "CallbackSender",
       "TaskStatusProvider",
       "HILHandler",
       "HTTPTransport",
@@ -95,8 +97,9 @@ describe("one port, every protocol", () => {
       "Authenticator",
       "IdempotencyHandler",
     ]);
-    // No callbacks are wired, so neither callback interface is claimed.
-    expect(interfaces.map((i) => i.name)).not.toContain("CallbackReceiver");
+    // Nothing for groups, escalation or multipart uploads is wired, so none is claimed.
+    expect(interfaces.map((i) => i.name)).not.toContain("GroupManager");
+    expect(interfaces.map((i) => i.name)).not.toContain("MultipartTransport");
   });
 
   it("answers GET for side-effect-free methods", async () => {

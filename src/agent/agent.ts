@@ -11,10 +11,12 @@ import type { TrustPolicy } from "../envelope/trust.js";
 import { silentLogger, type Logger } from "../log.js";
 import { MemoryStore } from "../store/memory.js";
 import type { Store } from "../store/store.js";
+import { CallbackSender } from "./callbacks.js";
 import { TaskEngine } from "./engine.js";
 import { TaskEventBus } from "./events.js";
 import type { TaskHandler } from "./handler.js";
 import type { AgentIdentity } from "./identity.js";
+import { CallbackInbox } from "./inbox.js";
 import { TaskReader } from "./reader.js";
 import { TaskSchemas } from "./schemas.js";
 
@@ -35,13 +37,15 @@ export interface Agent {
   readonly provider: CapabilitiesProvider;
   readonly engine: TaskEngine;
   readonly reader: TaskReader;
+  /** Events pushed back for tasks this agent requested from others (CallbackReceiver). */
+  readonly inbox: CallbackInbox;
   readonly trust: TrustPolicy;
   readonly config: P2PConfig;
   readonly clockSkewMs: number;
 }
 
 /** What an agent with a task engine implements, for GetSupportedInterfaces. */
-export const AGENT_WIRING: Wiring = { capabilities: true, p2p: true, taskStatus: true, streaming: true, humanInTheLoop: true, callbacks: false };
+export const AGENT_WIRING: Wiring = { capabilities: true, p2p: true, taskStatus: true, streaming: true, humanInTheLoop: true, callbacks: true };
 
 export function createAgent(options: AgentOptions): Agent {
   const { identity } = options;
@@ -58,7 +62,7 @@ export function createAgent(options: AgentOptions): Agent {
     keyId: identity.key.keyId,
     // Only task types with a handler are offered.
     supportedTaskTypes: declared.supportedTaskTypes.filter((taskType) => options.handlers.has(taskType.type)),
-    supportedTransportModes: [TransportMode.SYNC, TransportMode.POLLING, TransportMode.HYBRID],
+    supportedTransportModes: [TransportMode.SYNC, TransportMode.POLLING, TransportMode.CALLBACK, TransportMode.HYBRID],
     supportProgressUpdates: true,
     supportStreaming: true,
     supportHil: true,
@@ -67,12 +71,14 @@ export function createAgent(options: AgentOptions): Agent {
   const store = options.store ?? new MemoryStore();
   const bus = new TaskEventBus();
   const schemas = new TaskSchemas(capabilities.supportedTaskTypes);
-  const engine = new TaskEngine({ identity, capabilities: provider, handlers: options.handlers, schemas, store, bus, config, logger, clockSkewMs });
+  const callbacks = new CallbackSender({ store, bus, logger, maxRetries: config.maxRetries, retryBaseDelayMs: config.retryBaseDelayMs });
+  const inbox = new CallbackInbox(store);
+  const engine = new TaskEngine({ identity, capabilities: provider, handlers: options.handlers, schemas, store, bus, config, logger, clockSkewMs, callbacks, inbox });
   const reader = new TaskReader({
     store,
     bus,
     heartbeatIntervalMs: config.heartbeatIntervalMs,
     heartbeat: (task) => engine.sealHeartbeat(task.requester),
   });
-  return { identity, provider, engine, reader, trust: options.trust, config, clockSkewMs };
+  return { identity, provider, engine, reader, inbox, trust: options.trust, config, clockSkewMs };
 }

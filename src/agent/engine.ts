@@ -40,16 +40,22 @@ import { wireName } from "../protocol/message-types.js";
 import { allowedMessageTypes, isTerminal, stateName, TERMINAL_STATES, transition, WAITING_STATES } from "../protocol/state-machine.js";
 import { StoreConflictError, type PartyRecord, type Store, type StoredEvent, type StoredReply, type TaskPatch, type TaskRecord } from "../store/store.js";
 import { admissionOutcome, type Admission } from "./admission.js";
+import { validCallbackUrl, type CallbackSender } from "./callbacks.js";
 import type { TaskEventBus } from "./events.js";
 import { Execution, type ExecutionHost, type FailureReport, type FinishedResult } from "./execution.js";
 import type { HumanAnswer, HumanQuestion, MissingFieldSpec, TaskHandler } from "./handler.js";
 import { TaskFailure } from "./handler.js";
 import type { AgentIdentity } from "./identity.js";
+import type { CallbackInbox } from "./inbox.js";
 import { toMissingField } from "./missing-fields.js";
 import type { TaskSchemas } from "./schemas.js";
 
 export interface EngineOptions {
   identity: AgentIdentity;
+  /** Pushes events of tasks that asked for callbacks. */
+  callbacks: CallbackSender;
+  /** Takes events pushed for tasks this agent requested. */
+  inbox: CallbackInbox;
   capabilities: CapabilitiesProvider;
   handlers: ReadonlyMap<string, TaskHandler>;
   schemas: TaskSchemas;
@@ -164,7 +170,11 @@ export class TaskEngine implements ExecutionHost {
         this.options.logger.warn({ from: header.sender?.agentId, reply_to: header.replyTo }, "peer refused a message (p2p:nack)");
         return {};
       default: {
-        // confirm, reject, status, complete, failed, need_info, need_human: the executor's words.
+        // confirm, reject, status, complete, failed, need_info, need_human: the executor's words,
+        // welcome only as callbacks for a task this agent requested.
+        if (header.taskId && (await this.options.inbox.expects(opened))) {
+          return { reply: await this.reply(header, MessageType.ACK, await this.options.inbox.receive(opened)) };
+        }
         const task = header.taskId ? await this.options.store.getTask(header.taskId) : undefined;
         if (task === undefined) throw protocolError(ErrorCode.TASK_NOT_FOUND, `no task ${header.taskId} here`);
         throw protocolError(ErrorCode.PERMISSION_DENIED, `${info.wireName} is sent by a task's executor, and this agent is the executor of task ${task.taskId}`);
@@ -199,6 +209,9 @@ export class TaskEngine implements ExecutionHost {
     const spec = request.task;
     if (spec === undefined || spec.type === "") throw protocolError(ErrorCode.MESSAGE_FORMAT_INVALID, "payload.task with a type is required");
     if (spec.id !== header.taskId) throw protocolError(ErrorCode.MESSAGE_FORMAT_INVALID, "payload.task.id must equal header.task_id");
+    if (request.callbackUrl && !validCallbackUrl(request.callbackUrl)) {
+      throw protocolError(ErrorCode.INVALID_PARAMS, `callback_url ${JSON.stringify(request.callbackUrl)} is not an http or https URL`);
+    }
     const requester = { agentId: header.sender!.agentId, systemId: header.sender!.systemId, keyId: header.sender!.keyId };
     if (header.idempotencyKey) {
       const earlier = await this.options.store.findTaskByIdempotencyKey(requester.agentId, header.idempotencyKey);
@@ -237,6 +250,7 @@ export class TaskEngine implements ExecutionHost {
       const event = this.sealEvent(base, type, message, 1, header.messageId);
       const task = await this.options.store.createTask({ ...base, ...patch, state: step.next }, event);
       this.options.bus.publish(event, task);
+      if (request.callbackUrl) this.options.callbacks.track(task.taskId, request.callbackUrl);
       if (task.state === TaskState.CONFIRMED) this.startExecution(task);
       return { reply: event, task };
     } finally {
@@ -725,6 +739,7 @@ export class TaskEngine implements ExecutionHost {
       await this.fail(taskId, { code: ErrorCode.AGENT_NOT_READY, message: "the agent shut down while the task waited", recoverable: true });
     }
     await Promise.race([Promise.all(running.map((id) => this.settledExecution(id))), new Promise((resolve) => setTimeout(resolve, 2000))]);
+    this.options.callbacks.close();
   }
 
   private async settledExecution(taskId: string): Promise<void> {

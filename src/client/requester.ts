@@ -23,6 +23,7 @@ import {
   type TaskAckPayload,
 } from "../../gen/synapse/v1/payloads_pb.js";
 import type { AgentIdentity } from "../agent/identity.js";
+import type { CallbackInbox } from "../agent/inbox.js";
 import { bytesEqual } from "../crypto/encoding.js";
 import { keyIdOf } from "../crypto/keys.js";
 import { issueToken } from "../crypto/tokens.js";
@@ -46,6 +47,12 @@ export interface ClientOptions {
    * memory; pass a PinnedKeys opened on a file to keep pins across runs.
    */
   trust?: TrustPolicy;
+  /**
+   * Ask executors to push every event to this requester's own agent
+   * (CallbackReceiver): its base URL and its inbox. The requester identity
+   * must be that agent's identity.
+   */
+  callback?: { url: string; inbox: CallbackInbox };
   /** Retries for watch and result reads after a dropped connection. */
   maxRetries?: number;
   retryBaseDelayMs?: number;
@@ -195,7 +202,10 @@ export class SynapseClient {
         payload,
       },
       context: { sessionId: options.sessionId ?? "", correlationId: options.correlationId ?? "", metadata: options.metadata },
+      callbackUrl: this.options.callback?.url ?? "",
     });
+    // Expect the pushes before asking, so that not even the first one is refused.
+    await this.options.callback?.inbox.expect(this.executor.agentId, taskId);
     const envelope = this.envelope(MessageType.TASK_REQUEST, request, {
       taskId,
       idempotencyKey: options.idempotencyKey,

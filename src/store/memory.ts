@@ -5,6 +5,7 @@ import type { TaskState } from "../../gen/synapse/v1/payloads_pb.js";
 import {
   StoreConflictError,
   type ListTasksQuery,
+  type OutboundTask,
   type SeenMessage,
   type Store,
   type StoredEvent,
@@ -40,16 +41,20 @@ function newerFirst(a: TaskRecord, b: TaskRecord): number {
 
 export class MemoryStore implements Store {
   private readonly tasks = new Map<string, TaskRecord>();
+  /** Tasks per state, kept with every write so that counting is constant time. */
+  private readonly perState = new Map<TaskState, number>();
   private readonly events = new Map<string, StoredEvent[]>();
   private readonly idempotency = new Map<string, string>();
   private readonly messages = new Map<string, SeenMessage>();
   private readonly results = new Map<string, Uint8Array>();
+  private readonly outbound = new Map<string, { task: OutboundTask; events: StoredEvent[] }>();
 
   async createTask(task: Omit<TaskRecord, "version" | "lastSequence">, firstEvent?: StoredEvent): Promise<TaskRecord> {
     if (this.tasks.has(task.taskId)) throw new StoreConflictError(`task ${task.taskId} exists`);
     if (firstEvent !== undefined && firstEvent.sequence !== 1) throw new StoreConflictError("the first event must have sequence 1");
     const record: TaskRecord = { ...task, version: 1, lastSequence: firstEvent ? 1 : 0 };
     this.tasks.set(task.taskId, record);
+    this.tally(undefined, record.state);
     this.events.set(task.taskId, firstEvent ? [firstEvent] : []);
     if (task.idempotencyKey) this.idempotency.set(`${task.requester.agentId}\u0000${task.idempotencyKey}`, task.taskId);
     return record;
@@ -75,6 +80,7 @@ export class MemoryStore implements Store {
       lastSequence: event ? event.sequence : current.lastSequence,
     };
     this.tasks.set(taskId, next);
+    this.tally(current.state, next.state);
     if (event) this.events.get(taskId)!.push(event);
     return next;
   }
@@ -96,10 +102,13 @@ export class MemoryStore implements Store {
   }
 
   async countTasks(states: readonly TaskState[]): Promise<number> {
-    const wanted = new Set(states);
-    let count = 0;
-    for (const task of this.tasks.values()) if (wanted.has(task.state)) count++;
-    return count;
+    return [...new Set(states)].reduce((sum, state) => sum + (this.perState.get(state) ?? 0), 0);
+  }
+
+  private tally(from: TaskState | undefined, to: TaskState): void {
+    if (from === to) return;
+    if (from !== undefined) this.perState.set(from, (this.perState.get(from) ?? 1) - 1);
+    this.perState.set(to, (this.perState.get(to) ?? 0) + 1);
   }
 
   async findTaskByIdempotencyKey(requesterAgentId: string, key: string): Promise<TaskRecord | undefined> {
@@ -142,6 +151,30 @@ export class MemoryStore implements Store {
       }
     }
     return dropped;
+  }
+
+  async expectOutbound(task: OutboundTask): Promise<void> {
+    const key = `${task.executorAgentId}\u0000${task.taskId}`;
+    if (!this.outbound.has(key)) this.outbound.set(key, { task, events: [] });
+  }
+
+  async getOutbound(executorAgentId: string, taskId: string): Promise<OutboundTask | undefined> {
+    return this.outbound.get(`${executorAgentId}\u0000${taskId}`)?.task;
+  }
+
+  async appendOutboundEvent(executorAgentId: string, event: StoredEvent, state: TaskState): Promise<OutboundTask> {
+    const entry = this.outbound.get(`${executorAgentId}\u0000${event.taskId}`);
+    if (entry === undefined) throw new StoreConflictError(`no outbound task ${event.taskId} at ${executorAgentId}`);
+    if (event.sequence !== entry.task.lastSequence + 1) {
+      throw new StoreConflictError(`event sequence ${event.sequence} does not follow ${entry.task.lastSequence}`);
+    }
+    entry.events.push(event);
+    entry.task = { ...entry.task, state, lastSequence: event.sequence };
+    return entry.task;
+  }
+
+  async listOutboundEvents(executorAgentId: string, taskId: string, fromSequence: number): Promise<StoredEvent[]> {
+    return (this.outbound.get(`${executorAgentId}\u0000${taskId}`)?.events ?? []).slice(Math.max(0, fromSequence - 1));
   }
 
   async putResult(taskId: string, bytes: Uint8Array): Promise<void> {

@@ -95,6 +95,14 @@ export interface TaskPage {
   nextPageToken: string;
 }
 
+/** A task this agent requested from another agent, whose events arrive by callback. */
+export interface OutboundTask {
+  readonly taskId: string;
+  readonly executorAgentId: string;
+  readonly state: TaskState;
+  readonly lastSequence: number;
+}
+
 export class StoreConflictError extends Error {
   constructor(message: string) {
     super(message);
@@ -127,6 +135,13 @@ export interface Store {
   getMessage(messageId: string): Promise<SeenMessage | undefined>;
   /** Drops remembered messages whose keepUntilMs has passed. */
   pruneMessages(nowMs: number): Promise<number>;
+
+  /** Starts expecting callbacks for a task this agent requested. */
+  expectOutbound(task: OutboundTask): Promise<void>;
+  getOutbound(executorAgentId: string, taskId: string): Promise<OutboundTask | undefined>;
+  /** Appends a received event if its sequence is lastSequence + 1 (else StoreConflictError). */
+  appendOutboundEvent(executorAgentId: string, event: StoredEvent, state: TaskState): Promise<OutboundTask>;
+  listOutboundEvents(executorAgentId: string, taskId: string, fromSequence: number): Promise<StoredEvent[]>;
 
   putResult(taskId: string, bytes: Uint8Array): Promise<void>;
   /** Up to `length` bytes of a task's result from `offset`. */

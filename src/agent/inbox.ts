@@ -1,0 +1,112 @@
+// CallbackReceiver: the events of tasks this agent requested from others,
+// pushed to its P2PService.Send by their executors. Each arrives verified
+// (signature, sender, receiver); here it must be the next in sequence and a
+// legal step of the state machine, and is kept in the store.
+import { create } from "@bufbuild/protobuf";
+import { ErrorCode } from "../../gen/synapse/v1/errors_pb.js";
+import { AckPayloadSchema, TaskState } from "../../gen/synapse/v1/payloads_pb.js";
+import type { OpenedEnvelope } from "../envelope/open.js";
+import { protocolError } from "../protocol/errors.js";
+import { stateAfterEvent } from "../protocol/event-state.js";
+import { isTerminal, stateName } from "../protocol/state-machine.js";
+import { StoreConflictError, type OutboundTask, type Store, type StoredEvent } from "../store/store.js";
+
+export interface InboxEvent {
+  event: StoredEvent;
+  state: TaskState;
+}
+
+type Listener = (item: InboxEvent) => void;
+
+export class CallbackInbox {
+  private readonly listeners = new Map<string, Set<Listener>>();
+
+  constructor(private readonly store: Store) {}
+
+  /** Expects the events of a task this agent is about to request from `executorAgentId`. */
+  expect(executorAgentId: string, taskId: string): Promise<void> {
+    return this.store.expectOutbound({ taskId, executorAgentId, state: TaskState.PENDING, lastSequence: 0 });
+  }
+
+  async get(executorAgentId: string, taskId: string): Promise<OutboundTask | undefined> {
+    return this.store.getOutbound(executorAgentId, taskId);
+  }
+
+  /** Whether a message from an executor is a callback this agent expects. */
+  async expects(opened: OpenedEnvelope): Promise<boolean> {
+    return (await this.store.getOutbound(opened.header.sender!.agentId, opened.header.taskId)) !== undefined;
+  }
+
+  /** Takes one pushed event; returns the p2p:ack payload to answer with. */
+  async receive(opened: OpenedEnvelope) {
+    const executor = opened.header.sender!.agentId;
+    const taskId = opened.header.taskId;
+    const sequence = Number(opened.header.sequence);
+    const task = await this.store.getOutbound(executor, taskId);
+    if (task === undefined) throw protocolError(ErrorCode.TASK_NOT_FOUND, `this agent requested no task ${taskId} from ${executor}`);
+    const ack = create(AckPayloadSchema, { acknowledgedMessageId: opened.header.messageId, message: `event ${sequence} received` });
+    if (sequence >= 1 && sequence <= task.lastSequence) return ack; // delivered again: already kept
+    if (sequence !== task.lastSequence + 1) {
+      throw protocolError(ErrorCode.ILLEGAL_TRANSITION, `expected event ${task.lastSequence + 1} of task ${taskId}, got ${sequence}`, {
+        details: { expected_sequence: task.lastSequence + 1 },
+      });
+    }
+    const next = stateAfterEvent(task.state, opened.header.messageType, opened.payload);
+    if (next === undefined) {
+      throw protocolError(ErrorCode.ILLEGAL_TRANSITION, `${opened.info.wireName} is not allowed while task ${taskId} is ${stateName(task.state)}`);
+    }
+    const event: StoredEvent = { taskId, sequence, envelope: opened.envelope, header: opened.header, payload: opened.payload };
+    try {
+      await this.store.appendOutboundEvent(executor, event, next);
+    } catch (error) {
+      if (error instanceof StoreConflictError) return ack; // a concurrent delivery of the same event won
+      throw error;
+    }
+    for (const listener of this.listeners.get(`${executor}\u0000${taskId}`) ?? []) listener({ event, state: next });
+    return ack;
+  }
+
+  /** Every event of the task as it arrives (from the first), ending after the terminal one. */
+  async *events(executorAgentId: string, taskId: string, signal?: AbortSignal): AsyncGenerator<InboxEvent> {
+    const key = `${executorAgentId}\u0000${taskId}`;
+    const queue: InboxEvent[] = [];
+    let wake: (() => void) | undefined;
+    const listener: Listener = (item) => {
+      queue.push(item);
+      wake?.();
+    };
+    let set = this.listeners.get(key);
+    if (set === undefined) this.listeners.set(key, (set = new Set()));
+    set.add(listener);
+    const onAbort = () => wake?.();
+    signal?.addEventListener("abort", onAbort);
+    try {
+      let next = 1;
+      let state = TaskState.PENDING;
+      for (const event of await this.store.listOutboundEvents(executorAgentId, taskId, 1)) {
+        state = stateAfterEvent(state, event.header.messageType, event.payload) ?? state;
+        yield { event, state };
+        next = event.sequence + 1;
+        if (isTerminal(state)) return;
+      }
+      while (!signal?.aborted) {
+        while (queue.length > 0) {
+          const item = queue.shift()!;
+          if (item.event.sequence < next) continue;
+          yield item;
+          next = item.event.sequence + 1;
+          if (isTerminal(item.state)) return;
+        }
+        await new Promise<void>((resolve) => {
+          wake = resolve;
+          if (queue.length > 0 || signal?.aborted) resolve();
+        });
+        wake = undefined;
+      }
+    } finally {
+      set.delete(listener);
+      if (set.size === 0) this.listeners.delete(key);
+      signal?.removeEventListener("abort", onAbort);
+    }
+  }
+}
