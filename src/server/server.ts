@@ -2,6 +2,7 @@
 // Connect, with read/write limits from max_file_size, a request log, and a
 // graceful shutdown that lets in-flight calls finish.
 import { Code, ConnectError, type ConnectRouter } from "@connectrpc/connect";
+import { setMaxListeners } from "node:events";
 import { CapabilitiesService, type AgentCapabilities } from "../../gen/synapse/v1/capabilities_pb.js";
 import { P2PService } from "../../gen/synapse/v1/p2p_pb.js";
 import type { Agent } from "../agent/agent.js";
@@ -11,7 +12,9 @@ import { silentLogger, type Logger } from "../log.js";
 import { capabilitiesService } from "./capabilities-service.js";
 import { p2pService } from "./p2p-service.js";
 import { createRequestHandler } from "./adapter.js";
+import { ServerHealth } from "./health.js";
 import { createListener, type Listener, type TlsFiles } from "./listener.js";
+import { registerReflection } from "./reflection.js";
 import { requestParseAsInvalidArgument } from "./request-errors.js";
 import { withRequestLog } from "./request-log.js";
 
@@ -57,11 +60,17 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
   const maxBytes = Number(capabilities.maxFileSize) + MESSAGE_OVERHEAD_BYTES;
   const drainController = new AbortController();
   const shutdownController = new AbortController();
+  // Every open call listens on these; many calls are normal, not a leak.
+  setMaxListeners(0, drainController.signal, shutdownController.signal);
+  const health = new ServerHealth();
 
   const routes = (router: ConnectRouter) => {
     router.service(CapabilitiesService, capabilitiesService(provider));
     // Without an agent P2PService is still declared, and answers UNIMPLEMENTED.
     router.service(P2PService, agent ? p2pService(agent, drainController.signal) : {});
+    // Reflection describes every service on the router; health, registered last, knows them all.
+    registerReflection(router);
+    health.register(router, drainController.signal);
   };
   const handler = createRequestHandler({
     routes,
@@ -81,6 +90,8 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
   let closing: Promise<void> | undefined;
   const close = () => {
     closing ??= (async () => {
+      // Health checkers learn first, so load balancers stop sending new calls.
+      health.shutdown();
       logger.info({ in_flight: listener.inFlight() }, "shutting down");
       listener.stopAccepting();
       // Running tasks end first (their last events reach watchers), then open streams are told to resume elsewhere.
@@ -98,6 +109,8 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
         shutdownController.abort(new ConnectError("server is shutting down", Code.Unavailable));
         await Promise.race([listener.idle(), new Promise((resolve) => setTimeout(resolve, 1000))]);
       }
+      // Let the last frames (trailers, GOAWAY) leave before the sockets go.
+      await new Promise((resolve) => setImmediate(resolve));
       listener.destroyAll();
       logger.info("stopped");
     })();
