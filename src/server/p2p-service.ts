@@ -25,6 +25,7 @@ const signed = (reply: StoredReply) => signedMessage(reply.envelope, reply.heade
 
 export function p2pService(agent: Agent, draining: AbortSignal): ServiceImpl<typeof P2PService> {
   const maxWaitMs = () => agent.provider.getCapabilities().maxTaskDurationSeconds * 1000;
+  const bearer = { audience: agent.identity.agentId, trust: agent.trust, clockSkewMs: agent.clockSkewMs };
   return {
     async send(request, ctx) {
       if (request.envelope === undefined) throw protocolError(ErrorCode.MESSAGE_FORMAT_INVALID, "envelope is required");
@@ -42,18 +43,18 @@ export function p2pService(agent: Agent, draining: AbortSignal): ServiceImpl<typ
     },
 
     async getTask(request, ctx) {
-      const caller = await authenticate(agent, ctx);
+      const caller = await authenticate(bearer, ctx);
       return create(GetTaskResponseSchema, { task: taskView(await agent.reader.getTask(request.taskId, caller.agentId)) });
     },
 
     async listTasks(request, ctx) {
-      const caller = await authenticate(agent, ctx);
+      const caller = await authenticate(bearer, ctx);
       const page = await agent.reader.listTasks(caller.agentId, request.pageSize, request.pageToken, request.states);
       return create(ListTasksResponseSchema, { tasks: page.tasks.map(taskView), nextPageToken: page.nextPageToken });
     },
 
     async *watch(request, ctx) {
-      const caller = await authenticate(agent, ctx);
+      const caller = await authenticate(bearer, ctx);
       const signal = AbortSignal.any([ctx.signal, draining]);
       let last = 0n;
       for await (const item of agent.reader.watch(request.taskId, caller.agentId, Number(request.fromSequence), signal)) {
@@ -72,7 +73,7 @@ export function p2pService(agent: Agent, draining: AbortSignal): ServiceImpl<typ
     },
 
     async *readResult(request, ctx) {
-      const caller = await authenticate(agent, ctx);
+      const caller = await authenticate(bearer, ctx);
       for await (const chunk of agent.reader.readResult(request.taskId, caller.agentId, Number(request.offset))) {
         yield create(ReadResultResponseSchema, { chunk });
       }

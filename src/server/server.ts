@@ -6,11 +6,14 @@ import { setMaxListeners } from "node:events";
 import { CapabilitiesService, type AgentCapabilities } from "../../gen/synapse/v1/capabilities_pb.js";
 import { P2PService } from "../../gen/synapse/v1/p2p_pb.js";
 import type { Agent } from "../agent/agent.js";
+import { RegistryService } from "../../gen/synapse/v1/registry_pb.js";
+import type { Registry } from "../registry/registry.js";
 import type { Wiring } from "../capabilities/interfaces.js";
 import { CapabilitiesProvider } from "../capabilities/provider.js";
 import { silentLogger, type Logger } from "../log.js";
 import { capabilitiesService } from "./capabilities-service.js";
 import { p2pService } from "./p2p-service.js";
+import { registryService } from "./registry-service.js";
 import { createRequestHandler } from "./adapter.js";
 import { ServerHealth } from "./health.js";
 import { createListener, type Listener, type TlsFiles } from "./listener.js";
@@ -26,6 +29,8 @@ export interface ServerOptions {
   capabilities?: AgentCapabilities;
   /** The agent whose services (CapabilitiesService and P2PService) are served. */
   agent?: Agent;
+  /** A registry to host beside the agent (RegistryService); needs an agent. */
+  registry?: Registry;
   host?: string;
   port?: number;
   tls?: TlsFiles;
@@ -68,6 +73,9 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     router.service(CapabilitiesService, capabilitiesService(provider));
     // Without an agent P2PService is still declared, and answers UNIMPLEMENTED.
     router.service(P2PService, agent ? p2pService(agent, drainController.signal) : {});
+    if (options.registry && agent) {
+      router.service(RegistryService, registryService(options.registry, { agentId: agent.identity.agentId, trust: agent.trust, clockSkewMs: agent.clockSkewMs }));
+    }
     // Reflection describes every service on the router; health, registered last, knows them all.
     registerReflection(router);
     health.register(router, drainController.signal);
@@ -109,6 +117,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
         shutdownController.abort(new ConnectError("server is shutting down", Code.Unavailable));
         await Promise.race([listener.idle(), new Promise((resolve) => setTimeout(resolve, 1000))]);
       }
+      options.registry?.close();
       // Let the last frames (trailers, GOAWAY) leave before the sockets go.
       await new Promise((resolve) => setImmediate(resolve));
       listener.destroyAll();

@@ -14,13 +14,15 @@ import { defaultAgentCapabilities, type P2PConfig } from "../../src/capabilities
 import { SynapseClient, type ClientOptions } from "../../src/client/requester.js";
 import type { TrustPolicy } from "../../src/envelope/trust.js";
 import { PinnedKeys } from "../../src/envelope/trust-sources.js";
+import { silentLogger } from "../../src/log.js";
+import { Registry } from "../../src/registry/registry.js";
 import { startServer, type RunningServer, type ServerOptions } from "../../src/server/server.js";
 
 export async function tempDir(prefix = "synapse-test-"): Promise<string> {
   return mkdtemp(join(tmpdir(), prefix));
 }
 
-export interface TestServerOptions extends Partial<Omit<ServerOptions, "capabilities" | "agent">> {
+export interface TestServerOptions extends Partial<Omit<ServerOptions, "capabilities" | "agent" | "registry">> {
   maxFileSize?: number;
   agentId?: string;
   capabilities?: MessageInitShape<typeof AgentCapabilitiesSchema>;
@@ -28,10 +30,13 @@ export interface TestServerOptions extends Partial<Omit<ServerOptions, "capabili
   config?: Partial<P2PConfig>;
   trust?: TrustPolicy;
   clockSkewMs?: number;
+  /** Host a registry beside the agent. */
+  registry?: { leaseMs?: number; dropAfterMs?: number };
 }
 
 export interface TestServer extends RunningServer {
   agent: Agent;
+  registry?: Registry;
 }
 
 export async function startTestServer(options: TestServerOptions = {}): Promise<TestServer> {
@@ -51,8 +56,11 @@ export async function startTestServer(options: TestServerOptions = {}): Promise<
     clockSkewMs: options.clockSkewMs,
     logger: options.logger,
   });
-  const server = await startServer({ tls: options.tls, logger: options.logger, shutdownGraceMs: options.shutdownGraceMs, agent, port: 0, host: options.host ?? "127.0.0.1" });
-  return Object.assign(server, { agent });
+  const registry = options.registry
+    ? new Registry({ logger: silentLogger, clockSkewMs: agent.clockSkewMs, leaseMs: options.registry.leaseMs, dropAfterMs: options.registry.dropAfterMs })
+    : undefined;
+  const server = await startServer({ tls: options.tls, logger: options.logger, shutdownGraceMs: options.shutdownGraceMs, agent, registry, port: 0, host: options.host ?? "127.0.0.1" });
+  return Object.assign(server, { agent, registry });
 }
 
 /** A fresh requester identity in a temporary SYNAPSE_HOME. */

@@ -1,7 +1,7 @@
 // The reference agent's task types as SupportedTaskType declarations, with
 // the JSON Schemas (draft-07) their payloads and results are checked against.
 import { create } from "@bufbuild/protobuf";
-import { SupportedTaskTypeSchema, type SupportedTaskType } from "../../../gen/synapse/v1/capabilities_pb.js";
+import { RiskLevel, SupportedTaskTypeSchema, type SupportedTaskType } from "../../../gen/synapse/v1/capabilities_pb.js";
 
 const approval = {
   require_approval: {
@@ -12,12 +12,24 @@ const approval = {
 
 const schema = (value: object) => JSON.stringify({ $schema: "http://json-schema.org/draft-07/schema#", ...value });
 
+/** Catalogue metadata: a registry lists each task type as a governed capability (CAPABILITY_TYPE_TASK). */
+const governance = (domain: string, scenarios: string[], intents: string[]) => ({
+  domain,
+  scenarios,
+  intents,
+  permissionRequired: [],
+  riskLevel: RiskLevel.LOW,
+  owner: "synapse reference agent",
+  version: "1.0.0",
+});
+
 export const TEXT_ANALYSIS: SupportedTaskType = create(SupportedTaskTypeSchema, {
   type: "text_analysis",
   name: "Text analysis",
   description: "Counts characters, words and sentences of a text and lists its most frequent words.",
   estimatedTime: "1ms-1s",
   capabilities: ["text_statistics", "word_frequency"],
+  governance: governance("text", ["document_review", "content_audit"], ["analyze", "measure"]),
   inputSchema: schema({
     type: "object",
     properties: {
@@ -53,6 +65,7 @@ export const SUMMARIZATION: SupportedTaskType = create(SupportedTaskTypeSchema, 
     "Picks the text's highest-scoring sentences, in their original order. Asks for max_sentences with p2p:task_need_info when it is missing.",
   estimatedTime: "1ms-1s",
   capabilities: ["extractive_summary"],
+  governance: governance("text", ["document_review", "briefing"], ["summarize", "explain"]),
   inputSchema: schema({
     type: "object",
     properties: {
@@ -80,6 +93,7 @@ export const DATA_ANALYSIS: SupportedTaskType = create(SupportedTaskTypeSchema, 
     "Computes count, min, max and mean of every numeric column of a CSV with a header row, reporting progress per row. Large outputs are offered through ReadResult.",
   estimatedTime: "1ms-10min",
   capabilities: ["csv", "descriptive_statistics"],
+  governance: governance("data", ["report_preparation", "data_quality"], ["analyze", "monitor"]),
   inputSchema: schema({
     type: "object",
     properties: {

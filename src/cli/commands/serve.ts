@@ -6,6 +6,9 @@ import { referenceHandlers } from "../../agent/reference/index.js";
 import { DEFAULT_MAX_FILE_SIZE, defaultAgentCapabilities, type P2PConfig } from "../../capabilities/defaults.js";
 import type { TrustPolicy } from "../../envelope/trust.js";
 import { PinnedKeys, TrustChain, TrustStore } from "../../envelope/trust-sources.js";
+import { joinRegistry } from "../../registry/join.js";
+import { Registry } from "../../registry/registry.js";
+import { RegistryTrust } from "../../registry/registry-trust.js";
 import { REFERENCE_TASK_TYPES } from "../../agent/reference/task-types.js";
 import { loadOrCreateIdentity, PINNED_KEYS_FILE } from "../../agent/identity.js";
 import { createLogger } from "../../log.js";
@@ -13,7 +16,8 @@ import { startServer } from "../../server/server.js";
 import { integerOption, parse, UsageError } from "../args.js";
 
 export const serveUsage = `usage: synapse serve [--host H] [--port P] [--data-dir DIR] [--tls-cert FILE --tls-key FILE]
-                     [--trust-store FILE [--tofu]] [--agent-id ID] [--agent-name NAME] [--system-id ID]
+                     [--trust-store FILE [--tofu]] [--trust-registry URL] [--agent-id ID] [--agent-name NAME] [--system-id ID]
+                     [--registry [--lease SECONDS]] [--join URL [--advertise-url URL]]
                      [--max-file-size BYTES] [--max-concurrent-tasks N] [--max-task-duration SECONDS]
                      [--task-timeout SECONDS] [--heartbeat-interval SECONDS] [--clock-skew SECONDS]
                      [--log-level LEVEL]
@@ -25,14 +29,25 @@ the data dir on first start and kept.
 
 Senders' keys are pinned on first use (pinned-keys.json in the data dir). With
 --trust-store only the agents listed there are trusted ({"agents": [{"agent_id",
-"public_key" (base64url)}]}); add --tofu to also pin agents it does not list.`;
+"public_key" (base64url)}]}); add --tofu to also pin agents it does not list.
+--trust-registry URL (implied by --join) also trusts the keys of the agents
+registered there.
 
-/** Pinning on first use by default; a trust-store file makes trust explicit. */
-async function trustPolicy(dataDir: string, trustStore: string | undefined, tofu: boolean): Promise<TrustPolicy> {
-  const pins = () => PinnedKeys.open(join(dataDir, PINNED_KEYS_FILE));
-  if (trustStore === undefined) return pins();
-  const store = await TrustStore.load(trustStore);
-  return tofu ? new TrustChain([store, await pins()]) : store;
+--registry hosts RegistryService (agent directory and capability catalogue)
+beside the agent; agents must heartbeat within --lease (default 30 s). --join URL
+registers this agent at that registry on start (reachable at --advertise-url,
+default the listening URL), keeps the lease, and deregisters on shutdown.`;
+
+/**
+ * Pinning on first use by default; a trust-store file makes trust explicit;
+ * a registry's key directory is asked before pinning decides.
+ */
+async function trustPolicy(dataDir: string, trustStore: string | undefined, tofu: boolean, registryUrl: string | undefined): Promise<TrustPolicy> {
+  const sources: TrustPolicy[] = [];
+  if (trustStore !== undefined) sources.push(await TrustStore.load(trustStore));
+  if (registryUrl !== undefined) sources.push(new RegistryTrust(registryUrl));
+  if (trustStore === undefined || tofu) sources.push(await PinnedKeys.open(join(dataDir, PINNED_KEYS_FILE)));
+  return sources.length === 1 ? sources[0]! : new TrustChain(sources);
 }
 
 export async function serve(argv: string[]): Promise<number> {
@@ -55,6 +70,11 @@ export async function serve(argv: string[]): Promise<number> {
       "clock-skew": { type: "string" },
       "trust-store": { type: "string" },
       tofu: { type: "boolean" },
+      "trust-registry": { type: "string" },
+      registry: { type: "boolean" },
+      lease: { type: "string" },
+      join: { type: "string" },
+      "advertise-url": { type: "string" },
       "log-level": { type: "string" },
     },
     serveUsage,
@@ -82,7 +102,7 @@ export async function serve(argv: string[]): Promise<number> {
     maxConcurrentTasks: integerOption(values["max-concurrent-tasks"], "--max-concurrent-tasks") ?? defaults.maxConcurrentTasks,
     maxTaskDurationSeconds: integerOption(values["max-task-duration"], "--max-task-duration") ?? defaults.maxTaskDurationSeconds,
   });
-  const seconds = (name: "task-timeout" | "heartbeat-interval" | "clock-skew") => {
+  const seconds = (name: "task-timeout" | "heartbeat-interval" | "clock-skew" | "lease") => {
     const value = integerOption(values[name], `--${name}`);
     return value === undefined ? undefined : value * 1000;
   };
@@ -95,7 +115,7 @@ export async function serve(argv: string[]): Promise<number> {
     identity,
     capabilities,
     handlers: referenceHandlers(),
-    trust: await trustPolicy(dataDir, values["trust-store"], Boolean(values.tofu)),
+    trust: await trustPolicy(dataDir, values["trust-store"], Boolean(values.tofu), values["trust-registry"] ?? values.join),
     config,
     clockSkewMs: seconds("clock-skew"),
     logger,
@@ -104,20 +124,33 @@ export async function serve(argv: string[]): Promise<number> {
     values["tls-cert"] && values["tls-key"]
       ? { cert: await readFile(values["tls-cert"]), key: await readFile(values["tls-key"]) }
       : undefined;
+  const registry = values.registry
+    ? new Registry({ logger, clockSkewMs: agent.clockSkewMs, leaseMs: seconds("lease") })
+    : undefined;
   const server = await startServer({
     agent,
+    registry,
     host: values.host ?? process.env.HOST ?? "127.0.0.1",
     port: integerOption(values.port ?? process.env.PORT, "--port") ?? 8080,
     tls,
     logger,
   });
-  process.stdout.write(`synapse agent ${identity.agentId} listening on ${server.url}\n`);
+  process.stdout.write(`synapse agent ${identity.agentId} listening on ${server.url}${registry ? " (registry)" : ""}\n`);
+  const membership = values.join
+    ? await joinRegistry({ registryUrl: values.join, identity, provider: agent.provider, endpointUrl: values["advertise-url"] ?? server.url, logger }).catch(async (error: unknown) => {
+        await server.close();
+        throw error;
+      })
+    : undefined;
+  if (membership) process.stdout.write(`joined registry ${values.join} (${membership.registryAgentId})\n`);
   await new Promise<void>((done) => {
     const stop = (signal: NodeJS.Signals) => {
       logger.info({ signal }, "signal received");
       process.off("SIGTERM", stop);
       process.off("SIGINT", stop);
-      server.close().then(done, done);
+      Promise.resolve(membership?.leave())
+        .then(() => server.close())
+        .then(done, done);
     };
     process.on("SIGTERM", stop);
     process.on("SIGINT", stop);

@@ -1,0 +1,259 @@
+// The agent directory: registrations confirmed by calling the agent back,
+// leases renewed by heartbeats (missed: unhealthy, then dropped), lookups by
+// what agents can do, and the binding of each agent id to its key, which
+// makes the directory a key directory other agents may trust.
+import { create } from "@bufbuild/protobuf";
+import { timestampFromMs } from "@bufbuild/protobuf/wkt";
+import { Code, ConnectError } from "@connectrpc/connect";
+import {
+  ComplianceEvaluationSchema,
+  type AgentCapabilities,
+  type Compliance,
+  type ImplementedInterface,
+  type TransportMode,
+} from "../../gen/synapse/v1/capabilities_pb.js";
+import { ErrorCode, ErrorDetailSchema } from "../../gen/synapse/v1/errors_pb.js";
+import {
+  AgentHealth,
+  CapabilityHealth,
+  RegisteredAgentSchema,
+  type AgentRegistrationPayload,
+  type RegisteredAgent,
+} from "../../gen/synapse/v1/registry_pb.js";
+import { complianceAtLeast, evaluateCompliance } from "../capabilities/compliance.js";
+import { bytesEqual } from "../crypto/encoding.js";
+import type { OpenedEnvelope } from "../envelope/open.js";
+import type { TrustPolicy, TrustVerdict } from "../envelope/trust.js";
+import type { Logger } from "../log.js";
+import { errorDetail, protocolError } from "../protocol/errors.js";
+import { checkGovernance, type CapabilityCatalogue } from "./catalogue.js";
+
+/** What the registry learns by calling an agent back at its endpoint. */
+export interface AgentSelfReport {
+  capabilities: AgentCapabilities;
+  interfaces: ImplementedInterface[];
+}
+
+export interface DirectoryOptions {
+  catalogue: CapabilityCatalogue;
+  /** Calls the agent's GetCapabilities and GetSupportedInterfaces. */
+  confirm: (endpointUrl: string) => Promise<AgentSelfReport>;
+  logger: Logger;
+  /** A lease lasts this long after each heartbeat. */
+  leaseMs: number;
+  /** An agent whose lease has expired this long ago is dropped. */
+  dropAfterMs: number;
+  now?: () => number;
+}
+
+interface Entry {
+  agent: RegisteredAgent;
+  publicKey: Uint8Array;
+  keyId: string;
+  leaseExpiresAtMs: number;
+}
+
+export interface AgentQuery {
+  taskType?: string;
+  capability?: string;
+  contentType?: string;
+  transportMode?: TransportMode;
+  interfaceName?: string;
+  minCompliance?: Compliance;
+  includeUnhealthy?: boolean;
+  pageSize: number;
+  pageToken?: string;
+}
+
+const REGISTRY_ACTOR = "registry";
+
+export class AgentDirectory implements TrustPolicy {
+  private readonly entries = new Map<string, Entry>();
+  private readonly now: () => number;
+
+  constructor(private readonly options: DirectoryOptions) {
+    this.now = options.now ?? Date.now;
+  }
+
+  // ── the key directory ──────────────────────────────────────────────────
+
+  publicKeyFor(keyId: string): Uint8Array | undefined {
+    for (const entry of this.entries.values()) if (entry.keyId === keyId) return entry.publicKey;
+    return undefined;
+  }
+
+  check(agentId: string, keyId: string): TrustVerdict {
+    const entry = this.entries.get(agentId);
+    if (entry === undefined) return { kind: "unknown" };
+    return entry.keyId === keyId ? { kind: "trusted" } : { kind: "conflict", expectedKeyId: entry.keyId };
+  }
+
+  /** The trust policy for registry messages: a registered id keeps its key; an unregistered one may claim any. */
+  readonly registrationTrust: TrustPolicy = {
+    publicKeyFor: (keyId) => this.publicKeyFor(keyId),
+    check: (agentId, keyId) => {
+      const verdict = this.check(agentId, keyId);
+      return verdict.kind === "unknown" ? { kind: "trusted" } : verdict;
+    },
+  };
+
+  // ── registration and leases ────────────────────────────────────────────
+
+  async register(opened: OpenedEnvelope): Promise<{ agent: RegisteredAgent; capabilityIds: string[] }> {
+    const registration = opened.payload as AgentRegistrationPayload;
+    const agentId = opened.header.sender!.agentId;
+    const keyId = opened.header.sender!.keyId;
+    const declared = registration.capabilities;
+    if (declared === undefined) throw protocolError(ErrorCode.MESSAGE_FORMAT_INVALID, "capabilities are required");
+    if (declared.agentId !== agentId) throw protocolError(ErrorCode.PERMISSION_DENIED, `capabilities describe ${declared.agentId}, but ${agentId} signed the registration`);
+    if (declared.keyId !== keyId || !bytesEqual(registration.publicKey, opened.publicKey)) {
+      throw protocolError(ErrorCode.PERMISSION_DENIED, "the registered public key is not the key that signed the registration");
+    }
+    if (!/^https?:\/\/[^/]+/.test(registration.endpointUrl)) {
+      throw protocolError(ErrorCode.INVALID_PARAMS, `endpoint_url ${JSON.stringify(registration.endpointUrl)} is not an http or https URL`);
+    }
+    // The agent's own answers at its endpoint are what gets registered (seed 000 §1.4, §6.4).
+    let live: AgentSelfReport;
+    try {
+      live = await this.options.confirm(registration.endpointUrl);
+    } catch (error) {
+      throw protocolError(ErrorCode.AGENT_NOT_READY, `could not confirm the registration at ${registration.endpointUrl}: ${ConnectError.from(error).rawMessage}`, {
+        status: Code.FailedPrecondition,
+      });
+    }
+    if (live.capabilities.agentId !== agentId || live.capabilities.keyId !== keyId) {
+      throw protocolError(ErrorCode.PERMISSION_DENIED, `${registration.endpointUrl} answers as ${live.capabilities.agentId} (key ${live.capabilities.keyId}), not as the registering agent`);
+    }
+    const { evaluation, level } = evaluateCompliance(
+      live.interfaces.map((entry) => entry.name),
+      agentId,
+    );
+    if (!evaluation.compliant) {
+      const detail = errorDetail(ErrorCode.CAPABILITY_LACKING, `missing basic interfaces: ${evaluation.missingBasics.join(", ")}`, {
+        details: { missing_basics: evaluation.missingBasics },
+      });
+      throw new ConnectError(`agent ${agentId} does not implement every basic interface: missing ${evaluation.missingBasics.join(", ")}`, Code.FailedPrecondition, undefined, [
+        { desc: ErrorDetailSchema, value: detail },
+        { desc: ComplianceEvaluationSchema, value: evaluation },
+      ]);
+    }
+    const nowMs = this.now();
+    const existing = this.entries.get(agentId);
+    const agent = create(RegisteredAgentSchema, {
+      capabilities: live.capabilities,
+      interfaces: live.interfaces,
+      endpointUrl: registration.endpointUrl,
+      compliance: evaluation,
+      complianceLevel: level,
+      health: AgentHealth.HEALTHY,
+      registeredAt: existing?.agent.registeredAt ?? timestampFromMs(nowMs),
+      lastHeartbeatAt: timestampFromMs(nowMs),
+      leaseExpiresAt: timestampFromMs(nowMs + this.options.leaseMs),
+    });
+    this.entries.set(agentId, { agent, publicKey: opened.publicKey, keyId, leaseExpiresAtMs: nowMs + this.options.leaseMs });
+    // A task type whose governance breaks a rule is left out of the catalogue; the agent is still registered.
+    const capabilities = live.capabilities.supportedTaskTypes.flatMap((taskType) => {
+      const capability = this.options.catalogue.fromTaskType(agentId, taskType);
+      if (capability === undefined) return [];
+      try {
+        checkGovernance(capability);
+        return [capability];
+      } catch (error) {
+        this.options.logger.warn({ agent_id: agentId, task_type: taskType.type, error: ConnectError.from(error).rawMessage }, "task type not listed in the capability catalogue");
+        return [];
+      }
+    });
+    const capabilityIds = this.options.catalogue.syncAgent(agentId, capabilities, agentId);
+    this.options.logger.info({ agent_id: agentId, endpoint: registration.endpointUrl, compliance: level }, "agent registered");
+    return { agent, capabilityIds };
+  }
+
+  heartbeat(opened: OpenedEnvelope): RegisteredAgent {
+    const entry = this.requireOwnEntry(opened);
+    const nowMs = this.now();
+    entry.leaseExpiresAtMs = nowMs + this.options.leaseMs;
+    const wasUnhealthy = entry.agent.health !== AgentHealth.HEALTHY;
+    entry.agent = create(RegisteredAgentSchema, {
+      ...entry.agent,
+      health: AgentHealth.HEALTHY,
+      lastHeartbeatAt: timestampFromMs(nowMs),
+      leaseExpiresAt: timestampFromMs(entry.leaseExpiresAtMs),
+    });
+    if (wasUnhealthy) this.options.catalogue.setAgentHealth(entry.agent.capabilities!.agentId, CapabilityHealth.HEALTHY, REGISTRY_ACTOR);
+    return entry.agent;
+  }
+
+  deregister(opened: OpenedEnvelope, reason: string): string {
+    const entry = this.requireOwnEntry(opened);
+    const agentId = entry.agent.capabilities!.agentId;
+    this.entries.delete(agentId);
+    this.options.catalogue.retireAgent(agentId, reason || "deregistered", agentId);
+    this.options.logger.info({ agent_id: agentId, reason }, "agent deregistered");
+    return agentId;
+  }
+
+  private requireOwnEntry(opened: OpenedEnvelope): Entry {
+    const agentId = opened.header.sender!.agentId;
+    const entry = this.entries.get(agentId);
+    if (entry === undefined) throw protocolError(ErrorCode.TASK_NOT_FOUND, `agent ${agentId} is not registered`);
+    if (entry.keyId !== opened.header.sender!.keyId) throw protocolError(ErrorCode.UNKNOWN_SENDER, `agent ${agentId} is registered with another key`);
+    return entry;
+  }
+
+  /** Marks agents whose lease ran out as unhealthy and drops those gone too long. */
+  sweep(): void {
+    const nowMs = this.now();
+    for (const [agentId, entry] of this.entries) {
+      if (nowMs >= entry.leaseExpiresAtMs + this.options.dropAfterMs) {
+        this.entries.delete(agentId);
+        this.options.catalogue.retireAgent(agentId, "lease expired; dropped", REGISTRY_ACTOR);
+        this.options.logger.info({ agent_id: agentId }, "agent dropped after missing its heartbeats");
+      } else if (nowMs >= entry.leaseExpiresAtMs && entry.agent.health === AgentHealth.HEALTHY) {
+        entry.agent = create(RegisteredAgentSchema, { ...entry.agent, health: AgentHealth.UNHEALTHY });
+        this.options.catalogue.setAgentHealth(agentId, CapabilityHealth.UNHEALTHY, REGISTRY_ACTOR);
+        this.options.logger.warn({ agent_id: agentId }, "agent missed its heartbeat; unhealthy");
+      }
+    }
+  }
+
+  // ── lookups ────────────────────────────────────────────────────────────
+
+  get(agentId: string): RegisteredAgent {
+    const entry = this.entries.get(agentId);
+    if (entry === undefined) throw protocolError(ErrorCode.TASK_NOT_FOUND, `agent ${agentId} is not registered`, { status: Code.NotFound });
+    return entry.agent;
+  }
+
+  find(query: AgentQuery): { agents: RegisteredAgent[]; nextPageToken: string } {
+    const matches = [...this.entries.values()]
+      .map((entry) => entry.agent)
+      .filter((agent) => query.includeUnhealthy || agent.health === AgentHealth.HEALTHY)
+      .filter((agent) => matchesQuery(agent, query))
+      .sort((a, b) => healthOrder(a) - healthOrder(b) || a.capabilities!.agentId.localeCompare(b.capabilities!.agentId));
+    const offset = query.pageToken ? decodeOffset(query.pageToken) : 0;
+    const page = matches.slice(offset, offset + query.pageSize);
+    const next = offset + page.length;
+    return { agents: page, nextPageToken: next < matches.length ? Buffer.from(String(next)).toString("base64url") : "" };
+  }
+}
+
+function healthOrder(agent: RegisteredAgent): number {
+  return agent.health === AgentHealth.HEALTHY ? 0 : 1;
+}
+
+function decodeOffset(token: string): number {
+  const text = /^[A-Za-z0-9_-]+$/.test(token) ? Buffer.from(token, "base64url").toString("utf8") : "";
+  if (!/^\d+$/.test(text)) throw protocolError(ErrorCode.INVALID_PARAMS, "page_token is not one this registry issued");
+  return Number(text);
+}
+
+function matchesQuery(agent: RegisteredAgent, query: AgentQuery): boolean {
+  const caps = agent.capabilities!;
+  if (query.taskType && !caps.supportedTaskTypes.some((t) => t.type === query.taskType)) return false;
+  if (query.capability && !caps.supportedTaskTypes.some((t) => t.capabilities.includes(query.capability!))) return false;
+  if (query.contentType && !caps.supportedContentTypes.includes(query.contentType)) return false;
+  if (query.transportMode && !caps.supportedTransportModes.includes(query.transportMode)) return false;
+  if (query.interfaceName && !agent.interfaces.some((i) => i.name === query.interfaceName)) return false;
+  if (query.minCompliance && !complianceAtLeast(agent.complianceLevel, query.minCompliance)) return false;
+  return true;
+}

@@ -1,0 +1,87 @@
+// A registry, assembled: the agent directory with its lease sweeper, the
+// governed capability catalogue, the memory of registry messages already
+// seen (so a captured registration or withdrawal cannot be replayed), and
+// how registrations are confirmed (calling the agent back).
+import { createClient } from "@connectrpc/connect";
+import { CapabilitiesService } from "../../gen/synapse/v1/capabilities_pb.js";
+import { ErrorCode } from "../../gen/synapse/v1/errors_pb.js";
+import { createTransport } from "../client/transport.js";
+import type { OpenedEnvelope } from "../envelope/open.js";
+import type { Logger } from "../log.js";
+import { protocolError } from "../protocol/errors.js";
+import { CapabilityCatalogue } from "./catalogue.js";
+import { AgentDirectory, type AgentSelfReport } from "./directory.js";
+
+export interface RegistryOptions {
+  logger: Logger;
+  /** Lease length; heartbeats are asked for at a third of it. Default 30 s. */
+  leaseMs?: number;
+  /** How long after its lease an agent is dropped. Default three leases. */
+  dropAfterMs?: number;
+  clockSkewMs: number;
+  /** How registrations are confirmed; by default GetCapabilities and GetSupportedInterfaces at the endpoint. */
+  confirm?: (endpointUrl: string) => Promise<AgentSelfReport>;
+  now?: () => number;
+}
+
+/** Calls the agent back at its endpoint (seed 000 §1.4: the registry calls GetCapabilities). */
+export async function confirmAtEndpoint(endpointUrl: string): Promise<AgentSelfReport> {
+  const client = createClient(CapabilitiesService, createTransport(endpointUrl, { protocol: "connect", binary: true }));
+  const [{ capabilities }, { interfaces }] = await Promise.all([
+    client.getCapabilities({}, { timeoutMs: 5000 }),
+    client.getSupportedInterfaces({}, { timeoutMs: 5000 }),
+  ]);
+  if (capabilities === undefined) throw protocolError(ErrorCode.MESSAGE_FORMAT_INVALID, "the agent sent no capabilities");
+  return { capabilities, interfaces };
+}
+
+export class Registry {
+  readonly catalogue: CapabilityCatalogue;
+  readonly directory: AgentDirectory;
+  readonly leaseMs: number;
+  private readonly seen = new Map<string, { digest: string; keepUntilMs: number }>();
+  private readonly sweeper: NodeJS.Timeout;
+  private readonly now: () => number;
+
+  constructor(private readonly options: RegistryOptions) {
+    this.now = options.now ?? Date.now;
+    this.leaseMs = options.leaseMs ?? 30_000;
+    this.catalogue = new CapabilityCatalogue({ now: this.now });
+    this.directory = new AgentDirectory({
+      catalogue: this.catalogue,
+      confirm: options.confirm ?? confirmAtEndpoint,
+      logger: options.logger,
+      leaseMs: this.leaseMs,
+      dropAfterMs: options.dropAfterMs ?? 3 * this.leaseMs,
+      now: this.now,
+    });
+    this.sweeper = setInterval(() => {
+      this.directory.sweep();
+      this.forgetOld();
+    }, Math.max(50, Math.floor(this.leaseMs / 4)));
+    this.sweeper.unref();
+  }
+
+  /** How often an agent should send a heartbeat. */
+  get heartbeatIntervalMs(): number {
+    return Math.floor(this.leaseMs / 3);
+  }
+
+  /** Refuses a registry message whose id was used before (an exact re-delivery is refused too: these are not idempotent). */
+  remember(opened: OpenedEnvelope): void {
+    const id = opened.header.messageId;
+    const earlier = this.seen.get(id);
+    if (earlier !== undefined) throw protocolError(ErrorCode.REPLAY_DETECTED, `message id ${id} was already used`);
+    const expiresAtMs = opened.header.expiresAt ? Number(opened.header.expiresAt.seconds) * 1000 : this.now();
+    this.seen.set(id, { digest: opened.digest, keepUntilMs: expiresAtMs + this.options.clockSkewMs });
+  }
+
+  private forgetOld(): void {
+    const nowMs = this.now();
+    for (const [id, entry] of this.seen) if (entry.keepUntilMs <= nowMs) this.seen.delete(id);
+  }
+
+  close(): void {
+    clearInterval(this.sweeper);
+  }
+}

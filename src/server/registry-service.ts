@@ -1,0 +1,153 @@
+// RegistryService over RPC: signed envelopes for the directory, bearer
+// tokens for catalogue writes, public reads.
+import { create } from "@bufbuild/protobuf";
+import { durationFromMs } from "@bufbuild/protobuf/wkt";
+import { Code, type ServiceImpl } from "@connectrpc/connect";
+import { MessageType, type Envelope } from "../../gen/synapse/v1/envelope_pb.js";
+import { ErrorCode } from "../../gen/synapse/v1/errors_pb.js";
+import {
+  DeregisterResponseSchema,
+  EvaluateComplianceResponseSchema,
+  FindAgentsResponseSchema,
+  GetAgentResponseSchema,
+  GetCapabilityResponseSchema,
+  HeartbeatResponseSchema,
+  ListAuditEventsResponseSchema,
+  ListCapabilitiesResponseSchema,
+  MatchCapabilitiesResponseSchema,
+  OntologySchema,
+  RegisterCapabilityResponseSchema,
+  RegisterResponseSchema,
+  RegistryService,
+  SetCapabilityStatusResponseSchema,
+  type AgentDeregistrationPayload,
+} from "../../gen/synapse/v1/registry_pb.js";
+import { evaluateCompliance } from "../capabilities/compliance.js";
+import { open, type OpenedEnvelope } from "../envelope/open.js";
+import { TrustChain } from "../envelope/trust-sources.js";
+import type { TrustPolicy } from "../envelope/trust.js";
+import { protocolError } from "../protocol/errors.js";
+import { wireName } from "../protocol/message-types.js";
+import type { Registry } from "../registry/registry.js";
+import { authenticate } from "./auth.js";
+
+export interface RegistryHost {
+  /** The hosting agent's id: registry envelopes and tokens are addressed to it. */
+  agentId: string;
+  /** The hosting agent's own trust, beside the directory's keys, for bearer tokens. */
+  trust: TrustPolicy;
+  clockSkewMs: number;
+}
+
+const pageSize = (requested: number, fallback: number, max: number) => {
+  if (requested < 0) throw protocolError(ErrorCode.INVALID_PARAMS, "page_size must not be negative");
+  return Math.min(requested === 0 ? fallback : requested, max);
+};
+
+export function registryService(registry: Registry, host: RegistryHost): ServiceImpl<typeof RegistryService> {
+  const bearer = { audience: host.agentId, trust: new TrustChain([registry.directory, host.trust]), clockSkewMs: host.clockSkewMs };
+
+  /** Opens a registry envelope of the expected type, addressed to this registry, never seen before. */
+  async function openRegistryMessage(envelope: Envelope | undefined, type: MessageType): Promise<OpenedEnvelope> {
+    if (envelope === undefined) throw protocolError(ErrorCode.MESSAGE_FORMAT_INVALID, "envelope is required");
+    const opened = await open(envelope, { trust: registry.directory.registrationTrust, self: host.agentId, clockSkewMs: host.clockSkewMs });
+    if (opened.header.messageType !== type) {
+      throw protocolError(ErrorCode.MESSAGE_FORMAT_INVALID, `expected ${wireName(type)}, got ${opened.info.wireName}`);
+    }
+    registry.remember(opened);
+    return opened;
+  }
+
+  return {
+    async register(request) {
+      const opened = await openRegistryMessage(request.envelope, MessageType.REGISTRY_REGISTER);
+      const { agent, capabilityIds } = await registry.directory.register(opened);
+      return create(RegisterResponseSchema, { agent, heartbeatInterval: durationFromMs(registry.heartbeatIntervalMs), capabilityIds });
+    },
+
+    async deregister(request) {
+      const opened = await openRegistryMessage(request.envelope, MessageType.REGISTRY_DEREGISTER);
+      const agentId = registry.directory.deregister(opened, (opened.payload as AgentDeregistrationPayload).reason);
+      return create(DeregisterResponseSchema, { agentId });
+    },
+
+    async heartbeat(request) {
+      const opened = await openRegistryMessage(request.envelope, MessageType.HEARTBEAT);
+      const agent = registry.directory.heartbeat(opened);
+      return create(HeartbeatResponseSchema, { leaseExpiresAt: agent.leaseExpiresAt, health: agent.health });
+    },
+
+    findAgents(request) {
+      const page = registry.directory.find({
+        taskType: request.taskType || undefined,
+        capability: request.capability || undefined,
+        contentType: request.contentType || undefined,
+        transportMode: request.transportMode || undefined,
+        interfaceName: request.interface || undefined,
+        minCompliance: request.minCompliance || undefined,
+        includeUnhealthy: request.includeUnhealthy,
+        pageSize: pageSize(request.pageSize, 50, 500),
+        pageToken: request.pageToken || undefined,
+      });
+      return create(FindAgentsResponseSchema, page);
+    },
+
+    getAgent(request) {
+      return create(GetAgentResponseSchema, { agent: registry.directory.get(request.agentId) });
+    },
+
+    evaluateCompliance(request) {
+      const names =
+        request.interfaces.length > 0 || request.agentId === ""
+          ? request.interfaces.map((entry) => entry.name)
+          : registry.directory.get(request.agentId).interfaces.map((entry) => entry.name);
+      const { evaluation, level, unknown } = evaluateCompliance(names, request.agentId);
+      return create(EvaluateComplianceResponseSchema, { evaluation, complianceLevel: level, unknownInterfaces: unknown });
+    },
+
+    async registerCapability(request, ctx) {
+      const caller = await authenticate(bearer, ctx);
+      if (request.capability === undefined) throw protocolError(ErrorCode.MESSAGE_FORMAT_INVALID, "capability is required");
+      return create(RegisterCapabilityResponseSchema, { capability: registry.catalogue.register(request.capability, caller.agentId) });
+    },
+
+    getCapability(request) {
+      const capability = registry.catalogue.get(request.id);
+      if (capability === undefined) throw protocolError(ErrorCode.INVALID_PARAMS, `no capability ${request.id}`, { status: Code.NotFound });
+      return create(GetCapabilityResponseSchema, { capability });
+    },
+
+    listCapabilities(request) {
+      const page = registry.catalogue.list({
+        capabilityType: request.capabilityType || undefined,
+        domain: request.domain || undefined,
+        statuses: request.statuses,
+        code: request.code || undefined,
+        pageSize: pageSize(request.pageSize, 50, 500),
+        pageToken: request.pageToken || undefined,
+      });
+      return create(ListCapabilitiesResponseSchema, { capabilities: page.capabilities, nextPageToken: page.nextPageToken });
+    },
+
+    async setCapabilityStatus(request, ctx) {
+      const caller = await authenticate(bearer, ctx);
+      const capability = registry.catalogue.setStatus(request.id, request.status, request.reason, caller.agentId, request.health || undefined);
+      return create(SetCapabilityStatusResponseSchema, { capability });
+    },
+
+    matchCapabilities(request) {
+      const limit = request.limit < 0 ? 0 : request.limit || 20;
+      const ontology = request.ontology ?? create(OntologySchema);
+      return create(MatchCapabilitiesResponseSchema, { candidates: registry.catalogue.match(ontology, request.permissions, limit) });
+    },
+
+    listAuditEvents(request) {
+      const page = registry.catalogue.listAudit({
+        capabilityId: request.capabilityId || undefined,
+        pageSize: pageSize(request.pageSize, 100, 1000),
+        pageToken: request.pageToken || undefined,
+      });
+      return create(ListAuditEventsResponseSchema, { events: page.events, nextPageToken: page.nextPageToken });
+    },
+  };
+}
