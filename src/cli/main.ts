@@ -25,6 +25,12 @@ async function main(argv: string[]): Promise<number> {
   return command.run(rest);
 }
 
+// Output piped into `head` and closed early is not an error.
+process.stdout.on("error", (error: NodeJS.ErrnoException) => {
+  if (error.code === "EPIPE") process.exit(process.exitCode ?? 0);
+  throw error;
+});
+
 main(process.argv.slice(2)).then(
   (code) => {
     process.exitCode = code;

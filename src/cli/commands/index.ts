@@ -2,6 +2,7 @@
 import { capabilities } from "./capabilities.js";
 import { decode } from "./decode.js";
 import { keygen } from "./keygen.js";
+import { agents, audit, capability, compliance } from "./registry.js";
 import { cancel, decide, provideInfo } from "./respond.js";
 import { serve } from "./serve.js";
 import { status } from "./status.js";
@@ -29,4 +30,8 @@ export const commands: Record<string, Command> = {
   decide: { summary: "answer a task's request for a human decision", run: decide },
   token: { summary: "print a bearer token for curl", run: token },
   envelope: { summary: "print a signed SendRequest (a task_request) for curl", run: envelope },
+  agents: { summary: "find agents registered at a registry", run: agents },
+  compliance: { summary: "evaluate interfaces against the 18 standard interfaces", run: compliance },
+  capability: { summary: "register, list, change and match governed capabilities", run: capability },
+  audit: { summary: "show a registry's capability audit trail", run: audit },
 };
