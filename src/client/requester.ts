@@ -289,11 +289,10 @@ export class SynapseClient {
         }
         return; // the server ended the stream: the task was already over
       } catch (error) {
-        const connectError = ConnectError.from(error);
-        if (options.signal?.aborted || !RESUMABLE.has(connectError.code) || attempt >= this.maxRetries) throw connectError;
+        const connectError = this.resumable(error, attempt, options.signal);
         attempt++;
         yield { kind: "reconnecting", attempt, fromSequence: next, error: connectError };
-        await new Promise((resolve) => setTimeout(resolve, this.retryBaseDelayMs * 2 ** (attempt - 1)));
+        await this.backoff(attempt);
       }
     }
   }
@@ -314,6 +313,18 @@ export class SynapseClient {
       return { kind: "event", sequence, event: verified, state: impliedState(verified) };
     }
     return { kind: "event", sequence, event: verified, state: next };
+  }
+
+  /** The error as a ConnectError when a stream may be resumed after it; otherwise it is thrown. */
+  private resumable(error: unknown, attempt: number, signal: AbortSignal | undefined): ConnectError {
+    const connectError = ConnectError.from(error);
+    if (signal?.aborted || !RESUMABLE.has(connectError.code) || attempt >= this.maxRetries) throw connectError;
+    return connectError;
+  }
+
+  /** Exponential backoff before resume attempt `attempt` (1, 2, 3, ...). */
+  private backoff(attempt: number): Promise<void> {
+    return new Promise((resolve) => setTimeout(resolve, this.retryBaseDelayMs * 2 ** (attempt - 1)));
   }
 
   /**
@@ -347,10 +358,9 @@ export class SynapseClient {
         }
         throw protocolError(ErrorCode.MESSAGE_FORMAT_INVALID, "result stream ended without its last chunk");
       } catch (error) {
-        const connectError = ConnectError.from(error);
-        if (options.signal?.aborted || !RESUMABLE.has(connectError.code) || attempt >= this.maxRetries) throw connectError;
+        this.resumable(error, attempt, options.signal);
         attempt++;
-        await new Promise((resolve) => setTimeout(resolve, this.retryBaseDelayMs * 2 ** (attempt - 1)));
+        await this.backoff(attempt);
       }
     }
   }
