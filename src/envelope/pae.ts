@@ -6,9 +6,11 @@
 // LE64 is an unsigned 64-bit little-endian integer whose top bit is clear.
 // Length prefixes make the concatenation unambiguous; the domain string keeps
 // a signature over an envelope from ever being valid for anything else.
-import { utf8 } from "../crypto/encoding.js";
+// No imports (not even ../crypto/encoding.js, which uses Buffer): the
+// browser console bundles this file as it is.
 
 export const ENVELOPE_SIGNING_DOMAIN = "synapse.v1.Envelope";
+const DOMAIN_BYTES = new TextEncoder().encode(ENVELOPE_SIGNING_DOMAIN);
 
 function le64(value: number): Uint8Array {
   const out = new Uint8Array(8);
@@ -31,5 +33,5 @@ export function pae(pieces: readonly Uint8Array[]): Uint8Array {
 }
 
 export function envelopeSigningInput(header: Uint8Array, payload: Uint8Array): Uint8Array {
-  return pae([utf8.encode(ENVELOPE_SIGNING_DOMAIN), header, payload]);
+  return pae([DOMAIN_BYTES, header, payload]);
 }

@@ -15,6 +15,7 @@ import { capabilitiesService } from "./capabilities-service.js";
 import { p2pService } from "./p2p-service.js";
 import { registryService } from "./registry-service.js";
 import { createRequestHandler } from "./adapter.js";
+import { consoleHandler } from "./console.js";
 import { ServerHealth } from "./health.js";
 import { createListener, type Listener, type TlsFiles } from "./listener.js";
 import { registerReflection } from "./reflection.js";
@@ -87,6 +88,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     writeMaxBytes: maxBytes,
     interceptors: [requestParseAsInvalidArgument],
     shutdownSignal: shutdownController.signal,
+    fallback: consoleHandler(),
   });
   const listener: Listener = createListener({ handler: withRequestLog(handler, logger), tls: options.tls });
   const { port, host } = await listener.listen(options.port ?? 0, options.host ?? "127.0.0.1");
