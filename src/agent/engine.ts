@@ -83,6 +83,7 @@ interface Waiter<T> {
 }
 
 const MAX_COMMIT_ATTEMPTS = 8;
+const PRUNE_INTERVAL_MS = 60_000;
 const RETRY_AFTER_SECONDS = 5;
 
 export class TaskEngine implements ExecutionHost {
@@ -95,8 +96,15 @@ export class TaskEngine implements ExecutionHost {
   private reserved = 0;
   private draining = false;
 
+  private readonly pruner: NodeJS.Timeout;
+
   constructor(private readonly options: EngineOptions) {
     this.now = options.now ?? Date.now;
+    // Remembered message ids are only needed until those messages would be refused as expired anyway.
+    this.pruner = setInterval(() => {
+      options.store.pruneMessages(this.now()).catch((error: unknown) => options.logger.warn({ err: error }, "pruning seen messages failed"));
+    }, PRUNE_INTERVAL_MS);
+    this.pruner.unref();
   }
 
   private get self(): PartyRecord {
@@ -730,6 +738,7 @@ export class TaskEngine implements ExecutionHost {
   /** Refuses new tasks and stops running ones (they fail as agent_not_ready, recoverable). */
   async shutdown(): Promise<void> {
     this.draining = true;
+    clearInterval(this.pruner);
     const running = [...this.executions.keys()];
     for (const taskId of running) {
       this.endExecution(taskId, { code: ErrorCode.AGENT_NOT_READY, message: "the agent shut down while the task ran", recoverable: true }, "stopped by shutdown");
