@@ -28,20 +28,13 @@ run_part() { # run_part NAME COMMAND...: runs it, showing its output, and record
   if "$@"; then record "$name" PASS; else record "$name" FAIL; fi
 }
 
-# go_tool PKG VERSION: go install PKG@VERSION into interop/.bin unless already there.
-go_tool() {
-  local pkg=$1 version=$2 name
-  name=$(basename "$pkg")
-  if [[ -x $bin/$name ]] && go version -m "$bin/$name" 2>/dev/null | awk '$1 == "mod" { print $3 }' | grep -qx "$version"; then
-    return 0
-  fi
-  GOBIN=$bin go install "$pkg@$version"
-}
+# shellcheck source=go-tool.sh
+source "$here/go-tool.sh"
 
 printf '== build and tools\n'
 npm run build --silent || exit 1
-go_tool github.com/fullstorydev/grpcurl/cmd/grpcurl "$GRPCURL_VERSION" || exit 1
-go_tool github.com/grpc-ecosystem/grpc-health-probe "$GRPC_HEALTH_PROBE_VERSION" || exit 1
+go_tool "$bin" github.com/fullstorydev/grpcurl/cmd/grpcurl "$GRPCURL_VERSION" || exit 1
+go_tool "$bin" github.com/grpc-ecosystem/grpc-health-probe "$GRPC_HEALTH_PROBE_VERSION" || exit 1
 
 data=$(mktemp -d)
 log=$(mktemp)

@@ -20,18 +20,10 @@ root=$(cd "$here/../.." && pwd)
 bin=$here/.bin
 mkdir -p "$bin"
 
-# install PKG VERSION: go install PKG@VERSION into .bin unless the binary
-# there already reports that exact module version.
-install() {
-  local pkg=$1 version=$2 name
-  name=$(basename "$pkg")
-  if [[ -x $bin/$name ]] && go version -m "$bin/$name" 2>/dev/null | awk '$1 == "mod" { print $3 }' | grep -qx "$version"; then
-    return 0
-  fi
-  GOBIN=$bin go install "$pkg@$version"
-}
-install google.golang.org/protobuf/cmd/protoc-gen-go "$PROTOC_GEN_GO_VERSION"
-install google.golang.org/grpc/cmd/protoc-gen-go-grpc "$PROTOC_GEN_GO_GRPC_VERSION"
+# shellcheck source=../go-tool.sh
+source "$here/../go-tool.sh"
+go_tool "$bin" google.golang.org/protobuf/cmd/protoc-gen-go "$PROTOC_GEN_GO_VERSION"
+go_tool "$bin" google.golang.org/grpc/cmd/protoc-gen-go-grpc "$PROTOC_GEN_GO_GRPC_VERSION"
 
 # buf comes from the repository's npm devDependencies (@bufbuild/buf, pinned
 # by package-lock.json); a fresh clone gets it with npm ci.
