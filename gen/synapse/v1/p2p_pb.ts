@@ -302,10 +302,12 @@ export type SendRequest = Message<"synapse.v1.SendRequest"> & {
   envelope?: Envelope | undefined;
 
   /**
-   * For a task_request: hold the reply until the task is terminal or needs
+   * For a task message: hold the answer until the task is terminal or needs
    * information or a decision, or until this much time has passed
-   * (whichever is first). Unset means reply as soon as the task is confirmed
-   * or rejected. Bounded by the server (at most max_task_duration_seconds).
+   * (whichever is first). The reply stays the message's own reply (for a
+   * task_request, the task_confirm); SendResponse.task shows the outcome.
+   * Unset means answer at once. Bounded by the server (at most
+   * max_task_duration_seconds).
    *
    * @generated from field: google.protobuf.Duration wait = 2;
    */
