@@ -102,6 +102,9 @@ export interface WatchOptions {
   signal?: AbortSignal;
 }
 
+/** Lifetime of the tokens the client makes for its own reads. */
+const TOKEN_LIFETIME_SECONDS = 180;
+
 /** Connection-level failures worth resuming after; anything else is an answer. */
 const RESUMABLE = new Set([Code.Unavailable, Code.Internal, Code.Unknown, Code.Aborted, Code.DeadlineExceeded]);
 
@@ -110,6 +113,7 @@ export class SynapseClient {
   private readonly p2p: Client<typeof P2PService>;
   private readonly maxRetries: number;
   private readonly retryBaseDelayMs: number;
+  private cachedToken: { token: string; renewAtMs: number } | undefined;
 
   private constructor(
     private readonly options: ClientOptions,
@@ -166,8 +170,12 @@ export class SynapseClient {
     return issueToken(this.options.identity.key, { agentId: this.options.identity.agentId, audience: this.executor.agentId, lifetimeSeconds });
   }
 
+  /** One token serves every read until a minute before it expires. */
   private async authHeaders(): Promise<Record<string, string>> {
-    return { Authorization: `Bearer ${await this.token(120)}` };
+    if (this.cachedToken === undefined || Date.now() > this.cachedToken.renewAtMs) {
+      this.cachedToken = { token: await this.token(TOKEN_LIFETIME_SECONDS), renewAtMs: Date.now() + (TOKEN_LIFETIME_SECONDS - 60) * 1000 };
+    }
+    return { Authorization: `Bearer ${this.cachedToken.token}` };
   }
 
   /** Seals a message to the executor. */

@@ -59,14 +59,16 @@ const privateKeys = new KeyCache<KeyObject>(64);
 const naclSecretKeys = new KeyCache<Uint8Array>(64);
 const publicKeys = new KeyCache<KeyObject>(4096);
 
-function privateKeyObject(seed: Uint8Array): KeyObject {
+/** The node:crypto key of a seed, cached (for other node:crypto users such as JWT signing). */
+export function privateKeyObject(seed: Uint8Array): KeyObject {
   checkLength(seed, SEED_LENGTH, "Ed25519 seed");
   return privateKeys.get(Buffer.from(seed).toString("base64"), () =>
     createPrivateKey({ key: pkcs8FromSeed(seed), format: "der", type: "pkcs8" }),
   );
 }
 
-function publicKeyObject(publicKey: Uint8Array): KeyObject {
+/** The node:crypto key of a raw public key, cached. */
+export function publicKeyObject(publicKey: Uint8Array): KeyObject {
   return publicKeys.get(Buffer.from(publicKey).toString("base64"), () =>
     createPublicKey({ key: Buffer.concat([SPKI_PREFIX, publicKey]), format: "der", type: "spki" }),
   );

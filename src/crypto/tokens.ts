@@ -4,12 +4,11 @@
 // minutes after iat. The header also carries the public key as a `jwk`,
 // so that an agent pinning keys on first use can check a caller it has not
 // pinned yet; the key still has to pass the receiver's trust policy.
-import { decodeProtectedHeader, importJWK, jwtVerify, SignJWT, errors as joseErrors, type JWK } from "jose";
-import { createPrivateKey } from "node:crypto";
+import { decodeProtectedHeader, jwtVerify, SignJWT, errors as joseErrors, type JWK } from "jose";
 import { ErrorCode } from "../../gen/synapse/v1/errors_pb.js";
 import type { TrustPolicy } from "../envelope/trust.js";
 import { protocolError } from "../protocol/errors.js";
-import { pkcs8FromSeed } from "./ed25519.js";
+import { privateKeyObject, publicKeyObject } from "./ed25519.js";
 import { fromBase64Url } from "./encoding.js";
 import { keyIdOf, publicJwk, type AgentKey } from "./keys.js";
 
@@ -25,7 +24,6 @@ export interface TokenClaims {
 export async function issueToken(key: AgentKey, claims: TokenClaims): Promise<string> {
   const lifetime = Math.min(claims.lifetimeSeconds ?? MAX_TOKEN_LIFETIME_SECONDS, MAX_TOKEN_LIFETIME_SECONDS);
   const iat = Math.floor((claims.nowMs ?? Date.now()) / 1000);
-  const privateKey = createPrivateKey({ key: pkcs8FromSeed(key.seed), format: "der", type: "pkcs8" });
   return new SignJWT({})
     .setProtectedHeader({ alg: "EdDSA", typ: "JWT", kid: key.keyId, jwk: publicJwk(key.publicKey) })
     .setIssuer(claims.agentId)
@@ -33,7 +31,7 @@ export async function issueToken(key: AgentKey, claims: TokenClaims): Promise<st
     .setAudience(claims.audience)
     .setIssuedAt(iat)
     .setExpirationTime(iat + lifetime)
-    .sign(privateKey);
+    .sign(privateKeyObject(key.seed));
 }
 
 export interface VerifiedCaller {
@@ -70,8 +68,7 @@ export async function verifyToken(token: string, options: VerifyOptions): Promis
   const skew = options.clockSkewSeconds ?? 60;
   let payload;
   try {
-    const key = await importJWK(publicJwk(publicKey), "EdDSA");
-    ({ payload } = await jwtVerify(token, key, {
+    ({ payload } = await jwtVerify(token, publicKeyObject(publicKey), {
       algorithms: ["EdDSA"],
       audience: options.audience,
       clockTolerance: skew,
