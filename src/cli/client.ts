@@ -6,6 +6,7 @@ import { loadOrCreateIdentity } from "../agent/identity.js";
 import { SynapseClient } from "../client/requester.js";
 import { parseProtocol } from "../client/transport.js";
 import { PinnedKeys } from "../envelope/trust-sources.js";
+import { UsageError } from "./args.js";
 import { synapseHome } from "./home.js";
 
 export const KNOWN_AGENTS_FILE = "known-agents.json";
@@ -33,7 +34,7 @@ export function parseAssignments(assignments: readonly string[] | undefined): Re
   const out: Record<string, JsonValue> = {};
   for (const assignment of assignments ?? []) {
     const eq = assignment.indexOf("=");
-    if (eq <= 0) throw new TypeError(`--set takes key=value, got ${JSON.stringify(assignment)}`);
+    if (eq <= 0) throw new UsageError(`--set takes key=value, got ${JSON.stringify(assignment)}`);
     const raw = assignment.slice(eq + 1);
     let value: JsonValue;
     try {
