@@ -59,6 +59,7 @@ function fakeContext(taskType: string, payload: JsonObject, options: FakeOptions
   const humanQuestions: HumanQuestion[] = [];
   const ctx: TaskContext = {
     ...taskInput(taskType, { ...payload }),
+    attempt: 1,
     signal: (options.controller ?? new AbortController()).signal,
     logger: silentLogger,
     async progress(percent, message) {

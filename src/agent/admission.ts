@@ -1,10 +1,16 @@
 // Whether a task is taken: the task type must be supported, the deadline
 // not passed, the payload valid against the input schema, and the handler's
 // validateTask must accept it (or ask for missing fields, or refuse it).
-import type { JsonObject, JsonValue } from "@bufbuild/protobuf";
+import { create, type JsonObject, type JsonValue } from "@bufbuild/protobuf";
 import { timestampMs, type Timestamp } from "@bufbuild/protobuf/wkt";
+import { MessageType } from "../../gen/synapse/v1/envelope_pb.js";
 import { ErrorCode } from "../../gen/synapse/v1/errors_pb.js";
+import { TaskConfirmPayloadSchema, TaskNeedInfoPayloadSchema, TaskRejectPayloadSchema } from "../../gen/synapse/v1/payloads_pb.js";
+import { toValue } from "../protocol/json-values.js";
+import type { TaskRecord } from "../store/store.js";
 import type { MissingFieldSpec, TaskHandler } from "./handler.js";
+import { toMissingField } from "./missing-fields.js";
+import type { Built } from "./recorder.js";
 import type { TaskSchemas } from "./schemas.js";
 
 export type Admission =
@@ -57,5 +63,37 @@ export async function admissionOutcome(
     return verdict;
   } catch (error) {
     return { kind: "reject", code: ErrorCode.INTERNAL, message: `validation failed: ${error instanceof Error ? error.message : String(error)}` };
+  }
+}
+
+/** The event that announces an admission decision (confirm, need_info or reject), and what it changes. */
+export function admissionEvent(task: Pick<TaskRecord, "taskId" | "taskType">, admission: Admission, capabilitiesUsed: readonly string[]): Required<Pick<Built, "type">> & Built {
+  switch (admission.kind) {
+    case "accept": {
+      const message = create(TaskConfirmPayloadSchema, {
+        taskId: task.taskId,
+        confirmed: true,
+        estimatedDurationSeconds: 1,
+        capabilitiesUsed: [...capabilitiesUsed],
+        constraints: { maxRetries: 0, fallbackEnabled: false },
+      });
+      return { type: MessageType.TASK_CONFIRM, message, patch: { statusMessage: "confirmed" } };
+    }
+    case "need_info": {
+      const message = create(TaskNeedInfoPayloadSchema, {
+        taskId: task.taskId,
+        missingFields: admission.fields.map(toMissingField),
+        question: admission.question ?? "",
+      });
+      return { type: MessageType.TASK_NEED_INFO, message, patch: { pendingInfo: message, statusMessage: message.question } };
+    }
+    case "reject": {
+      const message = create(TaskRejectPayloadSchema, {
+        taskId: task.taskId,
+        reason: { code: admission.code, message: admission.message, details: admission.details === undefined ? undefined : toValue(admission.details) },
+        alternatives: { suggestedAgentId: admission.suggestedAgentId ?? "", retryAfterSeconds: admission.retryAfterSeconds ?? 0 },
+      });
+      return { type: MessageType.TASK_REJECT, message, patch: { rejection: message, statusMessage: admission.message } };
+    }
   }
 }

@@ -1,7 +1,10 @@
 // An agent, assembled: its identity and capabilities, the task engine that
-// runs its handlers, the reader that serves its tasks, and the trust policy
-// it checks senders with. The server exposes one of these over RPC.
+// takes messages, the runner that runs handlers (and takes over work a
+// restart or a dead instance interrupted), the reader that serves tasks,
+// the callback outbox, retention, and the trust policy it checks senders
+// with. The server exposes one of these over RPC.
 import { create } from "@bufbuild/protobuf";
+import { randomUUID } from "node:crypto";
 import { AgentCapabilitiesSchema, TransportMode, type AgentCapabilities } from "../../gen/synapse/v1/capabilities_pb.js";
 import { DEFAULT_P2P_CONFIG, type P2PConfig } from "../capabilities/defaults.js";
 import type { Wiring } from "../capabilities/interfaces.js";
@@ -9,8 +12,8 @@ import { CapabilitiesProvider } from "../capabilities/provider.js";
 import { DEFAULT_CLOCK_SKEW_MS } from "../envelope/open.js";
 import type { TrustPolicy } from "../envelope/trust.js";
 import { silentLogger, type Logger } from "../log.js";
-import { MemoryStore } from "../store/memory.js";
-import type { Store } from "../store/store.js";
+import { MemoryTaskStore } from "../store/memory/tasks.js";
+import type { MessageStore, TaskStore } from "../store/store.js";
 import { CallbackSender } from "./callbacks.js";
 import { TaskEngine } from "./engine.js";
 import { TaskEventBus } from "./events.js";
@@ -18,7 +21,13 @@ import type { TaskHandler } from "./handler.js";
 import type { AgentIdentity } from "./identity.js";
 import { CallbackInbox } from "./inbox.js";
 import { TaskReader } from "./reader.js";
+import { EventRecorder } from "./recorder.js";
+import { DEFAULT_RETENTION_MS, Retention } from "./retention.js";
+import { ExecutionRunner } from "./runner.js";
 import { TaskSchemas } from "./schemas.js";
+
+/** How long a lease on a task's run (or on its callbacks) lasts unless renewed. */
+export const DEFAULT_LEASE_MS = 15_000;
 
 export interface AgentOptions {
   identity: AgentIdentity;
@@ -26,10 +35,22 @@ export interface AgentOptions {
   capabilities: AgentCapabilities;
   handlers: ReadonlyMap<string, TaskHandler>;
   trust: TrustPolicy;
-  store?: Store;
+  /** Where tasks live; default this process's memory (tests and embedding). */
+  store?: TaskStore;
   config?: Partial<P2PConfig>;
   clockSkewMs?: number;
   logger?: Logger;
+  /** How long finished tasks are kept (default 7 days). */
+  retentionMs?: number;
+  /** How often retention runs (default every minute). */
+  pruneIntervalMs?: number;
+  /** Other remembered messages retention should prune (a registry's). */
+  prunedMessages?: MessageStore[];
+  /** Lease length for runs and callback pushes (default 15 s); others take over this long after an instance dies. */
+  leaseMs?: number;
+  /** This process among the instances sharing the store; default a random id. */
+  instanceId?: string;
+  now?: () => number;
 }
 
 export interface Agent {
@@ -42,6 +63,12 @@ export interface Agent {
   readonly trust: TrustPolicy;
   readonly config: P2PConfig;
   readonly clockSkewMs: number;
+  readonly store: TaskStore;
+  readonly instanceId: string;
+  /** Takes over interrupted work and starts the background duties; call before serving. */
+  start(): Promise<void>;
+  /** Stops taking work, stops runs (see ExecutionRunner.shutdown) and the background duties. */
+  stop(): Promise<void>;
 }
 
 /** What an agent with a task engine implements, for GetSupportedInterfaces. */
@@ -52,6 +79,7 @@ export function createAgent(options: AgentOptions): Agent {
   const config: P2PConfig = { ...DEFAULT_P2P_CONFIG, ...options.config };
   const clockSkewMs = options.clockSkewMs ?? DEFAULT_CLOCK_SKEW_MS;
   const logger = options.logger ?? silentLogger;
+  const now = options.now ?? Date.now;
   const declared = options.capabilities;
   const capabilities = create(AgentCapabilitiesSchema, {
     ...declared,
@@ -68,17 +96,59 @@ export function createAgent(options: AgentOptions): Agent {
     supportHil: true,
   });
   const provider = new CapabilitiesProvider(capabilities, AGENT_WIRING);
-  const store = options.store ?? new MemoryStore();
-  const bus = new TaskEventBus();
+  const store = options.store ?? new MemoryTaskStore(now);
+  const instanceId = options.instanceId ?? randomUUID();
+  const leaseMs = options.leaseMs ?? DEFAULT_LEASE_MS;
+  const bus = new TaskEventBus(store);
   const schemas = new TaskSchemas(capabilities.supportedTaskTypes);
-  const callbacks = new CallbackSender({ store, bus, logger, maxRetries: config.maxRetries, retryBaseDelayMs: config.retryBaseDelayMs });
-  const inbox = new CallbackInbox(store);
-  const engine = new TaskEngine({ identity, capabilities: provider, handlers: options.handlers, schemas, store, bus, config, logger, clockSkewMs, callbacks, inbox });
+  const recorder = new EventRecorder({ identity, capabilities: provider, store, now });
+  const runner = new ExecutionRunner({ capabilities: provider, handlers: options.handlers, schemas, store, bus, recorder, config, logger, now, instanceId, leaseMs });
+  const callbacks = new CallbackSender({ store, bus, logger, maxRetries: config.maxRetries, retryBaseDelayMs: config.retryBaseDelayMs, instanceId, leaseMs, now });
+  const inbox = new CallbackInbox(store, bus);
+  const engine = new TaskEngine({ capabilities: provider, handlers: options.handlers, schemas, store, bus, recorder, runner, callbacks, logger, clockSkewMs, now, inbox });
   const reader = new TaskReader({
     store,
     bus,
     heartbeatIntervalMs: config.heartbeatIntervalMs,
     heartbeat: (task) => engine.sealHeartbeat(task.requester),
   });
-  return { identity, provider, engine, reader, inbox, trust: options.trust, config, clockSkewMs };
+  const retention = new Retention({
+    store,
+    messages: options.prunedMessages,
+    retentionMs: options.retentionMs ?? DEFAULT_RETENTION_MS,
+    intervalMs: options.pruneIntervalMs ?? 60_000,
+    logger,
+    now,
+  });
+  let started: Promise<void> | undefined;
+  let stopped: Promise<void> | undefined;
+  return {
+    identity,
+    provider,
+    engine,
+    reader,
+    inbox,
+    trust: options.trust,
+    config,
+    clockSkewMs,
+    store,
+    instanceId,
+    start() {
+      started ??= (async () => {
+        await runner.start();
+        await callbacks.start();
+        retention.start();
+      })();
+      return started;
+    },
+    stop() {
+      stopped ??= (async () => {
+        await engine.shutdown();
+        await callbacks.close();
+        await retention.stop();
+        bus.close();
+      })();
+      return stopped;
+    },
+  };
 }

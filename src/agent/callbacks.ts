@@ -1,35 +1,44 @@
 // CallbackSender: pushes every event of a task whose request named a
 // callback_url to that agent's P2PService.Send, in sequence order, each as
-// the same signed envelope. Transient failures are retried with exponential
-// backoff (P2PConfig max_retries and retry_base_delay); a refusal or an
-// exhausted budget stops the pushes for that task, which stays readable by
-// Watch and GetTask.
+// the same signed envelope. What is still to push lives in the store's
+// callback outbox (next sequence, attempts, next attempt time), so pushes
+// survive a restart and one instance of several does each task's pushes.
+// Transient failures are retried with exponential backoff (P2PConfig
+// max_retries and retry_base_delay); a refusal or an exhausted budget gives
+// up on that task, which stays readable by Watch and GetTask.
 import { Code, ConnectError, createClient, type Client } from "@connectrpc/connect";
 import type { Envelope } from "../../gen/synapse/v1/envelope_pb.js";
 import { P2PService } from "../../gen/synapse/v1/p2p_pb.js";
 import { createTransport } from "../client/transport.js";
 import type { Logger } from "../log.js";
 import { isTerminal } from "../protocol/state-machine.js";
-import type { Store } from "../store/store.js";
+import { DeliveryStatus, type DeliveryRecord, type TaskStore } from "../store/store.js";
 import type { TaskEventBus } from "./events.js";
 
 const TRANSIENT = new Set([Code.Unavailable, Code.DeadlineExceeded, Code.Internal, Code.Unknown, Code.ResourceExhausted, Code.Aborted]);
+const CLAIM_BATCH = 50;
 
 export interface CallbackOptions {
-  store: Store;
+  store: TaskStore;
   bus: TaskEventBus;
   logger: Logger;
   maxRetries: number;
   retryBaseDelayMs: number;
   /** Per-attempt deadline. */
   timeoutMs?: number;
+  /** This instance, as named in the outbox entries it holds. */
+  instanceId: string;
+  /** How long a held entry stays this instance's unless renewed. */
+  leaseMs: number;
+  now?: () => number;
 }
 
-interface Delivery {
-  url: string;
-  next: number;
+interface Held {
+  record: DeliveryRecord;
   running: boolean;
-  stopped: boolean;
+  /** Something new happened while a pass was running: run another. */
+  again: boolean;
+  retry?: NodeJS.Timeout;
   unsubscribe: () => void;
 }
 
@@ -44,29 +53,88 @@ export function validCallbackUrl(url: string): boolean {
 }
 
 export class CallbackSender {
-  private readonly deliveries = new Map<string, Delivery>();
+  private readonly held = new Map<string, Held>();
   private readonly clients = new Map<string, Client<typeof P2PService>>();
+  private readonly now: () => number;
+  private timer: NodeJS.Timeout | undefined;
   private closed = false;
 
-  constructor(private readonly options: CallbackOptions) {}
-
-  /** Starts pushing the task's events (from sequence 1) to `url`. */
-  track(taskId: string, url: string): void {
-    if (this.deliveries.has(taskId) || this.closed) return;
-    const delivery: Delivery = { url, next: 1, running: false, stopped: false, unsubscribe: () => undefined };
-    delivery.unsubscribe = this.options.bus.subscribe(taskId, () => this.pump(taskId, delivery));
-    this.deliveries.set(taskId, delivery);
-    this.pump(taskId, delivery);
+  constructor(private readonly options: CallbackOptions) {
+    this.now = options.now ?? Date.now;
   }
 
-  /** Stops every delivery (at shutdown). */
-  close(): void {
-    this.closed = true;
-    for (const delivery of this.deliveries.values()) {
-      delivery.stopped = true;
-      delivery.unsubscribe();
+  /**
+   * Takes up the outbox: at start (entries held by an instance that is gone
+   * are taken too, when the store is this process's alone), then every
+   * third of a lease: renewing what it holds, taking what is due.
+   */
+  async start(): Promise<void> {
+    await this.claim(undefined, this.options.store.exclusive);
+    this.timer = setInterval(() => void this.tick(), Math.max(50, Math.floor(this.options.leaseMs / 3)));
+    this.timer.unref();
+  }
+
+  /** A task with a callback_url was created: start pushing its events now. */
+  track(taskId: string): void {
+    if (!this.closed && !this.held.has(taskId)) void this.claim(taskId, false);
+  }
+
+  private async tick(): Promise<void> {
+    try {
+      const ids = [...this.held.keys()];
+      const kept = new Set(await this.options.store.renewDeliveries(this.options.instanceId, ids, this.until()));
+      for (const id of ids) if (!kept.has(id)) this.drop(id);
+      await this.claim(undefined, false);
+    } catch (error) {
+      this.options.logger.warn({ err: error }, "the callback outbox could not be read");
     }
-    this.deliveries.clear();
+  }
+
+  private until(): number {
+    return this.now() + this.options.leaseMs;
+  }
+
+  private async claim(taskId: string | undefined, force: boolean): Promise<void> {
+    if (this.closed) return;
+    const nowMs = force ? Number.MAX_SAFE_INTEGER : this.now();
+    let claimed: DeliveryRecord[];
+    try {
+      claimed = await this.options.store.claimDeliveries(this.options.instanceId, nowMs, this.until(), CLAIM_BATCH, taskId);
+    } catch (error) {
+      this.options.logger.warn({ err: error, task_id: taskId }, "could not claim callback deliveries");
+      return;
+    }
+    for (const record of claimed) this.hold(record);
+  }
+
+  private hold(record: DeliveryRecord): void {
+    const existing = this.held.get(record.taskId);
+    if (existing !== undefined) {
+      existing.record = record;
+      this.pump(existing);
+      return;
+    }
+    const entry: Held = { record, running: false, again: false, unsubscribe: () => undefined };
+    entry.unsubscribe = this.options.bus.subscribe(record.taskId, () => this.pump(entry));
+    this.held.set(record.taskId, entry);
+    this.pump(entry);
+  }
+
+  private drop(taskId: string): void {
+    const entry = this.held.get(taskId);
+    if (entry === undefined) return;
+    clearTimeout(entry.retry);
+    entry.unsubscribe();
+    this.held.delete(taskId);
+  }
+
+  /** Stops every push (at shutdown) and gives the entries back, so another instance or a restart carries on. */
+  async close(): Promise<void> {
+    this.closed = true;
+    clearInterval(this.timer);
+    const ids = [...this.held.keys()];
+    for (const id of ids) this.drop(id);
+    await Promise.all(ids.map((id) => this.options.store.updateDelivery(id, this.options.instanceId, { release: true }).catch(() => false)));
   }
 
   private client(url: string): Client<typeof P2PService> {
@@ -78,59 +146,79 @@ export class CallbackSender {
     return client;
   }
 
-  private pump(taskId: string, delivery: Delivery): void {
-    if (delivery.running || delivery.stopped) return;
-    delivery.running = true;
-    this.deliverPending(taskId, delivery)
-      .catch((error: unknown) => this.options.logger.warn({ err: error, task_id: taskId }, "callback delivery failed"))
+  private pump(entry: Held): void {
+    if (entry.running) {
+      entry.again = true;
+      return;
+    }
+    if (entry.retry !== undefined || this.closed) return; // waiting out a backoff
+    entry.running = true;
+    entry.again = false;
+    this.deliverPending(entry)
+      .catch((error: unknown) => this.options.logger.warn({ err: error, task_id: entry.record.taskId }, "callback delivery failed"))
       .finally(() => {
-        delivery.running = false;
+        entry.running = false;
+        if (entry.again && this.held.get(entry.record.taskId) === entry) this.pump(entry);
       });
   }
 
-  private async deliverPending(taskId: string, delivery: Delivery): Promise<void> {
+  private async deliverPending(entry: Held): Promise<void> {
+    const { store, instanceId } = this.options;
+    const taskId = entry.record.taskId;
     for (;;) {
-      if (delivery.stopped) return;
-      const events = await this.options.store.listEvents(taskId, delivery.next);
+      if (this.closed || this.held.get(taskId) !== entry) return;
+      const events = await store.listEvents(taskId, entry.record.nextSequence);
       if (events.length === 0) {
-        const task = await this.options.store.getTask(taskId);
-        if (task === undefined || (isTerminal(task.state) && delivery.next > task.lastSequence)) this.finish(taskId, delivery);
+        const task = await store.getTask(taskId);
+        if (task === undefined || (isTerminal(task.state) && entry.record.nextSequence > task.lastSequence)) {
+          await store.updateDelivery(taskId, instanceId, { status: DeliveryStatus.DONE, release: true });
+          this.drop(taskId);
+        }
         return;
       }
       for (const event of events) {
-        if (!(await this.deliver(taskId, delivery, event.envelope))) {
-          this.finish(taskId, delivery);
-          return;
+        const outcome = await this.deliver(entry, event.envelope);
+        if (outcome === "sent") {
+          const next = event.sequence + 1;
+          // Recorded before the next push: a receiver that acknowledged an event never gets it again from us.
+          if (!(await store.updateDelivery(taskId, instanceId, { nextSequence: next, attempts: 0, lastError: "" }))) return this.drop(taskId);
+          entry.record = { ...entry.record, nextSequence: next, attempts: 0, lastError: "" };
+          continue;
         }
-        delivery.next = event.sequence + 1;
+        return;
       }
     }
   }
 
-  /** One event, with retries; false when the callback endpoint is given up on. */
-  private async deliver(taskId: string, delivery: Delivery, envelope: Envelope): Promise<boolean> {
-    const { maxRetries, retryBaseDelayMs, timeoutMs = 10_000 } = this.options;
-    for (let attempt = 0; ; attempt++) {
-      try {
-        await this.client(delivery.url).send({ envelope }, { timeoutMs });
-        return true;
-      } catch (error) {
-        const connectError = ConnectError.from(error);
-        if (!TRANSIENT.has(connectError.code) || attempt >= maxRetries || delivery.stopped) {
-          this.options.logger.warn(
-            { task_id: taskId, callback_url: delivery.url, code: Code[connectError.code], attempts: attempt + 1, error: connectError.rawMessage },
-            "giving up on the callback endpoint for this task",
-          );
-          return false;
-        }
-        await new Promise((resolve) => setTimeout(resolve, retryBaseDelayMs * 2 ** attempt));
+  /** One push; on a transient failure schedules the retry, on a refusal or an exhausted budget gives up. */
+  private async deliver(entry: Held, envelope: Envelope): Promise<"sent" | "later" | "given_up"> {
+    const { maxRetries, retryBaseDelayMs, timeoutMs = 10_000, store, instanceId, logger } = this.options;
+    const { taskId, url, attempts } = entry.record;
+    try {
+      await this.client(url).send({ envelope }, { timeoutMs });
+      return "sent";
+    } catch (error) {
+      const connectError = ConnectError.from(error);
+      const lastError = `${Code[connectError.code]}: ${connectError.rawMessage}`.slice(0, 500);
+      if (!TRANSIENT.has(connectError.code) || attempts >= maxRetries) {
+        logger.warn({ task_id: taskId, callback_url: url, code: Code[connectError.code], attempts: attempts + 1, error: connectError.rawMessage }, "giving up on the callback endpoint for this task");
+        await store.updateDelivery(taskId, instanceId, { status: DeliveryStatus.GIVEN_UP, attempts: attempts + 1, lastError, release: true });
+        this.drop(taskId);
+        return "given_up";
       }
+      const delay = retryBaseDelayMs * 2 ** attempts;
+      const record = { ...entry.record, attempts: attempts + 1, nextAttemptAtMs: this.now() + delay, lastError };
+      if (!(await store.updateDelivery(taskId, instanceId, { attempts: record.attempts, nextAttemptAtMs: record.nextAttemptAtMs, lastError }))) {
+        this.drop(taskId);
+        return "later";
+      }
+      entry.record = record;
+      entry.retry = setTimeout(() => {
+        entry.retry = undefined;
+        this.pump(entry);
+      }, delay);
+      entry.retry.unref();
+      return "later";
     }
-  }
-
-  private finish(taskId: string, delivery: Delivery): void {
-    delivery.stopped = true;
-    delivery.unsubscribe();
-    this.deliveries.delete(taskId);
   }
 }

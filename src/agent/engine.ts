@@ -1,70 +1,64 @@
 // The executor side of the P2P protocol: takes verified inbound messages,
-// checks each against the task's state and the sender's role, records every
-// state change as a signed event through the store, and runs handlers.
-import { create, type JsonObject, type JsonValue, type Message } from "@bufbuild/protobuf";
-import { timestampFromMs } from "@bufbuild/protobuf/wkt";
-import { randomUUID } from "node:crypto";
+// checks each against the task's state and the sender's role, and records
+// every state change as a signed event through the store, with the message
+// that caused it in the same commit, so that a message is acted on once,
+// by whichever instance receives it, before or after a restart.
+import { create, type JsonObject } from "@bufbuild/protobuf";
+import { Code } from "@connectrpc/connect";
 import { MessageType, type Header } from "../../gen/synapse/v1/envelope_pb.js";
 import { ErrorCode } from "../../gen/synapse/v1/errors_pb.js";
 import {
   AckPayloadSchema,
-  AgentStatus,
   CapabilityResponsePayloadSchema,
   DecisionAction,
-  HeartbeatPayloadSchema,
   TaskAckPayloadSchema,
-  TaskCompletePayloadSchema,
-  TaskConfirmPayloadSchema,
   TaskErrorSchema,
-  TaskFailedPayloadSchema,
-  TaskNeedHumanPayloadSchema,
-  TaskNeedInfoPayloadSchema,
-  TaskRejectPayloadSchema,
   TaskState,
-  TaskStatusUpdatePayloadSchema,
   type CapabilityQueryPayload,
   type HumanDecisionPayload,
   type TaskCancelPayload,
   type TaskInfoProvidedPayload,
   type TaskRequestPayload,
 } from "../../gen/synapse/v1/payloads_pb.js";
-import { Code } from "@connectrpc/connect";
 import type { CapabilitiesProvider } from "../capabilities/provider.js";
-import type { P2PConfig } from "../capabilities/defaults.js";
 import type { OpenedEnvelope } from "../envelope/open.js";
-import { seal } from "../envelope/seal.js";
 import type { Logger } from "../log.js";
 import { protocolError } from "../protocol/errors.js";
-import { toValue } from "../protocol/json-values.js";
 import { wireName } from "../protocol/message-types.js";
-import { allowedMessageTypes, isTerminal, stateName, TERMINAL_STATES, transition, WAITING_STATES } from "../protocol/state-machine.js";
-import { StoreConflictError, type PartyRecord, type Store, type StoredEvent, type StoredReply, type TaskPatch, type TaskRecord } from "../store/store.js";
-import { admissionOutcome, type Admission } from "./admission.js";
+import { allowedMessageTypes, isTerminal, stateName, transition, WAITING_STATES } from "../protocol/state-machine.js";
+import {
+  StoreConflictError,
+  StoreLimitError,
+  type NewTask,
+  type SeenMessage,
+  type StoredReply,
+  type TaskRecord,
+  type TaskStore,
+} from "../store/store.js";
+import { admissionEvent, admissionOutcome } from "./admission.js";
 import { validCallbackUrl, type CallbackSender } from "./callbacks.js";
 import type { TaskEventBus } from "./events.js";
-import { Execution, type ExecutionHost, type FailureReport, type FinishedResult } from "./execution.js";
-import type { HumanAnswer, HumanQuestion, MissingFieldSpec, TaskHandler } from "./handler.js";
-import { TaskFailure } from "./handler.js";
-import type { AgentIdentity } from "./identity.js";
+import type { TaskHandler } from "./handler.js";
 import type { CallbackInbox } from "./inbox.js";
-import { toMissingField } from "./missing-fields.js";
+import { ACTIVE_STATES, type EventRecorder } from "./recorder.js";
+import type { ExecutionRunner } from "./runner.js";
 import type { TaskSchemas } from "./schemas.js";
 
 export interface EngineOptions {
-  identity: AgentIdentity;
-  /** Pushes events of tasks that asked for callbacks. */
-  callbacks: CallbackSender;
   /** Takes events pushed for tasks this agent requested. */
   inbox: CallbackInbox;
   capabilities: CapabilitiesProvider;
   handlers: ReadonlyMap<string, TaskHandler>;
   schemas: TaskSchemas;
-  store: Store;
+  store: TaskStore;
   bus: TaskEventBus;
-  config: P2PConfig;
+  recorder: EventRecorder;
+  runner: ExecutionRunner;
+  /** Pushes the events of tasks that asked for callbacks. */
+  callbacks: CallbackSender;
   logger: Logger;
   clockSkewMs: number;
-  now?: () => number;
+  now: () => number;
 }
 
 export interface SendOutcome {
@@ -72,116 +66,100 @@ export interface SendOutcome {
   task?: TaskRecord;
 }
 
-/** States in which a task holds one of the max_concurrent_tasks slots. */
-const ACTIVE_STATES = Object.values(TaskState).filter(
-  (state): state is TaskState => typeof state === "number" && state !== TaskState.UNSPECIFIED && state !== TaskState.IDLE && !TERMINAL_STATES.has(state),
-);
+/** The inbound message as it will be remembered (its reply is added where it is committed). */
+type Cause = Omit<SeenMessage, "reply">;
 
-interface Waiter<T> {
-  resolve(value: T): void;
-  reject(error: unknown): void;
-}
-
-const MAX_COMMIT_ATTEMPTS = 8;
-const PRUNE_INTERVAL_MS = 60_000;
 const RETRY_AFTER_SECONDS = 5;
 
-export class TaskEngine implements ExecutionHost {
-  private readonly now: () => number;
-  private readonly executions = new Map<string, Execution>();
-  private readonly infoWaiters = new Map<string, Waiter<JsonObject>>();
-  private readonly humanWaiters = new Map<string, Waiter<HumanAnswer>>();
-  private readonly inflight = new Map<string, Promise<SendOutcome>>();
-  private admissionQueue: Promise<unknown> = Promise.resolve();
-  private reserved = 0;
+export class TaskEngine {
+  private readonly inflight = new Map<string, { digest: string; work: Promise<SendOutcome> }>();
   private draining = false;
 
-  private readonly pruner: NodeJS.Timeout;
-
-  constructor(private readonly options: EngineOptions) {
-    this.now = options.now ?? Date.now;
-    // Remembered message ids are only needed until those messages would be refused as expired anyway.
-    this.pruner = setInterval(() => {
-      options.store.pruneMessages(this.now()).catch((error: unknown) => options.logger.warn({ err: error }, "pruning seen messages failed"));
-    }, PRUNE_INTERVAL_MS);
-    this.pruner.unref();
-  }
-
-  private get self(): PartyRecord {
-    const { identity } = this.options;
-    return { agentId: identity.agentId, systemId: identity.systemId, keyId: identity.key.keyId };
-  }
+  constructor(private readonly options: EngineOptions) {}
 
   // ── inbound ────────────────────────────────────────────────────────────
 
   /**
    * Handles one verified message. An exact re-delivery gets the first
    * reply again and has no second effect; another envelope reusing a
-   * message id is refused.
+   * message id is refused. A refused message is not remembered, so it may
+   * be sent again.
    */
   async receive(opened: OpenedEnvelope): Promise<SendOutcome> {
     const { header } = opened;
-    const sender = header.sender!.agentId;
-    const expiresAtMs = header.expiresAt ? Number(header.expiresAt.seconds) * 1000 : this.now() + this.options.clockSkewMs;
-    const existing = await this.options.store.rememberMessage({
+    const seen = await this.options.store.getMessage("p2p", header.messageId);
+    if (seen !== undefined) return this.redelivered(opened, seen);
+    const pending = this.inflight.get(header.messageId);
+    if (pending !== undefined) {
+      if (pending.digest !== opened.digest) throw replayed(header.messageId);
+      return pending.work;
+    }
+    const expiresAtMs = header.expiresAt ? Number(header.expiresAt.seconds) * 1000 : this.options.now() + this.options.clockSkewMs;
+    const cause: Cause = {
+      scope: "p2p",
       messageId: header.messageId,
-      senderAgentId: sender,
+      senderAgentId: header.sender!.agentId,
       digest: opened.digest,
       keepUntilMs: expiresAtMs + this.options.clockSkewMs,
       taskId: header.taskId || undefined,
-    });
-    if (existing !== undefined) {
-      if (existing.digest !== opened.digest || existing.senderAgentId !== sender) {
-        throw protocolError(ErrorCode.REPLAY_DETECTED, `message id ${header.messageId} was already used by another message`);
-      }
-      const pending = this.inflight.get(header.messageId);
-      if (pending) return pending;
-      const seen = (await this.options.store.getMessage(header.messageId)) ?? existing;
-      return { reply: seen.reply, task: seen.taskId ? await this.options.store.getTask(seen.taskId) : undefined };
-    }
-    const work = this.dispatch(opened);
-    this.inflight.set(header.messageId, work);
+    };
+    const work = this.dispatch(opened, cause);
+    this.inflight.set(header.messageId, { digest: opened.digest, work });
     try {
-      const outcome = await work;
-      await this.options.store.completeMessage(header.messageId, outcome.reply, outcome.task?.taskId);
-      return outcome;
+      return await work;
     } catch (error) {
-      // Refused: nothing happened, so the same message may be sent again later.
-      await this.options.store.forgetMessage(header.messageId);
+      // Another delivery of the same id got there first (here or at another instance).
+      if (error instanceof StoreConflictError && error.reason === "message") {
+        const first = await this.options.store.getMessage("p2p", header.messageId);
+        if (first !== undefined) return this.redelivered(opened, first);
+      }
       throw error;
     } finally {
       this.inflight.delete(header.messageId);
     }
   }
 
-  private async dispatch(opened: OpenedEnvelope): Promise<SendOutcome> {
+  private async redelivered(opened: OpenedEnvelope, seen: SeenMessage): Promise<SendOutcome> {
+    if (seen.digest !== opened.digest || seen.senderAgentId !== opened.header.sender!.agentId) throw replayed(opened.header.messageId);
+    return { reply: seen.reply, task: seen.taskId ? await this.options.store.getTask(seen.taskId) : undefined };
+  }
+
+  /** Remembers a message whose reply is not a task event; a concurrent twin's reply wins. */
+  private async answered(opened: OpenedEnvelope, cause: Cause, reply: StoredReply | undefined, task?: TaskRecord): Promise<SendOutcome> {
+    const existing = await this.options.store.rememberMessage({ ...cause, reply, taskId: task?.taskId ?? cause.taskId });
+    if (existing !== undefined) return this.redelivered(opened, existing);
+    return { reply, task };
+  }
+
+  private async dispatch(opened: OpenedEnvelope, cause: Cause): Promise<SendOutcome> {
     const { header, info } = opened;
+    const { recorder } = this.options;
     switch (header.messageType) {
       case MessageType.TASK_REQUEST:
-        return this.onRequest(header, opened.payload as TaskRequestPayload);
+        return this.onRequest(header, opened.payload as TaskRequestPayload, cause);
       case MessageType.TASK_CANCEL:
-        return this.onCancel(header, opened.payload as TaskCancelPayload);
+        return this.onCancel(header, opened.payload as TaskCancelPayload, cause);
       case MessageType.TASK_INFO_PROVIDED:
-        return this.onInfoProvided(header, opened.payload as TaskInfoProvidedPayload);
+        return this.onInfoProvided(header, opened.payload as TaskInfoProvidedPayload, cause);
       case MessageType.HUMAN_DECISION:
-        return this.onDecision(header, opened.payload as HumanDecisionPayload);
+        return this.onDecision(header, opened.payload as HumanDecisionPayload, cause);
       case MessageType.TASK_ACK:
-        return this.onTaskAck(header);
+        return this.onTaskAck(opened, cause);
       case MessageType.HEARTBEAT:
-        return { reply: await this.reply(header, MessageType.HEARTBEAT, await this.heartbeatPayload()) };
+        return this.answered(opened, cause, recorder.reply(header, MessageType.HEARTBEAT, await recorder.heartbeatPayload(this.draining)));
       case MessageType.CAPABILITY_QUERY:
-        return { reply: await this.reply(header, MessageType.CAPABILITY_RESPONSE, this.capabilityResponse(opened.payload as CapabilityQueryPayload)) };
+        return this.answered(opened, cause, recorder.reply(header, MessageType.CAPABILITY_RESPONSE, this.capabilityResponse(opened.payload as CapabilityQueryPayload)));
       case MessageType.ACK:
       case MessageType.CAPABILITY_RESPONSE:
-        return {};
+        return this.answered(opened, cause, undefined);
       case MessageType.NACK:
         this.options.logger.warn({ from: header.sender?.agentId, reply_to: header.replyTo }, "peer refused a message (p2p:nack)");
-        return {};
+        return this.answered(opened, cause, undefined);
       default: {
         // confirm, reject, status, complete, failed, need_info, need_human: the executor's words,
         // welcome only as callbacks for a task this agent requested.
         if (header.taskId && (await this.options.inbox.expects(opened))) {
-          return { reply: await this.reply(header, MessageType.ACK, await this.options.inbox.receive(opened)) };
+          return this.answered(opened, cause, recorder.reply(header, MessageType.ACK, await this.options.inbox.receive(opened)));
         }
         const task = header.taskId ? await this.options.store.getTask(header.taskId) : undefined;
         if (task === undefined) throw protocolError(ErrorCode.TASK_NOT_FOUND, `no task ${header.taskId} here`);
@@ -213,7 +191,22 @@ export class TaskEngine implements ExecutionHost {
     throw protocolError(ErrorCode.ILLEGAL_TRANSITION, `${wireName(type)} is not allowed while task ${task.taskId} is ${stateName(task.state)}`, { details });
   }
 
-  private async onRequest(header: Header, request: TaskRequestPayload): Promise<SendOutcome> {
+  /** Refuses with the task's current state after a transition that was no longer allowed. */
+  private async refuseNow(taskId: string, type: MessageType): Promise<never> {
+    const task = await this.options.store.getTask(taskId);
+    if (task === undefined) throw protocolError(ErrorCode.TASK_NOT_FOUND, `no task ${taskId}`);
+    this.refuseTransition(task, type);
+  }
+
+  private concurrencyLimit(max: number) {
+    return protocolError(ErrorCode.CONCURRENCY_LIMIT, `${max} tasks are running, the most this agent takes (max_concurrent_tasks)`, {
+      retryAfterSeconds: RETRY_AFTER_SECONDS,
+      details: { max_concurrent_tasks: max },
+    });
+  }
+
+  private async onRequest(header: Header, request: TaskRequestPayload, cause: Cause): Promise<SendOutcome> {
+    const { store, capabilities, runner, recorder } = this.options;
     const spec = request.task;
     if (spec === undefined || spec.type === "") throw protocolError(ErrorCode.MESSAGE_FORMAT_INVALID, "payload.task with a type is required");
     if (spec.id !== header.taskId) throw protocolError(ErrorCode.MESSAGE_FORMAT_INVALID, "payload.task.id must equal header.task_id");
@@ -222,164 +215,143 @@ export class TaskEngine implements ExecutionHost {
     }
     const requester = { agentId: header.sender!.agentId, systemId: header.sender!.systemId, keyId: header.sender!.keyId };
     if (header.idempotencyKey) {
-      const earlier = await this.options.store.findTaskByIdempotencyKey(requester.agentId, header.idempotencyKey);
-      if (earlier !== undefined) {
-        const original = await this.options.store.getMessage(earlier.requestMessageId);
-        return { reply: original?.reply, task: earlier };
-      }
+      const earlier = await store.findTaskByIdempotencyKey(requester.agentId, header.idempotencyKey);
+      if (earlier !== undefined) return this.sameAsEarlier(earlier);
     }
     if (this.draining) throw protocolError(ErrorCode.AGENT_NOT_READY, "the agent is shutting down", { retryAfterSeconds: RETRY_AFTER_SECONDS });
-    await this.reserveSlot();
+    const max = capabilities.getCapabilities().maxConcurrentTasks;
+    // A cheap early refusal; the commit below checks again, atomically.
+    if ((await store.countTasks(ACTIVE_STATES)) >= max) throw this.concurrencyLimit(max);
+    if (await store.getTask(spec.id)) throw taskIdInUse(spec.id);
+    const payload = spec.payload ?? {};
+    const now = this.options.now();
+    const admission = await admissionOutcome(
+      { handlers: this.options.handlers, schemas: this.options.schemas, now: this.options.now },
+      spec.type,
+      payload,
+      requester,
+      spec.deadline,
+      spec.id,
+    );
+    const base: NewTask = {
+      taskId: spec.id,
+      taskType: spec.type,
+      requester,
+      executor: recorder.self,
+      state: TaskState.PENDING,
+      progress: 0,
+      statusMessage: "",
+      createdAtMs: now,
+      updatedAtMs: now,
+      request,
+      payload,
+      idempotencyKey: header.idempotencyKey,
+      requestMessageId: header.messageId,
+      executionAttempts: 0,
+      startedAtMs: 0,
+      leaseOwner: "",
+      leaseUntilMs: 0,
+      answers: [],
+    };
+    const { type, message, patch } = admissionEvent(base, admission, capabilities.findTaskType(spec.type)?.capabilities ?? []);
+    const step = transition(TaskState.PENDING, type);
+    if (!step.allowed) throw protocolError(ErrorCode.INTERNAL, "admission produced an illegal first event");
+    // A confirmed task's first run is counted (and leased to this instance) in the commit that admits it.
+    const claim = step.next === TaskState.CONFIRMED ? runner.claimPatch(base) : {};
+    const event = recorder.sealEvent(base, type, message, 1, header.messageId);
+    let task: TaskRecord;
     try {
-      if (await this.options.store.getTask(spec.id)) {
-        throw protocolError(ErrorCode.INVALID_PARAMS, `task id ${spec.id} is already in use`, { status: Code.AlreadyExists });
+      task = await store.createTask({ ...base, ...patch, ...claim, state: step.next }, event, {
+        message: { ...cause, reply: event, taskId: spec.id },
+        maxActive: max,
+        callbackUrl: request.callbackUrl || undefined,
+      });
+    } catch (error) {
+      if (error instanceof StoreLimitError) throw this.concurrencyLimit(max);
+      if (error instanceof StoreConflictError && error.reason === "task_exists") throw taskIdInUse(spec.id);
+      if (error instanceof StoreConflictError && error.reason === "idempotency_key") {
+        const earlier = await store.findTaskByIdempotencyKey(requester.agentId, header.idempotencyKey);
+        if (earlier !== undefined) return this.sameAsEarlier(earlier);
       }
-      const payload = spec.payload ?? {};
-      const admission = await admissionOutcome(this.admissionContext(), spec.type, payload, requester, spec.deadline, spec.id);
-      const nowMs = this.now();
-      const base: Omit<TaskRecord, "version" | "lastSequence"> = {
-        taskId: spec.id,
-        taskType: spec.type,
-        requester,
-        executor: this.self,
-        state: TaskState.PENDING,
-        progress: 0,
-        statusMessage: "",
-        createdAtMs: nowMs,
-        updatedAtMs: nowMs,
-        request,
-        payload,
-        idempotencyKey: header.idempotencyKey,
-        requestMessageId: header.messageId,
-      };
-      const { type, message, patch } = this.admissionEvent(base, admission);
-      const step = transition(TaskState.PENDING, type);
-      if (!step.allowed) throw protocolError(ErrorCode.INTERNAL, "admission produced an illegal first event");
-      const event = this.sealEvent(base, type, message, 1, header.messageId);
-      const task = await this.options.store.createTask({ ...base, ...patch, state: step.next }, event);
-      this.options.bus.publish(event, task);
-      if (request.callbackUrl) this.options.callbacks.track(task.taskId, request.callbackUrl);
-      if (task.state === TaskState.CONFIRMED) this.startExecution(task);
-      return { reply: event, task };
-    } finally {
-      this.reserved--;
+      throw error;
     }
+    if (task.state === TaskState.CONFIRMED) runner.run(task);
+    if (request.callbackUrl) this.options.callbacks.track(task.taskId);
+    return { reply: event, task };
   }
 
-  /** Holds a concurrency slot for a task being admitted, or refuses with 4004. */
-  private reserveSlot(): Promise<void> {
-    const attempt = this.admissionQueue.then(async () => {
-      const active = (await this.options.store.countTasks(ACTIVE_STATES)) + this.reserved;
-      const max = this.options.capabilities.getCapabilities().maxConcurrentTasks;
-      if (active >= max) {
-        throw protocolError(ErrorCode.CONCURRENCY_LIMIT, `${max} tasks are running, the most this agent takes (max_concurrent_tasks)`, {
-          retryAfterSeconds: RETRY_AFTER_SECONDS,
-          details: { max_concurrent_tasks: max },
-        });
-      }
-      this.reserved++;
-    });
-    this.admissionQueue = attempt.catch(() => undefined);
-    return attempt;
+  /** A request with an idempotency key already used: the first request's reply and task. */
+  private async sameAsEarlier(earlier: TaskRecord): Promise<SendOutcome> {
+    const original = await this.options.store.getMessage("p2p", earlier.requestMessageId);
+    const reply = original?.reply ?? (await this.options.store.listEvents(earlier.taskId, 1, 1))[0];
+    return { reply, task: earlier };
   }
 
-  private admissionContext() {
-    return { handlers: this.options.handlers, schemas: this.options.schemas, now: this.now };
-  }
-
-  /** The first event for an admission decision, and what it changes. */
-  private admissionEvent(task: Pick<TaskRecord, "taskId" | "taskType">, admission: Admission): { type: MessageType; message: Message; patch: TaskPatch } {
-    switch (admission.kind) {
-      case "accept": {
-        const message = create(TaskConfirmPayloadSchema, {
-          taskId: task.taskId,
-          confirmed: true,
-          estimatedDurationSeconds: 1,
-          capabilitiesUsed: this.options.capabilities.findTaskType(task.taskType)?.capabilities ?? [],
-          constraints: { maxRetries: 0, fallbackEnabled: false },
-        });
-        return { type: MessageType.TASK_CONFIRM, message, patch: { statusMessage: "confirmed" } };
-      }
-      case "need_info": {
-        const message = create(TaskNeedInfoPayloadSchema, {
-          taskId: task.taskId,
-          missingFields: admission.fields.map(toMissingField),
-          question: admission.question ?? "",
-        });
-        return { type: MessageType.TASK_NEED_INFO, message, patch: { pendingInfo: message, statusMessage: message.question } };
-      }
-      case "reject": {
-        const message = create(TaskRejectPayloadSchema, {
-          taskId: task.taskId,
-          reason: { code: admission.code, message: admission.message, details: admission.details === undefined ? undefined : toValue(admission.details) },
-          alternatives: { suggestedAgentId: admission.suggestedAgentId ?? "", retryAfterSeconds: admission.retryAfterSeconds ?? 0 },
-        });
-        return { type: MessageType.TASK_REJECT, message, patch: { rejection: message, statusMessage: admission.message } };
-      }
-    }
-  }
-
-  private async onCancel(header: Header, cancel: TaskCancelPayload): Promise<SendOutcome> {
+  private async onCancel(header: Header, cancel: TaskCancelPayload, cause: Cause): Promise<SendOutcome> {
     const task = await this.requireOwnTask(header);
     if (!transition(task.state, MessageType.TASK_CANCEL).allowed) this.refuseTransition(task, MessageType.TASK_CANCEL);
     const reason = cancel.reason || "cancelled by the requester";
-    const recorded = await this.record(task.taskId, MessageType.TASK_CANCEL, undefined, MessageType.TASK_ACK, (current) => ({
-      message: create(TaskAckPayloadSchema, {
-        taskId: current.taskId,
-        acknowledgedMessageId: header.messageId,
-        acknowledgedType: MessageType.TASK_CANCEL,
-        state: TaskState.CANCELLED,
-        message: reason,
+    const recorded = await this.options.recorder.record({
+      taskId: task.taskId,
+      apply: MessageType.TASK_CANCEL,
+      eventType: MessageType.TASK_ACK,
+      replyTo: header.messageId,
+      cause,
+      build: (current) => ({
+        message: create(TaskAckPayloadSchema, {
+          taskId: current.taskId,
+          acknowledgedMessageId: header.messageId,
+          acknowledgedType: MessageType.TASK_CANCEL,
+          state: TaskState.CANCELLED,
+          message: reason,
+        }),
+        patch: {
+          error: create(TaskErrorSchema, { code: ErrorCode.TASK_CANCELLED, message: reason }),
+          statusMessage: reason,
+          pendingInfo: undefined,
+          pendingDecision: undefined,
+        },
       }),
-      patch: {
-        error: create(TaskErrorSchema, { code: ErrorCode.TASK_CANCELLED, message: reason }),
-        statusMessage: reason,
-        pendingInfo: undefined,
-        pendingDecision: undefined,
-      },
-    }), header.messageId);
-    if (recorded === undefined) this.refuseTransition((await this.options.store.getTask(task.taskId))!, MessageType.TASK_CANCEL);
-    this.endExecution(task.taskId, undefined, "cancelled");
+    });
+    if (recorded === undefined) return this.refuseNow(task.taskId, MessageType.TASK_CANCEL);
+    // A run elsewhere stops when it sees the task end; a local one stops now.
+    this.options.runner.stopRun(task.taskId, "cancelled");
     return { reply: recorded.event, task: recorded.task };
   }
 
-  private async onInfoProvided(header: Header, provided: TaskInfoProvidedPayload): Promise<SendOutcome> {
+  private async onInfoProvided(header: Header, provided: TaskInfoProvidedPayload, cause: Cause): Promise<SendOutcome> {
     const task = await this.requireOwnTask(header);
     if (!transition(task.state, MessageType.TASK_INFO_PROVIDED).allowed) this.refuseTransition(task, MessageType.TASK_INFO_PROVIDED);
-    const fields = provided.fields ?? {};
-    const recorded = await this.record(task.taskId, MessageType.TASK_INFO_PROVIDED, undefined, MessageType.TASK_ACK, (current) => ({
-      message: create(TaskAckPayloadSchema, {
-        taskId: current.taskId,
-        acknowledgedMessageId: header.messageId,
-        acknowledgedType: MessageType.TASK_INFO_PROVIDED,
-        state: TaskState.INFO_PROVIDED,
-        message: `received ${Object.keys(fields).join(", ") || "no fields"}`,
+    const fields: JsonObject = provided.fields ?? {};
+    const recorded = await this.options.recorder.record({
+      taskId: task.taskId,
+      apply: MessageType.TASK_INFO_PROVIDED,
+      eventType: MessageType.TASK_ACK,
+      replyTo: header.messageId,
+      cause,
+      build: (current) => ({
+        message: create(TaskAckPayloadSchema, {
+          taskId: current.taskId,
+          acknowledgedMessageId: header.messageId,
+          acknowledgedType: MessageType.TASK_INFO_PROVIDED,
+          state: TaskState.INFO_PROVIDED,
+          message: `received ${Object.keys(fields).join(", ") || "no fields"}`,
+        }),
+        patch: {
+          payload: { ...current.payload, ...fields },
+          pendingInfo: undefined,
+          statusMessage: "information provided",
+          answers: [...current.answers, { kind: "info", phase: current.executionAttempts > 0 ? "execution" : "admission", fields }],
+        },
       }),
-      patch: { payload: { ...current.payload, ...fields }, pendingInfo: undefined, statusMessage: "information provided" },
-    }), header.messageId);
-    if (recorded === undefined) this.refuseTransition((await this.options.store.getTask(task.taskId))!, MessageType.TASK_INFO_PROVIDED);
-    const waiter = this.infoWaiters.get(task.taskId);
-    if (waiter) {
-      // The running handler asked: it goes on with the answer.
-      this.infoWaiters.delete(task.taskId);
-      waiter.resolve(fields);
-    } else {
-      // Asked before confirming: decide again with the completed payload.
-      await this.readmit(recorded.task);
-    }
+    });
+    if (recorded === undefined) return this.refuseNow(task.taskId, MessageType.TASK_INFO_PROVIDED);
+    // A waiting run (here or at another instance) takes the answer; with none, this instance carries on.
+    await this.options.runner.afterAnswer(recorded.task);
     return { reply: recorded.event, task: (await this.options.store.getTask(task.taskId)) ?? recorded.task };
   }
 
-  private async readmit(task: TaskRecord): Promise<void> {
-    const admission = await admissionOutcome(this.admissionContext(), task.taskType, task.payload, task.requester, task.request.task?.deadline, task.taskId);
-    const recorded = await this.record(task.taskId, undefined, undefined, undefined, (current) => {
-      const { type, message, patch } = this.admissionEvent(current, admission);
-      return { type, message, patch };
-    });
-    if (recorded?.task.state === TaskState.CONFIRMED) this.startExecution(recorded.task);
-  }
-
-  private async onDecision(header: Header, decision: HumanDecisionPayload): Promise<SendOutcome> {
+  private async onDecision(header: Header, decision: HumanDecisionPayload, cause: Cause): Promise<SendOutcome> {
     const task = await this.requireOwnTask(header);
     const action = decision.decision?.action ?? DecisionAction.UNSPECIFIED;
     if (action === DecisionAction.UNSPECIFIED) {
@@ -391,152 +363,84 @@ export class TaskEngine implements ExecutionHost {
       throw protocolError(ErrorCode.INVALID_PARAMS, `decision_id ${decision.decisionId} does not answer the pending decision ${expected}`);
     }
     const approved = action !== DecisionAction.REJECT;
-    const fields = { ...(decision.decision?.approvedFields ?? {}), ...(decision.decision?.modifiedFields ?? {}) };
-    const recorded = await this.record(task.taskId, MessageType.HUMAN_DECISION, action, MessageType.TASK_ACK, (current) => ({
-      message: create(TaskAckPayloadSchema, {
-        taskId: current.taskId,
-        acknowledgedMessageId: header.messageId,
-        acknowledgedType: MessageType.HUMAN_DECISION,
-        state: approved ? TaskState.HUMAN_APPROVED : TaskState.HUMAN_REJECTED,
-        message: approved ? `${DecisionAction[action].toLowerCase()}d by ${decision.decidedBy?.userName || decision.decidedBy?.userId || "a human"}` : decision.decision?.rejectionReason || "rejected",
+    const fields: JsonObject = { ...(decision.decision?.approvedFields ?? {}), ...(decision.decision?.modifiedFields ?? {}) };
+    const decidedBy = { userId: decision.decidedBy?.userId ?? "", userName: decision.decidedBy?.userName ?? "", role: decision.decidedBy?.role ?? "" };
+    const recorded = await this.options.recorder.record({
+      taskId: task.taskId,
+      apply: MessageType.HUMAN_DECISION,
+      action,
+      eventType: MessageType.TASK_ACK,
+      replyTo: header.messageId,
+      cause,
+      build: (current) => ({
+        message: create(TaskAckPayloadSchema, {
+          taskId: current.taskId,
+          acknowledgedMessageId: header.messageId,
+          acknowledgedType: MessageType.HUMAN_DECISION,
+          state: approved ? TaskState.HUMAN_APPROVED : TaskState.HUMAN_REJECTED,
+          message: approved ? `${DecisionAction[action].toLowerCase()}d by ${decidedBy.userName || decidedBy.userId || "a human"}` : decision.decision?.rejectionReason || "rejected",
+        }),
+        patch: {
+          pendingDecision: undefined,
+          payload: approved ? { ...current.payload, ...fields } : current.payload,
+          statusMessage: approved ? "approved" : decision.decision?.rejectionReason || "rejected by a human",
+          answers: approved
+            ? [
+                ...current.answers,
+                {
+                  kind: "decision",
+                  decisionId: current.pendingDecision?.decisionId ?? decision.decisionId,
+                  code: current.pendingDecision?.reason?.code ?? "",
+                  action: action === DecisionAction.MODIFY ? "modify" : "approve",
+                  fields,
+                  notes: decision.notes,
+                  decidedBy,
+                },
+              ]
+            : current.answers,
+        },
       }),
-      patch: {
-        pendingDecision: undefined,
-        payload: approved ? { ...current.payload, ...fields } : current.payload,
-        statusMessage: approved ? "approved" : "rejected by a human",
-      },
-    }), header.messageId);
-    if (recorded === undefined) this.refuseTransition((await this.options.store.getTask(task.taskId))!, MessageType.HUMAN_DECISION);
-    const waiter = this.humanWaiters.get(task.taskId);
-    this.humanWaiters.delete(task.taskId);
+    });
+    if (recorded === undefined) return this.refuseNow(task.taskId, MessageType.HUMAN_DECISION);
     if (approved) {
-      waiter?.resolve({
-        action: action === DecisionAction.MODIFY ? "modify" : "approve",
-        fields,
-        notes: decision.notes,
-        decidedBy: { userId: decision.decidedBy?.userId ?? "", userName: decision.decidedBy?.userName ?? "", role: decision.decidedBy?.role ?? "" },
-      });
+      await this.options.runner.afterAnswer(recorded.task);
     } else {
-      // A rejection ends the task: it fails with human_rejected.
+      // A rejection ends the task: it fails with human_rejected, and any run of it stops.
       const reason = decision.decision?.rejectionReason || "a human rejected the task";
-      await this.fail(task.taskId, { code: ErrorCode.HUMAN_REJECTED, message: reason, recoverable: false });
-      waiter?.reject(new TaskFailure(ErrorCode.HUMAN_REJECTED, reason));
-      this.endExecution(task.taskId, undefined, "rejected by a human");
+      await this.options.runner.recordFailure(task.taskId, { code: ErrorCode.HUMAN_REJECTED, message: reason, recoverable: false });
+      this.options.runner.stopRun(task.taskId, "rejected by a human");
     }
     return { reply: recorded.event, task: (await this.options.store.getTask(task.taskId)) ?? recorded.task };
   }
 
-  private async onTaskAck(header: Header): Promise<SendOutcome> {
+  private async onTaskAck(opened: OpenedEnvelope, cause: Cause): Promise<SendOutcome> {
+    const { header } = opened;
     const task = await this.requireOwnTask(header);
     if (isTerminal(task.state)) {
       // The requester acknowledges the outcome: nothing changes.
-      const reply = await this.reply(header, MessageType.ACK, create(AckPayloadSchema, { acknowledgedMessageId: header.messageId, message: `task is ${stateName(task.state)}` }));
-      return { reply, task };
+      const reply = this.options.recorder.reply(header, MessageType.ACK, create(AckPayloadSchema, { acknowledgedMessageId: header.messageId, message: `task is ${stateName(task.state)}` }));
+      return this.answered(opened, cause, reply, task);
     }
     if (!transition(task.state, MessageType.TASK_ACK).allowed) this.refuseTransition(task, MessageType.TASK_ACK);
-    const recorded = await this.record(task.taskId, MessageType.TASK_ACK, undefined, MessageType.TASK_ACK, (current) => ({
-      message: create(TaskAckPayloadSchema, {
-        taskId: current.taskId,
-        acknowledgedMessageId: header.messageId,
-        acknowledgedType: MessageType.TASK_ACK,
-        state: TaskState.HUMAN_DECIDING,
-        message: "a human is deciding",
+    const recorded = await this.options.recorder.record({
+      taskId: task.taskId,
+      apply: MessageType.TASK_ACK,
+      eventType: MessageType.TASK_ACK,
+      replyTo: header.messageId,
+      cause,
+      build: (current) => ({
+        message: create(TaskAckPayloadSchema, {
+          taskId: current.taskId,
+          acknowledgedMessageId: header.messageId,
+          acknowledgedType: MessageType.TASK_ACK,
+          state: TaskState.HUMAN_DECIDING,
+          message: "a human is deciding",
+        }),
+        patch: { statusMessage: "a human is deciding" },
       }),
-      patch: { statusMessage: "a human is deciding" },
-    }), header.messageId);
-    if (recorded === undefined) this.refuseTransition((await this.options.store.getTask(task.taskId))!, MessageType.TASK_ACK);
-    return { reply: recorded.event, task: recorded.task };
-  }
-
-  // ── recording ──────────────────────────────────────────────────────────
-
-  /**
-   * Applies a transition and records its event in one commit, retrying on
-   * concurrent change. `apply` is the message whose transition is applied
-   * (an inbound one for acknowledgements), `eventType` the event recorded;
-   * both default to the type `build` returns. Returns undefined when the
-   * task's state no longer allows the transition.
-   */
-  private async record(
-    taskId: string,
-    apply: MessageType | undefined,
-    action: DecisionAction | undefined,
-    eventType: MessageType | undefined,
-    build: (task: TaskRecord) => { type?: MessageType; message: Message; patch: TaskPatch },
-    replyTo?: string,
-  ): Promise<{ task: TaskRecord; event: StoredEvent } | undefined> {
-    for (let attempt = 0; attempt < MAX_COMMIT_ATTEMPTS; attempt++) {
-      const current = await this.options.store.getTask(taskId);
-      if (current === undefined) return undefined;
-      const built = build(current);
-      const type = eventType ?? built.type!;
-      const step = transition(current.state, apply ?? type, action);
-      if (!step.allowed) return undefined;
-      const event = this.sealEvent(current, type, built.message, current.lastSequence + 1, replyTo);
-      try {
-        const task = await this.options.store.commit(taskId, current.version, { ...built.patch, state: step.next, updatedAtMs: this.now() }, event);
-        this.options.bus.publish(event, task);
-        return { task, event };
-      } catch (error) {
-        if (!(error instanceof StoreConflictError)) throw error;
-      }
-    }
-    throw protocolError(ErrorCode.INTERNAL, `task ${taskId} kept changing; try again`);
-  }
-
-  private sealEvent(task: Pick<TaskRecord, "taskId" | "requester">, type: MessageType, message: Message, sequence: number, replyTo?: string): StoredEvent {
-    const { envelope, header } = seal(
-      {
-        messageType: type,
-        payload: message,
-        sender: { agentId: this.self.agentId, systemId: this.self.systemId },
-        receiver: task.requester,
-        taskId: task.taskId,
-        replyTo,
-        sequence: BigInt(sequence),
-        sentAtMs: this.now(),
-      },
-      this.options.identity.key,
-    );
-    return { taskId: task.taskId, sequence, envelope, header, payload: message };
-  }
-
-  /** A signed reply that is not a task event. */
-  private async reply(to: Header, type: MessageType, message: Message): Promise<StoredReply> {
-    const { envelope, header } = seal(
-      {
-        messageType: type,
-        payload: message,
-        sender: { agentId: this.self.agentId, systemId: this.self.systemId },
-        receiver: { agentId: to.sender!.agentId, systemId: to.sender!.systemId },
-        taskId: to.taskId,
-        replyTo: to.messageId,
-        correlationId: to.correlationId,
-        sentAtMs: this.now(),
-      },
-      this.options.identity.key,
-    );
-    return { envelope, header, payload: message };
-  }
-
-  /** A signed heartbeat for a peer (also sent on idle Watch streams). */
-  async heartbeatPayload() {
-    const active = await this.options.store.countTasks(ACTIVE_STATES);
-    const max = this.options.capabilities.getCapabilities().maxConcurrentTasks;
-    return create(HeartbeatPayloadSchema, {
-      status: this.draining ? AgentStatus.DRAINING : active >= max ? AgentStatus.BUSY : AgentStatus.READY,
-      activeTasks: active,
-      maxConcurrentTasks: max,
     });
-  }
-
-  async sealHeartbeat(receiver: PartyRecord): Promise<StoredReply> {
-    const message = await this.heartbeatPayload();
-    const { envelope, header } = seal(
-      { messageType: MessageType.HEARTBEAT, payload: message, sender: this.self, receiver, sentAtMs: this.now() },
-      this.options.identity.key,
-    );
-    return { envelope, header, payload: message };
+    if (recorded === undefined) return this.refuseNow(task.taskId, MessageType.TASK_ACK);
+    return { reply: recorded.event, task: recorded.task };
   }
 
   private capabilityResponse(query: CapabilityQueryPayload) {
@@ -551,211 +455,67 @@ export class TaskEngine implements ExecutionHost {
     });
   }
 
-  // ── execution ──────────────────────────────────────────────────────────
-
-  private startExecution(task: TaskRecord): void {
-    const handler = this.options.handlers.get(task.taskType);
-    if (handler === undefined || this.executions.has(task.taskId)) return;
-    const caps = this.options.capabilities.getCapabilities();
-    const execution = new Execution(
-      { taskId: task.taskId, taskType: task.taskType, payload: task.payload, requester: { agentId: task.requester.agentId, systemId: task.requester.systemId } },
-      handler,
-      this,
-      this.options.schemas,
-      {
-        taskTimeoutMs: this.options.config.taskTimeoutMs,
-        maxTaskDurationMs: caps.maxTaskDurationSeconds * 1000,
-        // Events are carried with their decoded view, and a waited Send also returns the task: keep inline results to a quarter of a message.
-        maxInlineOutputBytes: Math.floor(Number(caps.maxFileSize) / 4),
-        maxStreamBytes: 1024 * 1024 * 1024,
-      },
-      this.options.logger,
-    );
-    this.executions.set(task.taskId, execution);
-    execution
-      .run()
-      .catch((error: unknown) => this.options.logger.error({ err: error, task_id: task.taskId }, "execution failed unexpectedly"))
-      .finally(() => this.executions.delete(task.taskId));
-  }
-
-  private endExecution(taskId: string, failure: FailureReport | undefined, why: string): void {
-    this.executions.get(taskId)?.stop(failure, why);
-    const stopped = new Error(`task ${why}`);
-    this.infoWaiters.get(taskId)?.reject(stopped);
-    this.infoWaiters.delete(taskId);
-    this.humanWaiters.get(taskId)?.reject(stopped);
-    this.humanWaiters.delete(taskId);
-  }
-
-  async progress(taskId: string, percent: number, message: string, intermediate?: JsonValue): Promise<void> {
-    await this.record(taskId, undefined, undefined, undefined, (current) => ({
-      type: MessageType.TASK_STATUS_UPDATE,
-      message: create(TaskStatusUpdatePayloadSchema, {
-        taskId,
-        status: TaskState.EXECUTING,
-        progress: percent,
-        message,
-        intermediateResult: intermediate === undefined ? undefined : toValue(intermediate),
-      }),
-      patch: { progress: Math.max(current.progress, percent), statusMessage: message },
-    }));
-  }
-
-  async currentPayload(taskId: string): Promise<JsonObject> {
-    return (await this.options.store.getTask(taskId))?.payload ?? {};
-  }
-
-  askForInfo(taskId: string, fields: MissingFieldSpec[], question: string | undefined, signal: AbortSignal): Promise<JsonObject> {
-    return new Promise<JsonObject>((resolve, reject) => {
-      if (signal.aborted) return reject(signal.reason);
-      this.infoWaiters.set(taskId, { resolve, reject });
-      const message = create(TaskNeedInfoPayloadSchema, { taskId, missingFields: fields.map(toMissingField), question: question ?? "" });
-      this.record(taskId, undefined, undefined, undefined, () => ({
-        type: MessageType.TASK_NEED_INFO,
-        message,
-        patch: { pendingInfo: message, statusMessage: question ?? "waiting for information" },
-      })).then((recorded) => {
-        if (recorded === undefined) {
-          this.infoWaiters.delete(taskId);
-          reject(new Error("the task can no longer ask for information"));
-        }
-      }, reject);
-    });
-  }
-
-  askHuman(taskId: string, question: HumanQuestion, signal: AbortSignal): Promise<HumanAnswer> {
-    return new Promise<HumanAnswer>((resolve, reject) => {
-      if (signal.aborted) return reject(signal.reason);
-      let deadlineTimer: NodeJS.Timeout | undefined;
-      const settle = {
-        resolve: (answer: HumanAnswer) => {
-          clearTimeout(deadlineTimer);
-          resolve(answer);
-        },
-        reject: (error: unknown) => {
-          clearTimeout(deadlineTimer);
-          reject(error);
-        },
-      };
-      this.humanWaiters.set(taskId, settle);
-      this.record(taskId, undefined, undefined, undefined, (current) => {
-        const message = create(TaskNeedHumanPayloadSchema, {
-          taskId,
-          decisionId: randomUUID(),
-          reason: { code: question.code, message: question.message },
-          context: { taskSummary: question.taskSummary ?? "", currentProgress: current.progress, blockedReason: question.blockedReason ?? "" },
-          options: (question.options ?? []).map((option) => ({
-            field: option.field,
-            value: toValue(option.value),
-            prosCons: option.prosCons ?? "",
-            confidence: option.confidence ?? 0,
-          })),
-          escalationLevel: question.escalationLevel ?? 1,
-          deadline: question.deadline ? timestampFromMs(question.deadline.getTime()) : undefined,
-        });
-        return { type: MessageType.TASK_NEED_HUMAN, message, patch: { pendingDecision: message, statusMessage: question.message } };
-      }).then((recorded) => {
-        if (recorded === undefined) {
-          this.humanWaiters.delete(taskId);
-          return settle.reject(new Error("the task can no longer ask for a decision"));
-        }
-        if (question.deadline) {
-          const wait = Math.max(0, question.deadline.getTime() - this.now());
-          deadlineTimer = setTimeout(() => {
-            if (this.humanWaiters.get(taskId) !== settle) return;
-            this.humanWaiters.delete(taskId);
-            const failure = { code: ErrorCode.EXECUTION_TIMEOUT, message: "no human decision before the deadline", recoverable: true };
-            this.executions.get(taskId)?.stop(failure, "decision deadline passed");
-            settle.reject(new TaskFailure(failure.code, failure.message, true));
-          }, wait);
-        }
-      }, settle.reject);
-    });
-  }
-
-  async complete(taskId: string, result: FinishedResult): Promise<void> {
-    if (result.stream) await this.options.store.putResult(taskId, result.stream.bytes);
-    await this.record(taskId, undefined, undefined, undefined, () => {
-      const stream = result.stream
-        ? { streamId: taskId, totalSize: BigInt(result.stream.bytes.byteLength), sha256: result.stream.sha256, contentType: result.stream.contentType }
-        : undefined;
-      const message = create(TaskCompletePayloadSchema, {
-        taskId,
-        result: { outputType: result.outputType, output: result.output === undefined ? undefined : toValue(result.output), metadata: result.metadata, stream },
-        summary: result.summary,
-      });
-      return {
-        type: MessageType.TASK_COMPLETE,
-        message,
-        patch: {
-          result: message.result,
-          progress: 100,
-          statusMessage: result.summary || "completed",
-          resultStream: result.stream ? { contentType: result.stream.contentType, totalSize: result.stream.bytes.byteLength, sha256: result.stream.sha256 } : undefined,
-        },
-      };
-    });
-  }
-
-  async fail(taskId: string, failure: FailureReport): Promise<void> {
-    await this.record(taskId, undefined, undefined, undefined, () => {
-      const message = create(TaskFailedPayloadSchema, {
-        taskId,
-        error: { code: failure.code, message: failure.message, recoverable: failure.recoverable, details: failure.details === undefined ? undefined : toValue(failure.details) },
-      });
-      return { type: MessageType.TASK_FAILED, message, patch: { error: message.error, statusMessage: failure.message, pendingInfo: undefined, pendingDecision: undefined } };
-    });
-  }
-
   // ── waiting and shutdown ───────────────────────────────────────────────
 
-  /** Resolves with the task once it is terminal or waits for its requester, or when `waitMs` has passed. */
+  /** A signed heartbeat for a peer (also sent on idle Watch streams). */
+  sealHeartbeat(receiver: TaskRecord["requester"]): Promise<StoredReply> {
+    return this.options.recorder.sealHeartbeat(receiver, this.draining);
+  }
+
+  /**
+   * Resolves with the task once it is terminal or waits for its requester,
+   * or when `waitMs` has passed. Events committed by any instance count.
+   */
   async waitForOutcome(taskId: string, waitMs: number, signal?: AbortSignal): Promise<TaskRecord | undefined> {
     const settled = (task: TaskRecord | undefined) => task === undefined || isTerminal(task.state) || WAITING_STATES.has(task.state);
-    let task = await this.options.store.getTask(taskId);
-    if (settled(task) || waitMs <= 0) return task;
+    const { store, bus } = this.options;
+    const first = await store.getTask(taskId);
+    if (settled(first) || waitMs <= 0) return first;
     return new Promise((resolve) => {
-      let timer: NodeJS.Timeout | undefined;
-      const done = () => {
+      let done = false;
+      let latest = first;
+      const finish = (task?: TaskRecord) => {
+        if (done) return;
+        done = true;
         clearTimeout(timer);
         unsubscribe();
-        signal?.removeEventListener("abort", done);
-        this.options.store.getTask(taskId).then(resolve, () => resolve(task));
+        signal?.removeEventListener("abort", onAbort);
+        if (task !== undefined) resolve(task);
+        else store.getTask(taskId).then(resolve, () => resolve(latest));
       };
-      const unsubscribe = this.options.bus.subscribe(taskId, (_event, latest) => {
-        task = latest;
-        if (settled(latest)) done();
+      const look = () =>
+        void store.getTask(taskId).then((task) => {
+          latest = task ?? latest;
+          if (settled(task)) finish(task);
+        }, () => undefined);
+      const unsubscribe = bus.subscribe(taskId, (change) => {
+        if (change.task === undefined) return look();
+        latest = change.task;
+        if (settled(change.task)) finish(change.task);
       });
-      timer = setTimeout(done, waitMs);
-      signal?.addEventListener("abort", done, { once: true });
+      const onAbort = () => finish();
+      const timer = setTimeout(() => finish(), waitMs);
+      signal?.addEventListener("abort", onAbort, { once: true });
       // It may have settled between the first read and the subscription.
-      this.options.store.getTask(taskId).then((latest) => {
-        if (settled(latest)) done();
-      }, done);
+      look();
     });
   }
 
-  /** Refuses new tasks and stops running ones (they fail as agent_not_ready, recoverable). */
+  /** Refuses new tasks; the runner stops the runs (see ExecutionRunner.shutdown). */
   async shutdown(): Promise<void> {
     this.draining = true;
-    clearInterval(this.pruner);
-    const running = [...this.executions.keys()];
-    for (const taskId of running) {
-      this.endExecution(taskId, { code: ErrorCode.AGENT_NOT_READY, message: "the agent shut down while the task ran", recoverable: true }, "stopped by shutdown");
-    }
-    // Tasks waiting for their requester have no execution to stop.
-    for (const taskId of [...this.infoWaiters.keys(), ...this.humanWaiters.keys()]) {
-      await this.fail(taskId, { code: ErrorCode.AGENT_NOT_READY, message: "the agent shut down while the task waited", recoverable: true });
-    }
-    await Promise.race([Promise.all(running.map((id) => this.settledExecution(id))), new Promise((resolve) => setTimeout(resolve, 2000))]);
-    this.options.callbacks.close();
-  }
-
-  private async settledExecution(taskId: string): Promise<void> {
-    while (this.executions.has(taskId)) await new Promise((resolve) => setTimeout(resolve, 10));
+    await this.options.runner.shutdown();
   }
 
   get isDraining(): boolean {
     return this.draining;
   }
+}
+
+function replayed(messageId: string) {
+  return protocolError(ErrorCode.REPLAY_DETECTED, `message id ${messageId} was already used by another message`);
+}
+
+function taskIdInUse(taskId: string) {
+  return protocolError(ErrorCode.INVALID_PARAMS, `task id ${taskId} is already in use`, { status: Code.AlreadyExists });
 }

@@ -25,11 +25,11 @@ export interface FailureReport {
   details?: JsonValue;
 }
 
-/** What an execution asks of the engine. */
+/** What an execution asks of the engine (which records it only while this instance still runs the task). */
 export interface ExecutionHost {
   progress(taskId: string, percent: number, message: string, intermediate?: JsonValue): Promise<void>;
-  askForInfo(taskId: string, fields: MissingFieldSpec[], question: string | undefined, signal: AbortSignal): Promise<JsonObject>;
-  askHuman(taskId: string, question: HumanQuestion, signal: AbortSignal): Promise<HumanAnswer>;
+  askForInfo(execution: Execution, fields: MissingFieldSpec[], question: string | undefined): Promise<JsonObject>;
+  askHuman(execution: Execution, question: HumanQuestion): Promise<HumanAnswer>;
   /** The task's current payload (with provided and modified fields merged in). */
   currentPayload(taskId: string): Promise<JsonObject>;
   complete(taskId: string, result: FinishedResult): Promise<void>;
@@ -37,6 +37,8 @@ export interface ExecutionHost {
 }
 
 export interface ExecutionLimits {
+  /** When the task's first run started: the timeouts count from here, across restarts. */
+  startedAtMs: number;
   taskTimeoutMs: number;
   maxTaskDurationMs: number;
   /** Outputs whose JSON is larger than this are offered as a stream instead. */
@@ -79,9 +81,11 @@ function sha256(bytes: Uint8Array): Uint8Array {
 export class Execution {
   readonly controller = new AbortController();
   private readonly timers: NodeJS.Timeout[] = [];
+  /** How far into the task's recorded answers this run has read (see TaskContext.attempt). */
+  answerCursor = 0;
 
   constructor(
-    private readonly input: TaskInput,
+    readonly input: TaskInput & { attempt: number },
     private readonly handler: TaskHandler,
     private readonly host: ExecutionHost,
     private readonly schemas: TaskSchemas,
@@ -99,7 +103,6 @@ export class Execution {
     const signal = this.controller.signal;
     this.startTimers();
     try {
-      await this.host.progress(taskId, 0, "started");
       const output = await this.race(this.handler.executeTask(this.context()));
       const result = await this.finish(output);
       if (signal.aborted) return this.reportStop();
@@ -114,10 +117,14 @@ export class Execution {
 
   private startTimers(): void {
     const { taskTimeoutMs, maxTaskDurationMs } = this.limits;
+    const elapsed = Math.max(0, Date.now() - this.limits.startedAtMs);
     // Whichever limit is shorter decides the error code the task fails with.
     if (taskTimeoutMs <= maxTaskDurationMs) {
       this.timers.push(
-        setTimeout(() => this.stop({ code: ErrorCode.EXECUTION_TIMEOUT, message: `task ran past its ${taskTimeoutMs / 1000} s timeout`, recoverable: true }, "timeout"), taskTimeoutMs),
+        setTimeout(
+          () => this.stop({ code: ErrorCode.EXECUTION_TIMEOUT, message: `task ran past its ${taskTimeoutMs / 1000} s timeout`, recoverable: true }, "timeout"),
+          Math.max(0, taskTimeoutMs - elapsed),
+        ),
       );
     } else {
       this.timers.push(
@@ -127,7 +134,7 @@ export class Execution {
               { code: ErrorCode.TASK_DURATION_EXCEEDED, message: `task ran past max_task_duration_seconds (${maxTaskDurationMs / 1000} s)`, recoverable: false },
               "duration exceeded",
             ),
-          maxTaskDurationMs,
+          Math.max(0, maxTaskDurationMs - elapsed),
         ),
       );
     }
@@ -173,12 +180,14 @@ export class Execution {
         await host.progress(taskId, clamped, message, intermediate);
       },
       askForInfo: async (fields, question) => {
-        const provided = await this.race(host.askForInfo(taskId, fields, question, signal));
+        if (signal.aborted) throw signal.reason;
+        const provided = await this.race(host.askForInfo(this, fields, question));
         ctx.payload = await host.currentPayload(taskId);
         return provided;
       },
       askHuman: async (question) => {
-        const answer = await this.race(host.askHuman(taskId, question, signal));
+        if (signal.aborted) throw signal.reason;
+        const answer = await this.race(host.askHuman(this, question));
         ctx.payload = await host.currentPayload(taskId);
         return answer;
       },

@@ -69,6 +69,13 @@ export interface TaskOutput {
 }
 
 export interface TaskContext extends TaskInput {
+  /**
+   * 1 for the first run of this task's handler; more when a resumable
+   * handler runs again after the agent restarted (or another instance took
+   * the task over). Answers given before are replayed: askForInfo and
+   * askHuman return them at once, in the order they were asked.
+   */
+  readonly attempt: number;
   /** Aborted when the task is cancelled, times out, or the agent shuts down. */
   readonly signal: AbortSignal;
   readonly logger: Logger;
@@ -81,6 +88,15 @@ export interface TaskContext extends TaskInput {
 }
 
 export interface TaskHandler {
+  /**
+   * Whether executeTask may run again for a task whose run was interrupted
+   * (the agent restarted, or the instance running it died). It then starts
+   * over from the task's current payload (with provided and modified fields
+   * merged in), ctx.attempt > 1. A handler that is not resumable never runs
+   * twice: its interrupted task fails with agent_not_ready (recoverable), so
+   * the requester knows to submit it again. Default false.
+   */
+  readonly resumable?: boolean;
   validateTask?(task: TaskInput): Validation | Promise<Validation>;
   executeTask(ctx: TaskContext): Promise<TaskOutput>;
 }

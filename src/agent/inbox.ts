@@ -9,19 +9,19 @@ import type { OpenedEnvelope } from "../envelope/open.js";
 import { protocolError } from "../protocol/errors.js";
 import { stateAfterEvent } from "../protocol/event-state.js";
 import { isTerminal, stateName } from "../protocol/state-machine.js";
-import { StoreConflictError, type OutboundTask, type Store, type StoredEvent } from "../store/store.js";
+import { StoreConflictError, type OutboundTask, type StoredEvent, type TaskStore } from "../store/store.js";
+import type { TaskEventBus } from "./events.js";
 
 export interface InboxEvent {
   event: StoredEvent;
   state: TaskState;
 }
 
-type Listener = (item: InboxEvent) => void;
-
 export class CallbackInbox {
-  private readonly listeners = new Map<string, Set<Listener>>();
-
-  constructor(private readonly store: Store) {}
+  constructor(
+    private readonly store: TaskStore,
+    private readonly bus: TaskEventBus,
+  ) {}
 
   /** Expects the events of a task this agent is about to request from `executorAgentId`. */
   expect(executorAgentId: string, taskId: string): Promise<void> {
@@ -62,50 +62,43 @@ export class CallbackInbox {
       if (error instanceof StoreConflictError) return ack; // a concurrent delivery of the same event won
       throw error;
     }
-    for (const listener of this.listeners.get(`${executor}\u0000${taskId}`) ?? []) listener({ event, state: next });
     return ack;
   }
 
-  /** Every event of the task as it arrives (from the first), ending after the terminal one. */
+  /**
+   * Every event of the task as it arrives (from the first), ending after the
+   * terminal one. Events are read from the store; the bus only says when to
+   * look, so events kept by another instance count too.
+   */
   async *events(executorAgentId: string, taskId: string, signal?: AbortSignal): AsyncGenerator<InboxEvent> {
-    const key = `${executorAgentId}\u0000${taskId}`;
-    const queue: InboxEvent[] = [];
+    let changed = true;
     let wake: (() => void) | undefined;
-    const listener: Listener = (item) => {
-      queue.push(item);
+    const unsubscribe = this.bus.subscribeOutbound(executorAgentId, taskId, () => {
+      changed = true;
       wake?.();
-    };
-    let set = this.listeners.get(key);
-    if (set === undefined) this.listeners.set(key, (set = new Set()));
-    set.add(listener);
+    });
     const onAbort = () => wake?.();
     signal?.addEventListener("abort", onAbort);
     try {
       let next = 1;
       let state = TaskState.PENDING;
-      for (const event of await this.store.listOutboundEvents(executorAgentId, taskId, 1)) {
-        state = stateAfterEvent(state, event.header.messageType, event.payload) ?? state;
-        yield { event, state };
-        next = event.sequence + 1;
-        if (isTerminal(state)) return;
-      }
       while (!signal?.aborted) {
-        while (queue.length > 0) {
-          const item = queue.shift()!;
-          if (item.event.sequence < next) continue;
-          yield item;
-          next = item.event.sequence + 1;
-          if (isTerminal(item.state)) return;
+        changed = false;
+        for (const event of await this.store.listOutboundEvents(executorAgentId, taskId, next)) {
+          state = stateAfterEvent(state, event.header.messageType, event.payload) ?? state;
+          yield { event, state };
+          next = event.sequence + 1;
+          if (isTerminal(state)) return;
         }
+        if (changed) continue;
         await new Promise<void>((resolve) => {
           wake = resolve;
-          if (queue.length > 0 || signal?.aborted) resolve();
+          if (changed || signal?.aborted) resolve();
         });
         wake = undefined;
       }
     } finally {
-      set.delete(listener);
-      if (set.size === 0) this.listeners.delete(key);
+      unsubscribe();
       signal?.removeEventListener("abort", onAbort);
     }
   }

@@ -8,7 +8,7 @@ import { StreamChunkSchema, type StreamChunk } from "../../gen/synapse/v1/p2p_pb
 import type { TaskState } from "../../gen/synapse/v1/payloads_pb.js";
 import { protocolError } from "../protocol/errors.js";
 import { isTerminal } from "../protocol/state-machine.js";
-import type { Store, StoredEvent, StoredReply, TaskPage, TaskRecord } from "../store/store.js";
+import type { StoredEvent, StoredReply, TaskPage, TaskRecord, TaskStore } from "../store/store.js";
 import type { TaskEventBus } from "./events.js";
 
 export const DEFAULT_PAGE_SIZE = 50;
@@ -21,7 +21,7 @@ export type WatchItem =
   | { kind: "heartbeat"; heartbeat: StoredReply };
 
 export interface ReaderOptions {
-  store: Store;
+  store: TaskStore;
   bus: TaskEventBus;
   heartbeatIntervalMs: number;
   /** A signed heartbeat addressed to the watching requester. */

@@ -91,7 +91,12 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     fallback: consoleHandler(),
   });
   const listener: Listener = createListener({ handler: withRequestLog(handler, logger), tls: options.tls });
-  const { port, host } = await listener.listen(options.port ?? 0, options.host ?? "127.0.0.1");
+  // Interrupted work is taken over before the first new message is taken.
+  await agent?.start();
+  const { port, host } = await listener.listen(options.port ?? 0, options.host ?? "127.0.0.1").catch(async (error: unknown) => {
+    await agent?.stop();
+    throw error;
+  });
   const scheme = options.tls ? "https" : "http";
   const urlHost = host.includes(":") ? `[${host}]` : host;
   const url = `${scheme}://${urlHost}:${port}`;
@@ -105,7 +110,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
       logger.info({ in_flight: listener.inFlight() }, "shutting down");
       listener.stopAccepting();
       // Running tasks end first (their last events reach watchers), then open streams are told to resume elsewhere.
-      await agent?.engine.shutdown();
+      await agent?.stop();
       drainController.abort();
       const grace = options.shutdownGraceMs ?? 10_000;
       let timer: NodeJS.Timeout | undefined;

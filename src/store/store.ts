@@ -1,10 +1,10 @@
-// The Store: every piece of engine state (tasks, their event logs, the
-// messages already processed, result bytes) goes through this interface,
-// so a durable implementation can replace the in-memory one. Writes are
-// atomic: a state change and the event that records it commit together,
+// The TaskStore: every piece of engine state (tasks, their event logs, the
+// messages already processed, result bytes, callbacks still to deliver,
+// who runs what) goes through this interface, so the same engine runs on
+// memory, SQLite or PostgreSQL. Writes are atomic: a state change, the
+// event that records it and the message that caused it commit together,
 // guarded by the task's version (optimistic locking).
-import type { Message } from "@bufbuild/protobuf";
-import type { JsonObject } from "@bufbuild/protobuf";
+import type { JsonObject, Message } from "@bufbuild/protobuf";
 import type { Envelope, Header } from "../../gen/synapse/v1/envelope_pb.js";
 import type {
   TaskError,
@@ -15,6 +15,7 @@ import type {
   TaskResult,
   TaskState,
 } from "../../gen/synapse/v1/payloads_pb.js";
+import type { ChangeSource } from "./changes.js";
 
 export interface PartyRecord {
   agentId: string;
@@ -27,6 +28,31 @@ export interface ResultStreamRecord {
   totalSize: number;
   sha256: Uint8Array;
 }
+
+/** Who answered a human decision. */
+export interface DeciderRecord {
+  userId: string;
+  userName: string;
+  role: string;
+}
+
+/**
+ * An answer the requester gave: provided information or a human's approval.
+ * Kept so that a handler run again after a restart gets the same answers
+ * without asking twice.
+ */
+export type TaskAnswer =
+  | { readonly kind: "info"; readonly phase: "admission" | "execution"; readonly fields: JsonObject }
+  | {
+      readonly kind: "decision";
+      readonly decisionId: string;
+      /** The question's code (TaskNeedHumanPayload.reason.code). */
+      readonly code: string;
+      readonly action: "approve" | "modify";
+      readonly fields: JsonObject;
+      readonly notes: string;
+      readonly decidedBy: DeciderRecord;
+    };
 
 export interface TaskRecord {
   readonly taskId: string;
@@ -53,9 +79,22 @@ export interface TaskRecord {
   readonly error?: TaskError;
   readonly rejection?: TaskRejectPayload;
   readonly resultStream?: ResultStreamRecord;
+  /** How many times a handler was started for this task (recorded before it starts). */
+  readonly executionAttempts: number;
+  /** When the first handler run started (0: never); timeouts count from here. */
+  readonly startedAtMs: number;
+  /** The instance that runs (or waits in) the task's handler; "" when none. */
+  readonly leaseOwner: string;
+  /** Until when the lease holds unless renewed. */
+  readonly leaseUntilMs: number;
+  /** Every answer received, oldest first. */
+  readonly answers: readonly TaskAnswer[];
 }
 
-export type TaskPatch = Partial<Omit<TaskRecord, "taskId" | "version" | "lastSequence" | "createdAtMs" | "requester" | "executor">>;
+/** A task as created: the store sets version and lastSequence. */
+export type NewTask = Omit<TaskRecord, "version" | "lastSequence">;
+
+export type TaskPatch = Partial<Omit<TaskRecord, "taskId" | "version" | "lastSequence" | "createdAtMs" | "requester" | "executor" | "taskType" | "requestMessageId" | "idempotencyKey">>;
 
 /** One entry of a task's event log: a signed envelope and its decoded form. */
 export interface StoredEvent {
@@ -66,8 +105,19 @@ export interface StoredEvent {
   readonly payload: Message;
 }
 
+/** A signed reply that is not (necessarily) a task event. */
+export interface StoredReply {
+  readonly envelope: Envelope;
+  readonly header: Header;
+  readonly payload: Message;
+}
+
+/** Which receiver remembered a message: message ids are unique per scope. */
+export type MessageScope = "p2p" | "registry";
+
 /** A message already processed: its digest and the reply it got. */
 export interface SeenMessage {
+  readonly scope: MessageScope;
   readonly messageId: string;
   readonly senderAgentId: string;
   readonly digest: string;
@@ -75,12 +125,6 @@ export interface SeenMessage {
   readonly keepUntilMs: number;
   readonly taskId?: string;
   readonly reply?: StoredReply;
-}
-
-export interface StoredReply {
-  readonly envelope: Envelope;
-  readonly header: Header;
-  readonly payload: Message;
 }
 
 export interface ListTasksQuery {
@@ -103,38 +147,131 @@ export interface OutboundTask {
   readonly lastSequence: number;
 }
 
+export enum DeliveryStatus {
+  /** Events remain to be pushed (or may still come). */
+  ACTIVE = 0,
+  /** Every event up to the terminal one was acknowledged. */
+  DONE = 1,
+  /** The endpoint refused or stayed unreachable past the retry budget. */
+  GIVEN_UP = 2,
+}
+
+/** A callback outbox entry: pushing one task's events to its callback_url. */
+export interface DeliveryRecord {
+  readonly taskId: string;
+  readonly url: string;
+  /** The sequence of the next event to push; every earlier one was acknowledged. */
+  readonly nextSequence: number;
+  /** Failed attempts for the event at nextSequence. */
+  readonly attempts: number;
+  /** Not before this time (backoff after a failure). */
+  readonly nextAttemptAtMs: number;
+  readonly status: DeliveryStatus;
+  readonly lastError: string;
+  /** The instance pushing now; "" when none. */
+  readonly owner: string;
+  readonly ownerUntilMs: number;
+}
+
+export type DeliveryPatch = Partial<Pick<DeliveryRecord, "nextSequence" | "attempts" | "nextAttemptAtMs" | "status" | "lastError">> & {
+  /** Gives up ownership with the update. */
+  release?: boolean;
+};
+
+export type ConflictReason = "task_exists" | "idempotency_key" | "message" | "missing" | "version" | "sequence" | "lease";
+
 export class StoreConflictError extends Error {
-  constructor(message: string) {
+  constructor(
+    readonly reason: ConflictReason,
+    message: string,
+  ) {
     super(message);
     this.name = "StoreConflictError";
   }
 }
 
-export interface Store {
-  /** Inserts a new task with its first event. StoreConflictError when the id exists. */
-  createTask(task: Omit<TaskRecord, "version" | "lastSequence">, firstEvent?: StoredEvent): Promise<TaskRecord>;
+/** A task was not created: the agent already runs as many as it may. */
+export class StoreLimitError extends Error {
+  constructor(
+    readonly active: number,
+    readonly max: number,
+  ) {
+    super(`${active} tasks are active, the most allowed is ${max}`);
+    this.name = "StoreLimitError";
+  }
+}
+
+export interface CreateOptions {
+  /** The message that asked for the task, remembered in the same commit (with the first event as its reply). */
+  message?: SeenMessage;
+  /** Refuse (StoreLimitError) unless fewer than maxActive non-terminal tasks exist; checked in the same commit. */
+  maxActive?: number;
+  /** Starts a callback outbox entry for the task. */
+  callbackUrl?: string;
+}
+
+export interface CommitOptions {
+  /** The message that caused the change, remembered in the same commit. */
+  message?: SeenMessage;
+  /** Commit only while this instance holds the task's lease (an execution that lost it must not write). */
+  fence?: string;
+  /**
+   * Commit only if the lease is free, expired at nowMs, or already this
+   * owner's (the patch names the new leaseOwner). `force` ignores a live
+   * lease of another owner: for a store only one process uses.
+   */
+  claim?: { nowMs: number; force?: boolean };
+}
+
+/** Messages already processed, so that none is accepted twice. */
+export interface MessageStore {
+  /** Records a message as seen, unless one with its scope and id is: then returns that one and changes nothing. */
+  rememberMessage(entry: SeenMessage): Promise<SeenMessage | undefined>;
+  getMessage(scope: MessageScope, messageId: string): Promise<SeenMessage | undefined>;
+  /** Drops remembered messages whose keepUntilMs has passed. */
+  pruneMessages(nowMs: number): Promise<number>;
+}
+
+export interface TaskStore extends ChangeSource, MessageStore {
+  /** Whether one process owns the store (SQLite, memory): leases of other instances are then dead. */
+  readonly exclusive: boolean;
+
+  // ── tasks and their event logs ─────────────────────────────────────────
+
+  /** Inserts a task with its first event (sequence 1). StoreConflictError when the id, idempotency key or message id is taken. */
+  createTask(task: NewTask, firstEvent: StoredEvent, options?: CreateOptions): Promise<TaskRecord>;
   getTask(taskId: string): Promise<TaskRecord | undefined>;
   /**
    * Applies a patch and appends an event atomically, if the task is still at
-   * expectedVersion and the event's sequence is lastSequence + 1; otherwise
-   * StoreConflictError and nothing changes.
+   * expectedVersion and the event's sequence is lastSequence + 1 (and the
+   * options' conditions hold); otherwise StoreConflictError and nothing changes.
    */
-  commit(taskId: string, expectedVersion: number, patch: TaskPatch, event?: StoredEvent): Promise<TaskRecord>;
+  commit(taskId: string, expectedVersion: number, patch: TaskPatch, event?: StoredEvent, options?: CommitOptions): Promise<TaskRecord>;
   listTasks(query: ListTasksQuery): Promise<TaskPage>;
   countTasks(states: readonly TaskState[]): Promise<number>;
   findTaskByIdempotencyKey(requesterAgentId: string, key: string): Promise<TaskRecord | undefined>;
-  /** Events with sequence >= fromSequence, in order. */
-  listEvents(taskId: string, fromSequence: number): Promise<StoredEvent[]>;
+  /** Events with sequence >= fromSequence, in order, at most `limit` (default all). */
+  listEvents(taskId: string, fromSequence: number, limit?: number): Promise<StoredEvent[]>;
 
-  /** Records a message as seen, unless one with its id is: then returns that one and changes nothing. */
-  rememberMessage(entry: SeenMessage): Promise<SeenMessage | undefined>;
-  /** Attaches the reply to a remembered message. */
-  completeMessage(messageId: string, reply: StoredReply | undefined, taskId?: string): Promise<void>;
-  /** Forgets a message whose processing failed, so that it may be sent again. */
-  forgetMessage(messageId: string): Promise<void>;
-  getMessage(messageId: string): Promise<SeenMessage | undefined>;
-  /** Drops remembered messages whose keepUntilMs has passed. */
-  pruneMessages(nowMs: number): Promise<number>;
+  // ── who runs what ──────────────────────────────────────────────────────
+
+  /** Tasks in `states` whose lease is free or expired at nowMs (any lease when `force`), oldest first. */
+  listUnleased(states: readonly TaskState[], nowMs: number, limit: number, force?: boolean): Promise<TaskRecord[]>;
+  /** Extends the leases `owner` still holds; returns the ids it still holds. */
+  renewLeases(owner: string, taskIds: readonly string[], untilMs: number): Promise<string[]>;
+  /** Gives up leases (at shutdown, or when an execution ends). */
+  releaseLeases(owner: string, taskIds: readonly string[]): Promise<void>;
+  /** Tasks waiting for a human decision whose deadline is at or before `atMs`. */
+  listDecisionDeadlines(atMs: number, limit: number): Promise<TaskRecord[]>;
+
+  // ── results ────────────────────────────────────────────────────────────
+
+  /** Stores a task's result bytes (replacing any earlier ones). */
+  putResult(taskId: string, bytes: Uint8Array): Promise<void>;
+  /** Up to `length` bytes of a task's result from `offset`; RangeError when there is none. */
+  readResult(taskId: string, offset: number, length: number): Promise<Uint8Array>;
+
+  // ── tasks this agent requested (callbacks received) ────────────────────
 
   /** Starts expecting callbacks for a task this agent requested. */
   expectOutbound(task: OutboundTask): Promise<void>;
@@ -143,7 +280,23 @@ export interface Store {
   appendOutboundEvent(executorAgentId: string, event: StoredEvent, state: TaskState): Promise<OutboundTask>;
   listOutboundEvents(executorAgentId: string, taskId: string, fromSequence: number): Promise<StoredEvent[]>;
 
-  putResult(taskId: string, bytes: Uint8Array): Promise<void>;
-  /** Up to `length` bytes of a task's result from `offset`. */
-  readResult(taskId: string, offset: number, length: number): Promise<Uint8Array>;
+  // ── the callback outbox ────────────────────────────────────────────────
+
+  getDelivery(taskId: string): Promise<DeliveryRecord | undefined>;
+  /** Takes active deliveries that are due and not held by a live owner (or are owner's already). */
+  claimDeliveries(owner: string, nowMs: number, untilMs: number, limit: number, taskId?: string): Promise<DeliveryRecord[]>;
+  /** Updates a delivery `owner` holds; false when it no longer holds it. */
+  updateDelivery(taskId: string, owner: string, patch: DeliveryPatch): Promise<boolean>;
+  /** Extends the deliveries `owner` still holds; returns their task ids. */
+  renewDeliveries(owner: string, taskIds: readonly string[], untilMs: number): Promise<string[]>;
+
+  // ── retention ──────────────────────────────────────────────────────────
+
+  /**
+   * Drops terminal tasks last changed before `beforeMs`, with their events,
+   * results and outbox entries, and finished outbound tasks; at most `limit`.
+   */
+  pruneTasks(beforeMs: number, limit: number): Promise<number>;
+
+  close(): Promise<void>;
 }

@@ -1,0 +1,89 @@
+// A throwaway PostgreSQL cluster for tests and benchmarks: initdb into a
+// temporary directory, a free port on 127.0.0.1, fast and unsafe settings
+// (no fsync: the data is thrown away), stopped and deleted afterwards.
+// initdb refuses to run as root, so as root the cluster runs as the
+// `postgres` user.
+import { execFileSync, spawnSync } from "node:child_process";
+import { chownSync, existsSync, mkdtempSync, readdirSync, rmSync } from "node:fs";
+import { createServer } from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+
+export interface Cluster {
+  /** postgres://user@127.0.0.1:port/postgres */
+  url: string;
+  /** A URL for another database on the same cluster. */
+  urlFor(database: string): string;
+  stop(): void;
+}
+
+/** Where initdb is: on PATH, or in Debian's /usr/lib/postgresql/<version>/bin. */
+export function findPostgresBin(): string | undefined {
+  for (const dir of (process.env.PATH ?? "").split(":")) if (dir && existsSync(join(dir, "initdb")) && existsSync(join(dir, "pg_ctl"))) return dir;
+  const debian = "/usr/lib/postgresql";
+  if (existsSync(debian)) {
+    for (const version of readdirSync(debian).sort().reverse()) {
+      const bin = join(debian, version, "bin");
+      if (existsSync(join(bin, "initdb"))) return bin;
+    }
+  }
+  return undefined;
+}
+
+function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.once("error", reject);
+    server.listen(0, "127.0.0.1", () => {
+      const { port } = server.address() as { port: number };
+      server.close(() => resolve(port));
+    });
+  });
+}
+
+function userIds(name: string): { uid: number; gid: number } | undefined {
+  const result = spawnSync("id", ["-u", name], { encoding: "utf8" });
+  if (result.status !== 0) return undefined;
+  const gid = spawnSync("id", ["-g", name], { encoding: "utf8" });
+  return { uid: Number(result.stdout.trim()), gid: Number(gid.stdout.trim()) };
+}
+
+export async function startCluster(): Promise<Cluster> {
+  const bin = findPostgresBin();
+  if (bin === undefined) throw new Error("initdb not found (install Debian's postgresql package)");
+  const dir = mkdtempSync(join(tmpdir(), "synapse-pg-"));
+  const data = join(dir, "data");
+  const asRoot = process.getuid?.() === 0;
+  const owner = asRoot ? userIds("postgres") : undefined;
+  if (asRoot && owner === undefined) throw new Error("running as root, and there is no postgres user to run the cluster as");
+  if (owner) chownSync(dir, owner.uid, owner.gid);
+  const run = (command: string, args: string[]) => {
+    const [file, argv] = asRoot ? ["runuser", ["-u", "postgres", "--", join(bin, command), ...args]] : [join(bin, command), args];
+    execFileSync(file, argv, { stdio: ["ignore", "pipe", "pipe"], cwd: dir });
+  };
+  const user = asRoot ? "postgres" : (process.env.USER ?? "postgres");
+  run("initdb", ["-D", data, "-U", user, "--auth=trust", "--no-sync", "-E", "UTF8"]);
+  const port = await freePort();
+  const settings = [
+    "-c listen_addresses=127.0.0.1",
+    `-c port=${port}`,
+    `-c unix_socket_directories=${dir}`,
+    "-c fsync=off",
+    "-c synchronous_commit=off",
+    "-c full_page_writes=off",
+    "-c max_connections=400",
+  ].join(" ");
+  run("pg_ctl", ["-D", data, "-l", join(dir, "log"), "-o", settings, "-w", "-t", "60", "start"]);
+  const base = `postgres://${user}@127.0.0.1:${port}`;
+  return {
+    url: `${base}/postgres`,
+    urlFor: (database) => `${base}/${database}`,
+    stop() {
+      try {
+        run("pg_ctl", ["-D", data, "-m", "immediate", "-w", "stop"]);
+      } finally {
+        rmSync(dir, { recursive: true, force: true });
+      }
+    },
+  };
+}

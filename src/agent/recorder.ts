@@ -1,0 +1,150 @@
+// Recording what happens to a task: each state change is checked against
+// the state machine, sealed as a signed event with the next sequence, and
+// committed with it in one versioned store commit (retried when another
+// writer got there first). Also seals the replies that are not task events.
+import type { Message } from "@bufbuild/protobuf";
+import { create } from "@bufbuild/protobuf";
+import { MessageType, type Header } from "../../gen/synapse/v1/envelope_pb.js";
+import { ErrorCode } from "../../gen/synapse/v1/errors_pb.js";
+import { AgentStatus, HeartbeatPayloadSchema, TaskState, type DecisionAction } from "../../gen/synapse/v1/payloads_pb.js";
+import type { CapabilitiesProvider } from "../capabilities/provider.js";
+import { seal } from "../envelope/seal.js";
+import { protocolError } from "../protocol/errors.js";
+import { transition, TERMINAL_STATES } from "../protocol/state-machine.js";
+import { StoreConflictError, type PartyRecord, type SeenMessage, type StoredEvent, type StoredReply, type TaskPatch, type TaskRecord, type TaskStore } from "../store/store.js";
+import type { AgentIdentity } from "./identity.js";
+
+/** States in which a task holds one of the max_concurrent_tasks slots. */
+export const ACTIVE_STATES = Object.values(TaskState).filter(
+  (state): state is TaskState => typeof state === "number" && state !== TaskState.UNSPECIFIED && state !== TaskState.IDLE && !TERMINAL_STATES.has(state),
+);
+
+const MAX_COMMIT_ATTEMPTS = 8;
+
+export interface Built {
+  /** The event's type, unless the request names it. */
+  type?: MessageType;
+  message: Message;
+  patch: TaskPatch;
+}
+
+export interface RecordRequest {
+  taskId: string;
+  /** The message whose transition is applied (an inbound one, for acknowledgements); default the event's type. */
+  apply?: MessageType;
+  action?: DecisionAction;
+  /** The event recorded; default the type `build` returns. */
+  eventType?: MessageType;
+  build: (task: TaskRecord) => Built;
+  replyTo?: string;
+  /** The inbound message that caused the change: remembered in the same commit, with the event as its reply. */
+  cause?: Omit<SeenMessage, "reply">;
+  /** Commit only while this instance holds the task's lease (StoreConflictError "lease" otherwise). */
+  fence?: string;
+}
+
+export interface Recorded {
+  task: TaskRecord;
+  event: StoredEvent;
+}
+
+export interface RecorderOptions {
+  identity: AgentIdentity;
+  capabilities: CapabilitiesProvider;
+  store: TaskStore;
+  now: () => number;
+}
+
+export class EventRecorder {
+  constructor(private readonly options: RecorderOptions) {}
+
+  get self(): PartyRecord {
+    const { identity } = this.options;
+    return { agentId: identity.agentId, systemId: identity.systemId, keyId: identity.key.keyId };
+  }
+
+  /**
+   * Applies a transition and records its event in one commit, retrying on
+   * concurrent change. Undefined when the task is gone or its state no
+   * longer allows the transition.
+   */
+  async record(request: RecordRequest): Promise<Recorded | undefined> {
+    const { store, now } = this.options;
+    for (let attempt = 0; attempt < MAX_COMMIT_ATTEMPTS; attempt++) {
+      const current = await store.getTask(request.taskId);
+      if (current === undefined) return undefined;
+      const built = request.build(current);
+      const type = request.eventType ?? built.type!;
+      const step = transition(current.state, request.apply ?? type, request.action);
+      if (!step.allowed) return undefined;
+      const event = this.sealEvent(current, type, built.message, current.lastSequence + 1, request.replyTo);
+      const message = request.cause === undefined ? undefined : { ...request.cause, reply: event, taskId: current.taskId };
+      try {
+        const task = await store.commit(current.taskId, current.version, { ...built.patch, state: step.next, updatedAtMs: now() }, event, {
+          message,
+          fence: request.fence,
+        });
+        return { task, event };
+      } catch (error) {
+        if (!(error instanceof StoreConflictError) || (error.reason !== "version" && error.reason !== "sequence")) throw error;
+      }
+    }
+    throw protocolError(ErrorCode.INTERNAL, `task ${request.taskId} kept changing; try again`);
+  }
+
+  sealEvent(task: Pick<TaskRecord, "taskId" | "requester">, type: MessageType, message: Message, sequence: number, replyTo?: string): StoredEvent {
+    const { envelope, header } = seal(
+      {
+        messageType: type,
+        payload: message,
+        sender: { agentId: this.self.agentId, systemId: this.self.systemId },
+        receiver: task.requester,
+        taskId: task.taskId,
+        replyTo,
+        sequence: BigInt(sequence),
+        sentAtMs: this.options.now(),
+      },
+      this.options.identity.key,
+    );
+    return { taskId: task.taskId, sequence, envelope, header, payload: message };
+  }
+
+  /** A signed reply that is not a task event. */
+  reply(to: Header, type: MessageType, message: Message): StoredReply {
+    const { envelope, header } = seal(
+      {
+        messageType: type,
+        payload: message,
+        sender: { agentId: this.self.agentId, systemId: this.self.systemId },
+        receiver: { agentId: to.sender!.agentId, systemId: to.sender!.systemId },
+        taskId: to.taskId,
+        replyTo: to.messageId,
+        correlationId: to.correlationId,
+        sentAtMs: this.options.now(),
+      },
+      this.options.identity.key,
+    );
+    return { envelope, header, payload: message };
+  }
+
+  /** The agent's load, as a heartbeat says it. */
+  async heartbeatPayload(draining: boolean) {
+    const active = await this.options.store.countTasks(ACTIVE_STATES);
+    const max = this.options.capabilities.getCapabilities().maxConcurrentTasks;
+    return create(HeartbeatPayloadSchema, {
+      status: draining ? AgentStatus.DRAINING : active >= max ? AgentStatus.BUSY : AgentStatus.READY,
+      activeTasks: active,
+      maxConcurrentTasks: max,
+    });
+  }
+
+  /** A signed heartbeat for a peer (also sent on idle Watch streams). */
+  async sealHeartbeat(receiver: PartyRecord, draining: boolean): Promise<StoredReply> {
+    const message = await this.heartbeatPayload(draining);
+    const { envelope, header } = seal(
+      { messageType: MessageType.HEARTBEAT, payload: message, sender: this.self, receiver, sentAtMs: this.options.now() },
+      this.options.identity.key,
+    );
+    return { envelope, header, payload: message };
+  }
+}

@@ -1,0 +1,533 @@
+// Who runs which task's handler, and what happens when a run is cut short.
+// An instance runs a handler only while it holds the task's lease (renewed
+// here; every write of the run is fenced by it). Handlers wait for answers
+// through the store, so an answer may arrive at any instance. A task whose
+// run was interrupted (a restart, a dead instance: its lease expired) is
+// taken over: a resumable handler runs again from the task's current
+// input, any other task fails with agent_not_ready (recoverable). Decision
+// deadlines are kept from the stored times.
+import { create, type JsonObject, type JsonValue } from "@bufbuild/protobuf";
+import { timestampFromMs, timestampMs } from "@bufbuild/protobuf/wkt";
+import { randomUUID } from "node:crypto";
+import { MessageType } from "../../gen/synapse/v1/envelope_pb.js";
+import { ErrorCode } from "../../gen/synapse/v1/errors_pb.js";
+import {
+  TaskCompletePayloadSchema,
+  TaskFailedPayloadSchema,
+  TaskNeedHumanPayloadSchema,
+  TaskNeedInfoPayloadSchema,
+  TaskState,
+  TaskStatusUpdatePayloadSchema,
+} from "../../gen/synapse/v1/payloads_pb.js";
+import type { CapabilitiesProvider } from "../capabilities/provider.js";
+import type { P2PConfig } from "../capabilities/defaults.js";
+import type { Logger } from "../log.js";
+import { toValue } from "../protocol/json-values.js";
+import { isTerminal } from "../protocol/state-machine.js";
+import { StoreConflictError, type TaskAnswer, type TaskPatch, type TaskRecord, type TaskStore } from "../store/store.js";
+import { admissionEvent, admissionOutcome } from "./admission.js";
+import type { TaskEventBus } from "./events.js";
+import { Execution, type ExecutionHost, type FailureReport, type FinishedResult } from "./execution.js";
+import type { HumanAnswer, HumanQuestion, MissingFieldSpec, TaskHandler } from "./handler.js";
+import { toMissingField } from "./missing-fields.js";
+import type { EventRecorder } from "./recorder.js";
+import type { TaskSchemas } from "./schemas.js";
+
+/** States in which a task has work for a handler (or an admission decision) that nobody may be doing. */
+export const RUNNABLE_STATES: readonly TaskState[] = [
+  TaskState.PENDING,
+  TaskState.CONFIRMED,
+  TaskState.EXECUTING,
+  TaskState.INFO_PROVIDED,
+  TaskState.HUMAN_APPROVED,
+  TaskState.HUMAN_REJECTED,
+];
+
+const WAITING_FOR_INFO = new Set([TaskState.INFO_NEEDED]);
+const WAITING_FOR_HUMAN = new Set([TaskState.NEED_HUMAN, TaskState.HUMAN_DECIDING]);
+const SCAN_BATCH = 200;
+
+export interface RunnerOptions {
+  capabilities: CapabilitiesProvider;
+  handlers: ReadonlyMap<string, TaskHandler>;
+  schemas: TaskSchemas;
+  store: TaskStore;
+  bus: TaskEventBus;
+  recorder: EventRecorder;
+  config: P2PConfig;
+  logger: Logger;
+  now: () => number;
+  /** This instance, as named in the leases it holds. */
+  instanceId: string;
+  /** How long a lease lasts unless renewed. */
+  leaseMs: number;
+}
+
+export class ExecutionRunner implements ExecutionHost {
+  private readonly executions = new Map<string, Execution>();
+  private readonly deadlineTimers = new Map<string, NodeJS.Timeout>();
+  private scanner: NodeJS.Timeout | undefined;
+  private scanning: Promise<void> | undefined;
+  private stopped = false;
+
+  constructor(private readonly options: RunnerOptions) {}
+
+  private get me(): string {
+    return this.options.instanceId;
+  }
+
+  private leaseUntil(): number {
+    return this.options.now() + this.options.leaseMs;
+  }
+
+  /** The lease fields and attempt count of a run this instance starts now. */
+  claimPatch(task: Pick<TaskRecord, "executionAttempts" | "startedAtMs">): TaskPatch {
+    return {
+      leaseOwner: this.me,
+      leaseUntilMs: this.leaseUntil(),
+      executionAttempts: task.executionAttempts + 1,
+      startedAtMs: task.startedAtMs || this.options.now(),
+    };
+  }
+
+  /**
+   * Takes over interrupted work: at start (the first scan also takes tasks
+   * leased to an instance that is gone, when the store is this process's
+   * alone), then every third of a lease, with lease renewal and the
+   * decision deadlines due soon.
+   */
+  async start(): Promise<void> {
+    await this.scan(this.options.store.exclusive);
+    const interval = Math.max(50, Math.floor(this.options.leaseMs / 3));
+    this.scanner = setInterval(() => {
+      this.scanning ??= this.scan(false).finally(() => (this.scanning = undefined));
+    }, interval);
+    this.scanner.unref();
+  }
+
+  private async scan(takeAll: boolean): Promise<void> {
+    try {
+      await this.renewLeases();
+      await this.takeOverUnleased(takeAll);
+      await this.armDeadlines();
+    } catch (error) {
+      this.options.logger.warn({ err: error }, "scanning for interrupted work failed");
+    }
+  }
+
+  private async renewLeases(): Promise<void> {
+    const running = [...this.executions.keys()];
+    if (running.length === 0) return;
+    const held = new Set(await this.options.store.renewLeases(this.me, running, this.leaseUntil()));
+    for (const taskId of running) {
+      if (!held.has(taskId)) {
+        this.options.logger.warn({ task_id: taskId }, "lost the lease of a running task; another instance has it");
+        this.executions.get(taskId)?.stop(undefined, "lease lost");
+      }
+    }
+  }
+
+  private async takeOverUnleased(takeAll: boolean): Promise<void> {
+    const seen = new Set<string>();
+    for (;;) {
+      const batch = (await this.options.store.listUnleased(RUNNABLE_STATES, this.options.now(), SCAN_BATCH, takeAll)).filter(
+        (task) => !seen.has(task.taskId) && !this.executions.has(task.taskId),
+      );
+      if (batch.length === 0 || this.stopped) return;
+      for (const task of batch) {
+        seen.add(task.taskId);
+        await this.takeOver(task, takeAll);
+      }
+    }
+  }
+
+  /** Claims a task nobody runs and carries on with it as a restart would. */
+  async takeOver(task: TaskRecord, force = this.options.store.exclusive): Promise<void> {
+    if (this.stopped || this.executions.has(task.taskId)) return;
+    let claimed: TaskRecord;
+    try {
+      claimed = await this.options.store.commit(task.taskId, task.version, { leaseOwner: this.me, leaseUntilMs: this.leaseUntil() }, undefined, {
+        claim: { nowMs: this.options.now(), force },
+      });
+    } catch (error) {
+      if (error instanceof StoreConflictError) return; // someone else has it, or it moved on
+      throw error;
+    }
+    try {
+      await this.resume(claimed);
+    } catch (error) {
+      this.options.logger.error({ err: error, task_id: task.taskId }, "could not carry on with an interrupted task");
+    }
+  }
+
+  /** Section "what a restart means" of the protocol, for a task this instance just claimed. */
+  private async resume(task: TaskRecord): Promise<void> {
+    const handler = this.options.handlers.get(task.taskType);
+    if (task.state === TaskState.HUMAN_REJECTED) {
+      return this.failClaimed(task, { code: ErrorCode.HUMAN_REJECTED, message: task.statusMessage || "a human rejected the task", recoverable: false });
+    }
+    if (task.executionAttempts === 0) {
+      // No handler ever ran: decide (again) or start the first run.
+      if (task.state === TaskState.CONFIRMED) return this.startClaimed(task);
+      return this.readmit(task);
+    }
+    if (handler?.resumable) {
+      this.options.logger.info({ task_id: task.taskId, attempt: task.executionAttempts + 1 }, "resuming an interrupted task");
+      return this.startClaimed(task);
+    }
+    this.options.logger.info({ task_id: task.taskId }, "an interrupted task's handler cannot resume: the task fails (agent_not_ready)");
+    return this.failClaimed(task, {
+      code: ErrorCode.AGENT_NOT_READY,
+      message: "the agent restarted while the task ran, and its handler cannot resume; it did not run again: submit the task again",
+      recoverable: true,
+    });
+  }
+
+  private async failClaimed(task: TaskRecord, failure: FailureReport): Promise<void> {
+    await this.recordFailure(task.taskId, failure, this.me);
+    await this.options.store.releaseLeases(this.me, [task.taskId]);
+  }
+
+  /** Counts the new attempt (before the handler runs, so a crash never hides one) and runs it. */
+  private async startClaimed(task: TaskRecord): Promise<void> {
+    const next = await this.options.store.commit(task.taskId, task.version, this.claimPatch(task), undefined, { fence: this.me });
+    this.run(next);
+  }
+
+  /** Asks admission again, with the payload as completed by the answers. */
+  async readmit(task: TaskRecord, fence: string | undefined = this.me): Promise<void> {
+    const { handlers, schemas, now, capabilities, recorder } = this.options;
+    const admission = await admissionOutcome({ handlers, schemas, now }, task.taskType, task.payload, task.requester, task.request.task?.deadline, task.taskId);
+    const used = capabilities.findTaskType(task.taskType)?.capabilities ?? [];
+    const recorded = await recorder.record({
+      taskId: task.taskId,
+      fence,
+      build: (current) => {
+        const built = admissionEvent(current, admission, used);
+        return built.type === MessageType.TASK_CONFIRM ? { ...built, patch: { ...built.patch, ...this.claimPatch(current) } } : built;
+      },
+    });
+    if (recorded?.task.state === TaskState.CONFIRMED) this.run(recorded.task);
+    else await this.options.store.releaseLeases(this.me, [task.taskId]);
+  }
+
+  /** After an answer was recorded: whoever waits for it wakes; if nobody does, this instance carries on. */
+  async afterAnswer(task: TaskRecord): Promise<void> {
+    if (this.executions.has(task.taskId)) return; // the local run wakes on the event
+    const now = this.options.now();
+    const liveElsewhere = task.leaseOwner !== "" && task.leaseOwner !== this.me && task.leaseUntilMs >= now && !this.options.store.exclusive;
+    if (liveElsewhere) return;
+    if (task.executionAttempts === 0 && task.leaseOwner === "") {
+      // Asked at admission: nobody holds it; decide again here.
+      return this.takeOver(task, false);
+    }
+    return this.takeOver(task, true);
+  }
+
+  // ── runs ───────────────────────────────────────────────────────────────
+
+  /** Runs the handler of a task this instance has just claimed (with its attempt counted). */
+  run(task: TaskRecord): void {
+    const handler = this.options.handlers.get(task.taskType);
+    if (handler === undefined || this.executions.has(task.taskId) || this.stopped) return;
+    const caps = this.options.capabilities.getCapabilities();
+    const execution = new Execution(
+      {
+        taskId: task.taskId,
+        taskType: task.taskType,
+        payload: task.payload,
+        requester: { agentId: task.requester.agentId, systemId: task.requester.systemId },
+        attempt: task.executionAttempts,
+      },
+      handler,
+      this,
+      this.options.schemas,
+      {
+        startedAtMs: task.startedAtMs || this.options.now(),
+        taskTimeoutMs: this.options.config.taskTimeoutMs,
+        maxTaskDurationMs: caps.maxTaskDurationSeconds * 1000,
+        // Events are carried with their decoded view, and a waited Send also returns the task: keep inline results to a quarter of a message.
+        maxInlineOutputBytes: Math.floor(Number(caps.maxFileSize) / 4),
+        maxStreamBytes: 1024 * 1024 * 1024,
+      },
+      this.options.logger,
+    );
+    this.executions.set(task.taskId, execution);
+    // The run ends when the task does, whoever ended it (a cancel or a deadline at another instance).
+    const unsubscribe = this.options.bus.subscribe(task.taskId, (change) => {
+      if (change.task !== undefined && isTerminal(change.task.state)) execution.stop(undefined, "the task ended");
+      else if (change.task === undefined) void this.stopIfEnded(task.taskId, execution);
+    });
+    execution
+      .run()
+      .catch((error: unknown) => this.options.logger.error({ err: error, task_id: task.taskId }, "execution failed unexpectedly"))
+      .finally(() => {
+        unsubscribe();
+        this.executions.delete(task.taskId);
+        if (!this.stopped) void this.options.store.releaseLeases(this.me, [task.taskId]).catch(() => undefined);
+      });
+  }
+
+  private async stopIfEnded(taskId: string, execution: Execution): Promise<void> {
+    const task = await this.options.store.getTask(taskId).catch(() => undefined);
+    if (task === undefined || isTerminal(task.state)) execution.stop(undefined, "the task ended");
+  }
+
+  /** Stops a local run without recording anything (its task ended elsewhere, or was cancelled). */
+  stopRun(taskId: string, why: string): void {
+    this.executions.get(taskId)?.stop(undefined, why);
+  }
+
+  isRunning(taskId: string): boolean {
+    return this.executions.has(taskId);
+  }
+
+  // ── ExecutionHost: what a run records, fenced by the lease ─────────────
+
+  private async fenced<T>(taskId: string, write: () => Promise<T>): Promise<T> {
+    try {
+      return await write();
+    } catch (error) {
+      if (error instanceof StoreConflictError && error.reason === "lease") this.stopRun(taskId, "lease lost");
+      throw error;
+    }
+  }
+
+  async progress(taskId: string, percent: number, message: string, intermediate?: JsonValue): Promise<void> {
+    await this.fenced(taskId, () =>
+      this.options.recorder.record({
+        taskId,
+        fence: this.me,
+        build: (current) => ({
+          type: MessageType.TASK_STATUS_UPDATE,
+          message: create(TaskStatusUpdatePayloadSchema, {
+            taskId,
+            status: TaskState.EXECUTING,
+            progress: percent,
+            message,
+            intermediateResult: intermediate === undefined ? undefined : toValue(intermediate),
+          }),
+          patch: { progress: Math.max(current.progress, percent), statusMessage: message },
+        }),
+      }),
+    );
+  }
+
+  async currentPayload(taskId: string): Promise<JsonObject> {
+    return (await this.options.store.getTask(taskId))?.payload ?? {};
+  }
+
+  async askForInfo(execution: Execution, fields: MissingFieldSpec[], question: string | undefined): Promise<JsonObject> {
+    const taskId = execution.input.taskId;
+    const replayed = await this.replayAnswer(execution, (answer) => answer.kind === "info" && answer.phase === "execution");
+    if (replayed?.kind === "info") return replayed.fields;
+    const message = create(TaskNeedInfoPayloadSchema, { taskId, missingFields: fields.map(toMissingField), question: question ?? "" });
+    const answer = await this.askAndWait(execution, WAITING_FOR_INFO, (answer) => answer.kind === "info", {
+      type: MessageType.TASK_NEED_INFO,
+      message,
+      patch: { pendingInfo: message, statusMessage: question ?? "waiting for information" },
+    });
+    return answer.kind === "info" ? answer.fields : {};
+  }
+
+  async askHuman(execution: Execution, question: HumanQuestion): Promise<HumanAnswer> {
+    const taskId = execution.input.taskId;
+    const replayed = await this.replayAnswer(execution, (answer) => answer.kind === "decision" && answer.code === question.code);
+    if (replayed?.kind === "decision") return humanAnswer(replayed);
+    const task = await this.options.store.getTask(taskId);
+    const message = create(TaskNeedHumanPayloadSchema, {
+      taskId,
+      decisionId: randomUUID(),
+      reason: { code: question.code, message: question.message },
+      context: { taskSummary: question.taskSummary ?? "", currentProgress: task?.progress ?? 0, blockedReason: question.blockedReason ?? "" },
+      options: (question.options ?? []).map((option) => ({
+        field: option.field,
+        value: toValue(option.value),
+        prosCons: option.prosCons ?? "",
+        confidence: option.confidence ?? 0,
+      })),
+      escalationLevel: question.escalationLevel ?? 1,
+      deadline: question.deadline ? timestampFromMs(question.deadline.getTime()) : undefined,
+    });
+    const answer = await this.askAndWait(execution, WAITING_FOR_HUMAN, (answer) => answer.kind === "decision", {
+      type: MessageType.TASK_NEED_HUMAN,
+      message,
+      patch: { pendingDecision: message, statusMessage: question.message },
+    });
+    if (answer.kind !== "decision") throw new Error("a decision was expected");
+    return humanAnswer(answer);
+  }
+
+  /** On a run after the first, the next recorded answer of the kind asked for, if there is one. */
+  private async replayAnswer(execution: Execution, matches: (answer: TaskAnswer) => boolean): Promise<TaskAnswer | undefined> {
+    if (execution.input.attempt <= 1) return undefined;
+    const task = await this.options.store.getTask(execution.input.taskId);
+    const answers = task?.answers ?? [];
+    for (let index = execution.answerCursor; index < answers.length; index++) {
+      const answer = answers[index]!;
+      if (!matches(answer)) continue;
+      execution.answerCursor = index + 1;
+      return answer;
+    }
+    return undefined;
+  }
+
+  /** Records the question, then waits (through the store, so any instance may take the answer) for the answer after it. */
+  private async askAndWait(
+    execution: Execution,
+    waitingStates: ReadonlySet<TaskState>,
+    isAnswer: (answer: TaskAnswer) => boolean,
+    question: { type: MessageType; message: import("@bufbuild/protobuf").Message; patch: TaskPatch },
+  ): Promise<TaskAnswer> {
+    const taskId = execution.input.taskId;
+    const signal = execution.controller.signal;
+    const asked = await this.fenced(taskId, () => this.options.recorder.record({ taskId, fence: this.me, build: () => question }));
+    if (asked === undefined) throw new Error("the task can no longer ask");
+    const from = asked.task.answers.length;
+    if (question.type === MessageType.TASK_NEED_HUMAN) this.armDeadline(asked.task);
+    return new Promise<TaskAnswer>((resolve, reject) => {
+      let settled = false;
+      const finish = (outcome: () => void) => {
+        if (settled) return;
+        settled = true;
+        unsubscribe();
+        signal.removeEventListener("abort", onAbort);
+        outcome();
+      };
+      const check = (task: TaskRecord | undefined) => {
+        if (task === undefined || isTerminal(task.state)) return finish(() => reject(new Error("the task ended while it waited")));
+        const index = task.answers.findIndex((answer, i) => i >= from && isAnswer(answer));
+        if (index >= 0) {
+          execution.answerCursor = index + 1;
+          return finish(() => resolve(task.answers[index]!));
+        }
+        if (!waitingStates.has(task.state) && task.state !== TaskState.INFO_PROVIDED && task.state !== TaskState.HUMAN_APPROVED) {
+          return finish(() => reject(new Error(`the task left its waiting state (${TaskState[task.state]})`)));
+        }
+      };
+      const look = () => void this.options.store.getTask(taskId).then(check, () => undefined);
+      const unsubscribe = this.options.bus.subscribe(taskId, (change) => (change.task ? check(change.task) : look()));
+      const onAbort = () => finish(() => reject(signal.reason));
+      signal.addEventListener("abort", onAbort, { once: true });
+      look(); // it may have been answered before the subscription
+    });
+  }
+
+  async complete(taskId: string, result: FinishedResult): Promise<void> {
+    if (result.stream) await this.options.store.putResult(taskId, result.stream.bytes);
+    await this.fenced(taskId, () =>
+      this.options.recorder.record({
+        taskId,
+        fence: this.me,
+        build: () => {
+          const stream = result.stream
+            ? { streamId: taskId, totalSize: BigInt(result.stream.bytes.byteLength), sha256: result.stream.sha256, contentType: result.stream.contentType }
+            : undefined;
+          const message = create(TaskCompletePayloadSchema, {
+            taskId,
+            result: { outputType: result.outputType, output: result.output === undefined ? undefined : toValue(result.output), metadata: result.metadata, stream },
+            summary: result.summary,
+          });
+          return {
+            type: MessageType.TASK_COMPLETE,
+            message,
+            patch: {
+              result: message.result,
+              progress: 100,
+              statusMessage: result.summary || "completed",
+              resultStream: result.stream ? { contentType: result.stream.contentType, totalSize: result.stream.bytes.byteLength, sha256: result.stream.sha256 } : undefined,
+              leaseOwner: "",
+              leaseUntilMs: 0,
+            },
+          };
+        },
+      }),
+    );
+  }
+
+  async fail(taskId: string, failure: FailureReport): Promise<void> {
+    await this.fenced(taskId, () => this.recordFailure(taskId, failure, this.me));
+  }
+
+  /** Records task_failed (fenced by `fence` when given). */
+  async recordFailure(taskId: string, failure: FailureReport, fence?: string): Promise<void> {
+    await this.options.recorder.record({
+      taskId,
+      fence,
+      build: () => {
+        const message = create(TaskFailedPayloadSchema, {
+          taskId,
+          error: { code: failure.code, message: failure.message, recoverable: failure.recoverable, details: failure.details === undefined ? undefined : toValue(failure.details) },
+        });
+        return {
+          type: MessageType.TASK_FAILED,
+          message,
+          patch: { error: message.error, statusMessage: failure.message, pendingInfo: undefined, pendingDecision: undefined, leaseOwner: "", leaseUntilMs: 0 },
+        };
+      },
+    });
+  }
+
+  // ── decision deadlines ─────────────────────────────────────────────────
+
+  /** Arms timers for the decision deadlines that fall before the next scan; overdue ones fail now. */
+  private async armDeadlines(): Promise<void> {
+    const horizon = this.options.now() + this.options.leaseMs;
+    for (const task of await this.options.store.listDecisionDeadlines(horizon, 1000)) this.armDeadline(task);
+  }
+
+  private armDeadline(task: TaskRecord): void {
+    const deadline = task.pendingDecision?.deadline;
+    if (deadline === undefined || this.deadlineTimers.has(task.taskId) || this.stopped) return;
+    const wait = Math.max(0, timestampMs(deadline) - this.options.now());
+    if (wait > this.options.leaseMs * 2) return; // a later scan arms it
+    const timer = setTimeout(() => {
+      this.deadlineTimers.delete(task.taskId);
+      void this.expireDecision(task.taskId, task.pendingDecision!.decisionId);
+    }, wait);
+    timer.unref();
+    this.deadlineTimers.set(task.taskId, timer);
+  }
+
+  private async expireDecision(taskId: string, decisionId: string): Promise<void> {
+    const task = await this.options.store.getTask(taskId);
+    if (task === undefined || !WAITING_FOR_HUMAN.has(task.state) || task.pendingDecision?.decisionId !== decisionId) return;
+    const failure = { code: ErrorCode.EXECUTION_TIMEOUT, message: "no human decision before the deadline", recoverable: true };
+    try {
+      await this.recordFailure(taskId, failure);
+    } catch (error) {
+      this.options.logger.warn({ err: error, task_id: taskId }, "could not record a passed decision deadline");
+    }
+  }
+
+  // ── shutdown ───────────────────────────────────────────────────────────
+
+  /**
+   * Stops every local run. A resumable handler's task is left as it is, for
+   * a restart or another instance to resume; any other running task fails
+   * with agent_not_ready (recoverable). Tasks waiting for an answer keep
+   * waiting. Every lease is given up, so others need not wait for expiry.
+   */
+  async shutdown(graceMs = 2000): Promise<void> {
+    this.stopped = true;
+    clearInterval(this.scanner);
+    for (const timer of this.deadlineTimers.values()) clearTimeout(timer);
+    this.deadlineTimers.clear();
+    const running = [...this.executions.entries()];
+    for (const [taskId, execution] of running) {
+      const task = await this.options.store.getTask(taskId).catch(() => undefined);
+      const waiting = task !== undefined && (WAITING_FOR_INFO.has(task.state) || WAITING_FOR_HUMAN.has(task.state));
+      const resumable = this.options.handlers.get(execution.input.taskType)?.resumable === true;
+      if (waiting || resumable) execution.stop(undefined, "the agent is shutting down");
+      else execution.stop({ code: ErrorCode.AGENT_NOT_READY, message: "the agent shut down while the task ran", recoverable: true }, "stopped by shutdown");
+    }
+    const deadline = Date.now() + graceMs;
+    while (this.executions.size > 0 && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 10));
+    await this.scanning?.catch(() => undefined);
+    await this.options.store.releaseLeases(this.me, running.map(([taskId]) => taskId)).catch(() => undefined);
+  }
+}
+
+function humanAnswer(answer: Extract<TaskAnswer, { kind: "decision" }>): HumanAnswer {
+  return { action: answer.action, fields: answer.fields, notes: answer.notes, decidedBy: answer.decidedBy };
+}

@@ -1,0 +1,234 @@
+// How records become table rows and back, for the SQL stores: protobuf
+// messages as their binary encoding, JSON values as JSON text, signed
+// envelopes as the exact bytes of the Envelope message (never re-signed).
+import { fromBinary, toBinary, type JsonObject } from "@bufbuild/protobuf";
+import { timestampMs } from "@bufbuild/protobuf/wkt";
+import { EnvelopeSchema, HeaderSchema, type Envelope } from "../../gen/synapse/v1/envelope_pb.js";
+import {
+  TaskErrorSchema,
+  TaskNeedHumanPayloadSchema,
+  TaskNeedInfoPayloadSchema,
+  TaskRejectPayloadSchema,
+  TaskRequestPayloadSchema,
+  TaskResultSchema,
+  type TaskState,
+} from "../../gen/synapse/v1/payloads_pb.js";
+import { messageTypeInfo } from "../protocol/message-types.js";
+import { isTerminal } from "../protocol/state-machine.js";
+import type { ResultStreamRecord, StoredEvent, StoredReply, TaskAnswer, TaskPatch, TaskRecord } from "./store.js";
+
+/** A column value as both drivers take and give it. */
+export type SqlValue = string | number | Uint8Array | null;
+
+/** A row of the tasks table as the drivers return it. */
+export interface TaskRow {
+  task_id: string;
+  task_type: string;
+  requester_agent_id: string;
+  requester_system_id: string;
+  requester_key_id: string;
+  executor_agent_id: string;
+  executor_system_id: string;
+  executor_key_id: string;
+  state: number;
+  active: number;
+  progress: number;
+  status_message: string;
+  created_at_ms: number;
+  updated_at_ms: number;
+  version: number;
+  last_sequence: number;
+  request: Uint8Array;
+  payload: string;
+  idempotency_key: string;
+  request_message_id: string;
+  pending_info: Uint8Array | null;
+  pending_decision: Uint8Array | null;
+  decision_deadline_ms: number | null;
+  result: Uint8Array | null;
+  error: Uint8Array | null;
+  rejection: Uint8Array | null;
+  result_stream: string | null;
+  execution_attempts: number;
+  started_at_ms: number;
+  lease_owner: string;
+  lease_until_ms: number;
+  answers: string;
+}
+
+/** The columns of the tasks table, in insert order. */
+export const TASK_COLUMNS = [
+  "task_id",
+  "task_type",
+  "requester_agent_id",
+  "requester_system_id",
+  "requester_key_id",
+  "executor_agent_id",
+  "executor_system_id",
+  "executor_key_id",
+  "state",
+  "active",
+  "progress",
+  "status_message",
+  "created_at_ms",
+  "updated_at_ms",
+  "version",
+  "last_sequence",
+  "request",
+  "payload",
+  "idempotency_key",
+  "request_message_id",
+  "pending_info",
+  "pending_decision",
+  "decision_deadline_ms",
+  "result",
+  "error",
+  "rejection",
+  "result_stream",
+  "execution_attempts",
+  "started_at_ms",
+  "lease_owner",
+  "lease_until_ms",
+  "answers",
+] as const satisfies ReadonlyArray<keyof TaskRow>;
+
+const bin = (bytes: Uint8Array) => (Buffer.isBuffer(bytes) ? bytes : Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength));
+
+function encodeResultStream(stream: ResultStreamRecord | undefined): string | null {
+  return stream === undefined ? null : JSON.stringify({ contentType: stream.contentType, totalSize: stream.totalSize, sha256: Buffer.from(stream.sha256).toString("base64") });
+}
+
+function decodeResultStream(text: string | null): ResultStreamRecord | undefined {
+  if (text === null) return undefined;
+  const parsed = JSON.parse(text) as { contentType: string; totalSize: number; sha256: string };
+  return { contentType: parsed.contentType, totalSize: parsed.totalSize, sha256: new Uint8Array(Buffer.from(parsed.sha256, "base64")) };
+}
+
+/** Column values for each field a patch may set (a field set to undefined clears its column). */
+const FIELD_COLUMNS: { [K in keyof TaskPatch]-?: (value: TaskPatch[K]) => Record<string, SqlValue> } = {
+  state: (state) => ({ state: state!, active: isTerminal(state!) ? 0 : 1 }),
+  progress: (progress) => ({ progress: progress ?? 0 }),
+  statusMessage: (message) => ({ status_message: message ?? "" }),
+  updatedAtMs: (ms) => ({ updated_at_ms: ms ?? 0 }),
+  request: (request) => ({ request: bin(toBinary(TaskRequestPayloadSchema, request!)) }),
+  payload: (payload) => ({ payload: JSON.stringify(payload ?? {}) }),
+  pendingInfo: (info) => ({ pending_info: info === undefined ? null : bin(toBinary(TaskNeedInfoPayloadSchema, info)) }),
+  pendingDecision: (decision) => ({
+    pending_decision: decision === undefined ? null : bin(toBinary(TaskNeedHumanPayloadSchema, decision)),
+    decision_deadline_ms: decision?.deadline === undefined ? null : timestampMs(decision.deadline),
+  }),
+  result: (result) => ({ result: result === undefined ? null : bin(toBinary(TaskResultSchema, result)) }),
+  error: (error) => ({ error: error === undefined ? null : bin(toBinary(TaskErrorSchema, error)) }),
+  rejection: (rejection) => ({ rejection: rejection === undefined ? null : bin(toBinary(TaskRejectPayloadSchema, rejection)) }),
+  resultStream: (stream) => ({ result_stream: encodeResultStream(stream) }),
+  executionAttempts: (attempts) => ({ execution_attempts: attempts ?? 0 }),
+  startedAtMs: (ms) => ({ started_at_ms: ms ?? 0 }),
+  leaseOwner: (owner) => ({ lease_owner: owner ?? "" }),
+  leaseUntilMs: (ms) => ({ lease_until_ms: ms ?? 0 }),
+  answers: (answers) => ({ answers: JSON.stringify(answers ?? []) }),
+};
+
+/** The columns a patch sets, with their values. */
+export function patchColumns(patch: TaskPatch): Record<string, SqlValue> {
+  const columns: Record<string, SqlValue> = {};
+  for (const key of Object.keys(patch) as Array<keyof TaskPatch>) {
+    const encode = FIELD_COLUMNS[key] as ((value: unknown) => Record<string, SqlValue>) | undefined;
+    if (encode !== undefined) Object.assign(columns, encode(patch[key]));
+  }
+  return columns;
+}
+
+/** Every column of a task's row. */
+export function taskRow(task: TaskRecord): Record<(typeof TASK_COLUMNS)[number], SqlValue> {
+  const patched = patchColumns({ ...task, pendingInfo: task.pendingInfo, pendingDecision: task.pendingDecision, result: task.result, error: task.error, rejection: task.rejection, resultStream: task.resultStream });
+  return {
+    task_id: task.taskId,
+    task_type: task.taskType,
+    requester_agent_id: task.requester.agentId,
+    requester_system_id: task.requester.systemId,
+    requester_key_id: task.requester.keyId,
+    executor_agent_id: task.executor.agentId,
+    executor_system_id: task.executor.systemId,
+    executor_key_id: task.executor.keyId,
+    created_at_ms: task.createdAtMs,
+    version: task.version,
+    last_sequence: task.lastSequence,
+    idempotency_key: task.idempotencyKey,
+    request_message_id: task.requestMessageId,
+    ...patched,
+  } as Record<(typeof TASK_COLUMNS)[number], SqlValue>;
+}
+
+const optional = <T>(bytes: Uint8Array | null, decode: (bytes: Uint8Array) => T): T | undefined => (bytes === null ? undefined : decode(bytes));
+
+export function taskFromRow(row: TaskRow): TaskRecord {
+  return {
+    taskId: row.task_id,
+    taskType: row.task_type,
+    requester: { agentId: row.requester_agent_id, systemId: row.requester_system_id, keyId: row.requester_key_id },
+    executor: { agentId: row.executor_agent_id, systemId: row.executor_system_id, keyId: row.executor_key_id },
+    state: row.state as TaskState,
+    progress: row.progress,
+    statusMessage: row.status_message,
+    createdAtMs: Number(row.created_at_ms),
+    updatedAtMs: Number(row.updated_at_ms),
+    version: row.version,
+    lastSequence: row.last_sequence,
+    request: fromBinary(TaskRequestPayloadSchema, row.request),
+    payload: JSON.parse(row.payload) as JsonObject,
+    idempotencyKey: row.idempotency_key,
+    requestMessageId: row.request_message_id,
+    pendingInfo: optional(row.pending_info, (bytes) => fromBinary(TaskNeedInfoPayloadSchema, bytes)),
+    pendingDecision: optional(row.pending_decision, (bytes) => fromBinary(TaskNeedHumanPayloadSchema, bytes)),
+    result: optional(row.result, (bytes) => fromBinary(TaskResultSchema, bytes)),
+    error: optional(row.error, (bytes) => fromBinary(TaskErrorSchema, bytes)),
+    rejection: optional(row.rejection, (bytes) => fromBinary(TaskRejectPayloadSchema, bytes)),
+    resultStream: decodeResultStream(row.result_stream),
+    executionAttempts: row.execution_attempts,
+    startedAtMs: Number(row.started_at_ms),
+    leaseOwner: row.lease_owner,
+    leaseUntilMs: Number(row.lease_until_ms),
+    answers: JSON.parse(row.answers) as TaskAnswer[],
+  };
+}
+
+/** The exact bytes of a signed envelope, as stored. */
+export function envelopeBytes(envelope: Envelope): Buffer {
+  return bin(toBinary(EnvelopeSchema, envelope));
+}
+
+/** A stored envelope decoded again: the envelope, its header and its typed payload. */
+export function decodeSigned(bytes: Uint8Array): StoredReply {
+  const envelope = fromBinary(EnvelopeSchema, bytes);
+  const header = fromBinary(HeaderSchema, envelope.header);
+  const info = messageTypeInfo(header.messageType);
+  if (info === undefined) throw new TypeError(`stored envelope has an unknown message type ${header.messageType}`);
+  return { envelope, header, payload: fromBinary(info.payloadSchema, envelope.payload) };
+}
+
+export function eventFromBytes(taskId: string, sequence: number, bytes: Uint8Array): StoredEvent {
+  return { taskId, sequence, ...decodeSigned(bytes) };
+}
+
+/** Result bytes are kept in chunks of this size, so a read from any offset touches only what it returns. */
+export const RESULT_CHUNK_BYTES = 256 * 1024;
+
+export function resultChunks(bytes: Uint8Array): Buffer[] {
+  const chunks: Buffer[] = [];
+  for (let offset = 0; offset < bytes.byteLength; offset += RESULT_CHUNK_BYTES) {
+    chunks.push(bin(bytes.subarray(offset, Math.min(bytes.byteLength, offset + RESULT_CHUNK_BYTES))));
+  }
+  return chunks;
+}
+
+/** The chunk indexes holding bytes [offset, offset + length). */
+export function chunkRange(offset: number, length: number): { first: number; last: number } {
+  return { first: Math.floor(offset / RESULT_CHUNK_BYTES), last: Math.floor(Math.max(offset, offset + length - 1) / RESULT_CHUNK_BYTES) };
+}
+
+/** Cuts bytes [offset, offset + length) out of the chunks from index `first` (in order). */
+export function sliceChunks(chunks: readonly Uint8Array[], first: number, offset: number, length: number): Uint8Array {
+  const joined = chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks);
+  const start = offset - first * RESULT_CHUNK_BYTES;
+  return joined.subarray(start, Math.min(joined.byteLength, start + length));
+}

@@ -1,0 +1,8 @@
+// Why a store could not be opened: always a sentence that names what is
+// wrong and what to do, shown to the operator as it is.
+export class StoreOpenError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = "StoreOpenError";
+  }
+}

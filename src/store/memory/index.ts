@@ -1,0 +1,20 @@
+// Storage held in this process's memory: for tests and embedding only.
+import type { Storage } from "../storage.js";
+import { MemoryCatalogueStorage, MemoryDirectoryStorage, MemoryPinStore } from "./registry.js";
+import { MemoryTaskStore } from "./tasks.js";
+
+export { MemoryTaskStore } from "./tasks.js";
+export { MemoryCatalogueStorage, MemoryDirectoryStorage, MemoryPinStore } from "./registry.js";
+
+export function memoryStorage(now?: () => number): Storage {
+  const tasks = new MemoryTaskStore(now);
+  return {
+    kind: "memory",
+    location: "memory",
+    tasks,
+    pins: new MemoryPinStore(),
+    directory: new MemoryDirectoryStorage(),
+    catalogue: new MemoryCatalogueStorage(),
+    close: () => tasks.close(),
+  };
+}

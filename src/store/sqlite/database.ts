@@ -1,0 +1,97 @@
+// Opening the SQLite database: one process holds it exclusively (a second
+// `synapse serve` on the same data dir is refused, and the lock goes with a
+// crashed process), in WAL mode, checked and migrated before use. Every
+// failure names the file and says what to do.
+import Database from "better-sqlite3";
+import { mkdirSync } from "node:fs";
+import { dirname } from "node:path";
+import { StoreOpenError } from "../errors.js";
+import { SQLITE_MIGRATIONS, type Migration } from "./migrations.js";
+
+export type Fsync = "full" | "normal";
+
+export interface SqliteOptions {
+  /**
+   * normal (default): a commit is durable against a process crash (kill -9)
+   * at once, and against power loss once the WAL is checkpointed. full:
+   * every commit is fsynced, durable against power loss too, and slower.
+   */
+  fsync?: Fsync;
+  /** Check every page at start (PRAGMA quick_check). Default true. */
+  checkIntegrity?: boolean;
+}
+
+function damaged(path: string, problem: string): StoreOpenError {
+  return new StoreOpenError(
+    `${path} is not a usable Synapse database (${problem}). It is damaged or is not ours. To start with an empty store, move it aside ` +
+      `(mv '${path}' '${path}.damaged'; also any '${path}-wal') and start again; every task and pin it held is then forgotten. Or restore it from a backup.`,
+  );
+}
+
+export function openSqliteDatabase(path: string, options: SqliteOptions = {}): Database.Database {
+  if (path !== ":memory:") mkdirSync(dirname(path), { recursive: true, mode: 0o700 });
+  let db: Database.Database;
+  try {
+    db = new Database(path);
+  } catch (error) {
+    throw damaged(path, messageOf(error));
+  }
+  try {
+    // Exclusive before WAL: the WAL index then lives in this process, and no other process may open the file.
+    db.pragma("locking_mode = EXCLUSIVE");
+    db.pragma("journal_mode = WAL");
+    db.pragma(`synchronous = ${options.fsync === "full" ? "FULL" : "NORMAL"}`);
+    db.pragma("busy_timeout = 0");
+    takeLock(db, path);
+    if (options.checkIntegrity !== false) checkPages(db, path);
+    migrate(db, path, SQLITE_MIGRATIONS);
+    return db;
+  } catch (error) {
+    db.close();
+    if (error instanceof StoreOpenError) throw error;
+    throw damaged(path, messageOf(error));
+  }
+}
+
+function takeLock(db: Database.Database, path: string): void {
+  try {
+    db.exec("BEGIN IMMEDIATE; COMMIT");
+  } catch (error) {
+    if ((error as { code?: string }).code === "SQLITE_BUSY") {
+      throw new StoreOpenError(
+        `${path} is in use by another process (SQLite lets one process hold it): stop the other synapse, or give this one its own --data-dir. ` +
+          `Several instances of one agent share state through PostgreSQL (--store postgres://...).`,
+      );
+    }
+    throw error;
+  }
+}
+
+function checkPages(db: Database.Database, path: string): void {
+  const rows = db.pragma("quick_check(1)") as Array<{ quick_check: string }>;
+  const verdict = rows[0]?.quick_check ?? "no answer";
+  if (verdict !== "ok") throw damaged(path, `integrity check: ${verdict}`);
+}
+
+function migrate(db: Database.Database, path: string, migrations: readonly Migration[]): void {
+  db.exec("CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, description TEXT NOT NULL, applied_at_ms INTEGER NOT NULL)");
+  const current = (db.prepare("SELECT COALESCE(MAX(version), 0) AS version FROM schema_migrations").get() as { version: number }).version;
+  const latest = migrations[migrations.length - 1]?.version ?? 0;
+  if (current > latest) {
+    throw new StoreOpenError(
+      `${path} has schema version ${current}, written by a newer synapse; this one knows versions up to ${latest}. Upgrade synapse, or start with another --data-dir.`,
+    );
+  }
+  const record = db.prepare("INSERT INTO schema_migrations (version, description, applied_at_ms) VALUES (?, ?, ?)");
+  for (const migration of migrations) {
+    if (migration.version <= current) continue;
+    db.transaction(() => {
+      db.exec(migration.sql);
+      record.run(migration.version, migration.description, Date.now());
+    })();
+  }
+}
+
+export function messageOf(error: unknown): string {
+  return error instanceof Error ? error.message : String(error);
+}

@@ -1,0 +1,21 @@
+// Storage in one SQLite file (the embedded default: <data-dir>/synapse.db).
+import type { Storage } from "../storage.js";
+import { openSqliteDatabase, type SqliteOptions } from "./database.js";
+import { SqliteCatalogueStorage, SqliteDirectoryStorage, SqlitePinStore } from "./registry.js";
+import { SqliteTaskStore } from "./tasks.js";
+
+export type { Fsync, SqliteOptions } from "./database.js";
+
+export function sqliteStorage(path: string, options: SqliteOptions & { now?: () => number } = {}): Storage {
+  const db = openSqliteDatabase(path, options);
+  const tasks = new SqliteTaskStore(db, options.now);
+  return {
+    kind: "sqlite",
+    location: path,
+    tasks,
+    pins: new SqlitePinStore(db),
+    directory: new SqliteDirectoryStorage(db),
+    catalogue: new SqliteCatalogueStorage(db),
+    close: () => tasks.close(),
+  };
+}

@@ -1,0 +1,148 @@
+// The SQLite schema, as numbered migrations applied in order at start. A
+// released migration is never edited: a change is a new migration.
+export interface Migration {
+  version: number;
+  description: string;
+  sql: string;
+}
+
+export const SQLITE_MIGRATIONS: readonly Migration[] = [
+  {
+    version: 1,
+    description: "tasks, event logs, seen messages, results, outbound tasks, callback outbox, pinned keys, registry",
+    sql: `
+CREATE TABLE tasks (
+  task_id TEXT PRIMARY KEY,
+  task_type TEXT NOT NULL,
+  requester_agent_id TEXT NOT NULL,
+  requester_system_id TEXT NOT NULL,
+  requester_key_id TEXT NOT NULL,
+  executor_agent_id TEXT NOT NULL,
+  executor_system_id TEXT NOT NULL,
+  executor_key_id TEXT NOT NULL,
+  state INTEGER NOT NULL,
+  active INTEGER NOT NULL,
+  progress INTEGER NOT NULL,
+  status_message TEXT NOT NULL,
+  created_at_ms INTEGER NOT NULL,
+  updated_at_ms INTEGER NOT NULL,
+  version INTEGER NOT NULL,
+  last_sequence INTEGER NOT NULL,
+  request BLOB NOT NULL,
+  payload TEXT NOT NULL,
+  idempotency_key TEXT NOT NULL,
+  request_message_id TEXT NOT NULL,
+  pending_info BLOB,
+  pending_decision BLOB,
+  decision_deadline_ms INTEGER,
+  result BLOB,
+  error BLOB,
+  rejection BLOB,
+  result_stream TEXT,
+  execution_attempts INTEGER NOT NULL,
+  started_at_ms INTEGER NOT NULL,
+  lease_owner TEXT NOT NULL,
+  lease_until_ms INTEGER NOT NULL,
+  answers TEXT NOT NULL
+);
+CREATE INDEX tasks_by_requester ON tasks (requester_agent_id, created_at_ms DESC, task_id DESC);
+CREATE UNIQUE INDEX tasks_idempotency ON tasks (requester_agent_id, idempotency_key) WHERE idempotency_key <> '';
+CREATE INDEX tasks_active ON tasks (state, updated_at_ms) WHERE active = 1;
+CREATE INDEX tasks_finished ON tasks (updated_at_ms) WHERE active = 0;
+CREATE INDEX tasks_decision_deadlines ON tasks (decision_deadline_ms) WHERE decision_deadline_ms IS NOT NULL;
+
+CREATE TABLE task_events (
+  task_id TEXT NOT NULL,
+  sequence INTEGER NOT NULL,
+  envelope BLOB NOT NULL,
+  PRIMARY KEY (task_id, sequence)
+) WITHOUT ROWID;
+
+CREATE TABLE seen_messages (
+  scope TEXT NOT NULL,
+  message_id TEXT NOT NULL,
+  sender_agent_id TEXT NOT NULL,
+  digest TEXT NOT NULL,
+  keep_until_ms INTEGER NOT NULL,
+  task_id TEXT,
+  reply BLOB,
+  PRIMARY KEY (scope, message_id)
+) WITHOUT ROWID;
+CREATE INDEX seen_messages_expiry ON seen_messages (keep_until_ms);
+
+CREATE TABLE results (
+  task_id TEXT PRIMARY KEY,
+  total_size INTEGER NOT NULL
+) WITHOUT ROWID;
+CREATE TABLE result_chunks (
+  task_id TEXT NOT NULL,
+  chunk INTEGER NOT NULL,
+  data BLOB NOT NULL,
+  PRIMARY KEY (task_id, chunk)
+);
+
+CREATE TABLE outbound_tasks (
+  executor_agent_id TEXT NOT NULL,
+  task_id TEXT NOT NULL,
+  state INTEGER NOT NULL,
+  last_sequence INTEGER NOT NULL,
+  updated_at_ms INTEGER NOT NULL,
+  PRIMARY KEY (executor_agent_id, task_id)
+) WITHOUT ROWID;
+CREATE TABLE outbound_events (
+  executor_agent_id TEXT NOT NULL,
+  task_id TEXT NOT NULL,
+  sequence INTEGER NOT NULL,
+  envelope BLOB NOT NULL,
+  PRIMARY KEY (executor_agent_id, task_id, sequence)
+) WITHOUT ROWID;
+
+CREATE TABLE callback_outbox (
+  task_id TEXT PRIMARY KEY,
+  url TEXT NOT NULL,
+  next_sequence INTEGER NOT NULL,
+  attempts INTEGER NOT NULL,
+  next_attempt_at_ms INTEGER NOT NULL,
+  status INTEGER NOT NULL,
+  last_error TEXT NOT NULL,
+  owner TEXT NOT NULL,
+  owner_until_ms INTEGER NOT NULL
+) WITHOUT ROWID;
+CREATE INDEX callback_outbox_due ON callback_outbox (next_attempt_at_ms) WHERE status = 0;
+
+CREATE TABLE pinned_keys (
+  agent_id TEXT PRIMARY KEY,
+  key_id TEXT NOT NULL,
+  public_key BLOB NOT NULL,
+  pinned_at_ms INTEGER NOT NULL
+) WITHOUT ROWID;
+CREATE INDEX pinned_keys_by_key ON pinned_keys (key_id);
+
+CREATE TABLE registry_agents (
+  agent_id TEXT PRIMARY KEY,
+  key_id TEXT NOT NULL,
+  public_key BLOB NOT NULL,
+  agent BLOB NOT NULL,
+  lease_until_ms INTEGER NOT NULL,
+  version INTEGER NOT NULL
+) WITHOUT ROWID;
+CREATE INDEX registry_agents_by_key ON registry_agents (key_id);
+
+CREATE TABLE catalogue_capabilities (
+  id TEXT PRIMARY KEY,
+  record BLOB NOT NULL
+) WITHOUT ROWID;
+CREATE TABLE catalogue_audit (
+  sequence INTEGER PRIMARY KEY,
+  capability_id TEXT NOT NULL,
+  event BLOB NOT NULL
+);
+CREATE INDEX catalogue_audit_by_capability ON catalogue_audit (capability_id, sequence);
+CREATE TABLE catalogue_meta (
+  id INTEGER PRIMARY KEY CHECK (id = 1),
+  version INTEGER NOT NULL
+);
+INSERT INTO catalogue_meta (id, version) VALUES (1, 0);
+`,
+  },
+];

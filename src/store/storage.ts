@@ -1,0 +1,19 @@
+// Everything an agent (and a registry beside it) remembers, in one place:
+// tasks and their logs, pinned keys, the directory and the catalogue. One
+// of these is opened per process, on memory, SQLite or PostgreSQL.
+import type { PinStore } from "./pins.js";
+import type { CatalogueStorage, DirectoryStorage } from "./registry-storage.js";
+import type { TaskStore } from "./store.js";
+
+export type StorageKind = "memory" | "sqlite" | "postgres";
+
+export interface Storage {
+  readonly kind: StorageKind;
+  /** Where it is, for logs (never a password). */
+  readonly location: string;
+  readonly tasks: TaskStore;
+  readonly pins: PinStore;
+  readonly directory: DirectoryStorage;
+  readonly catalogue: CatalogueStorage;
+  close(): Promise<void>;
+}
