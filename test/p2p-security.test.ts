@@ -18,6 +18,7 @@ import { generateKey, publicJwk } from "../src/crypto/keys.js";
 import { issueToken } from "../src/crypto/tokens.js";
 import { buildHeader, seal, signParts } from "../src/envelope/seal.js";
 import { PinnedKeys, TrustStore } from "../src/envelope/trust-sources.js";
+import { sqliteStorage } from "../src/store/sqlite/index.js";
 import { findErrorDetail } from "../src/protocol/errors.js";
 import { connectClient, requesterIdentity, startTestServer, tempDir, type TestServer } from "./helpers/server.js";
 
@@ -77,24 +78,25 @@ describe("envelopes", () => {
   });
 
   it("pins a sender's key on first use and refuses a different key for the same agent id later", async () => {
-    const dir = await tempDir();
-    const pinned = await PinnedKeys.open(join(dir, "pinned-keys.json"));
-    const pinning = await startTestServer({ agentId: "executor_pins", trust: pinned });
+    const path = join(await tempDir(), "synapse.db");
+    let storage = sqliteStorage(path);
+    const pinning = await startTestServer({ agentId: "executor_pins", trust: new PinnedKeys(storage.pins) });
     try {
       const alice = await requesterIdentity("alice");
       const first = await connectClient(pinning, { identity: alice });
       expect((await first.submit("text_analysis", { text: "Hi." })).task?.taskId).toBeDefined();
-      const file = JSON.parse(await readFile(join(dir, "pinned-keys.json"), "utf8")) as { agents: Record<string, { key_id: string }> };
-      expect(file.agents.alice?.key_id).toBe(alice.key.keyId);
+      expect((await storage.pins.getPin("alice"))?.keyId).toBe(alice.key.keyId);
 
       const impostor = { ...alice, key: generateKey() };
       const second = await connectClient(pinning, { identity: impostor });
       expect(await refusal(second.submit("text_analysis", { text: "Hi." }))).toMatchObject({ code: Code.Unauthenticated, protocolCode: "unknown_sender" });
-      // The pin survives a restart of the trust source.
-      const reopened = await PinnedKeys.open(join(dir, "pinned-keys.json"));
-      expect(reopened.check("alice", impostor.key.keyId)).toEqual({ kind: "conflict", expectedKeyId: alice.key.keyId });
+      // The pin survives a restart of the store.
+      await storage.close();
+      storage = sqliteStorage(path);
+      expect(await new PinnedKeys(storage.pins).check("alice", impostor.key.keyId)).toEqual({ kind: "conflict", expectedKeyId: alice.key.keyId });
     } finally {
       await pinning.close();
+      await storage.close();
     }
   });
 

@@ -58,7 +58,7 @@ export async function verifyToken(token: string, options: VerifyOptions): Promis
   }
   if (header.alg !== "EdDSA") throw refuse("bearer token must be signed with EdDSA (Ed25519)");
   if (typeof header.kid !== "string") throw refuse("bearer token has no kid");
-  let publicKey = options.trust.publicKeyFor(header.kid);
+  let publicKey = await options.trust.publicKeyFor(header.kid);
   const jwk = header.jwk as JWK | undefined;
   if (publicKey === undefined && jwk?.kty === "OKP" && jwk.crv === "Ed25519" && typeof jwk.x === "string") {
     const embedded = fromBase64Url(jwk.x);

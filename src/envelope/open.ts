@@ -51,7 +51,7 @@ export interface OpenedEnvelope {
 
 const invalid = (message: string) => protocolError(ErrorCode.MESSAGE_FORMAT_INVALID, message);
 
-function verifySignature(envelope: Envelope, trust: TrustPolicy, ed: Ed25519): { publicKey: Uint8Array; signingInput: Uint8Array } {
+async function verifySignature(envelope: Envelope, trust: TrustPolicy, ed: Ed25519): Promise<{ publicKey: Uint8Array; signingInput: Uint8Array }> {
   const signature = envelope.signature;
   if (signature === undefined || signature.value.byteLength === 0) {
     throw protocolError(ErrorCode.SIGNATURE_INVALID, "envelope is not signed");
@@ -62,7 +62,7 @@ function verifySignature(envelope: Envelope, trust: TrustPolicy, ed: Ed25519): {
   if (signature.value.byteLength !== SIGNATURE_LENGTH) {
     throw protocolError(ErrorCode.SIGNATURE_INVALID, `signature must be ${SIGNATURE_LENGTH} bytes`);
   }
-  let publicKey = trust.publicKeyFor(signature.keyId);
+  let publicKey = await trust.publicKeyFor(signature.keyId);
   if (publicKey === undefined && signature.publicKey.byteLength > 0) {
     let embeddedId: string;
     try {
@@ -103,7 +103,7 @@ function checkTime(header: Header, now: number, skewMs: number): void {
 
 export async function open(envelope: Envelope, options: OpenOptions): Promise<OpenedEnvelope> {
   const ed = options.ed ?? defaultEd25519;
-  const { publicKey, signingInput } = verifySignature(envelope, options.trust, ed);
+  const { publicKey, signingInput } = await verifySignature(envelope, options.trust, ed);
 
   // Only now, with the bytes proven to be the signer's, parse them.
   let header: Header;

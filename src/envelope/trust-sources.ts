@@ -1,10 +1,14 @@
 // Where trust in a sender's key comes from: a trust-store file (static,
-// authoritative), keys pinned on first use (the embedded default, persisted
-// in the data dir), or several of them in order.
-import { mkdir, readFile, rename, writeFile } from "node:fs/promises";
-import { dirname } from "node:path";
-import { fromBase64Url, toBase64Url } from "../crypto/encoding.js";
+// authoritative), keys pinned on first use (the embedded default, kept in
+// the agent's store), or several of them in order.
+import { readFile } from "node:fs/promises";
+import { ErrorCode } from "../../gen/synapse/v1/errors_pb.js";
+import { fromBase64Url } from "../crypto/encoding.js";
 import { keyIdOf } from "../crypto/keys.js";
+import { protocolError } from "../protocol/errors.js";
+import { JsonFilePinStore } from "../store/file-pins.js";
+import { MemoryPinStore } from "../store/memory/registry.js";
+import type { PinnedKey, PinStore } from "../store/pins.js";
 import type { TrustPolicy, TrustVerdict } from "./trust.js";
 
 interface KnownKey {
@@ -52,81 +56,76 @@ export class TrustStore implements TrustPolicy {
   }
 }
 
-interface PinFile {
-  agents: Record<string, { key_id: string; public_key: string; pinned_at: string }>;
-}
+/** How many pins stay decoded in memory; the rest are read from the store when needed. */
+const PIN_CACHE_LIMIT = 10_000;
 
 /**
  * Trust on first use: the first key an agent id is seen with (in a message
- * that passed every check) is pinned, persisted, and required from then on.
+ * that passed every check) is pinned in the store, shared by every
+ * instance, and required from then on.
  */
 export class PinnedKeys implements TrustPolicy {
-  private readonly pins = new Map<string, KnownKey>();
-  private readonly byKeyId = new Map<string, KnownKey>();
-  private writing: Promise<void> = Promise.resolve();
+  /** Pins never change once made, so any pin read may be kept (a bounded number of them), by agent and by key. */
+  private readonly cache = new Map<string, PinnedKey>();
+  private readonly byKeyId = new Map<string, PinnedKey>();
 
-  private constructor(private readonly path: string | undefined) {}
+  constructor(
+    private readonly pins: PinStore,
+    private readonly now: () => number = Date.now,
+  ) {}
 
-  /** Pins kept in a JSON file (created when the first key is pinned). */
+  /** Pins kept in a JSON file (created when the first key is pinned): a command-line user's known agents. */
   static async open(path: string): Promise<PinnedKeys> {
-    const pins = new PinnedKeys(path);
-    try {
-      const parsed = JSON.parse(await readFile(path, "utf8")) as PinFile;
-      for (const [agentId, entry] of Object.entries(parsed.agents ?? {})) pins.remember(agentId, fromBase64Url(entry.public_key));
-    } catch (error) {
-      if ((error as NodeJS.ErrnoException).code !== "ENOENT") throw error;
-    }
-    return pins;
+    return new PinnedKeys(await JsonFilePinStore.open(path));
   }
 
   /** Pins held in memory only. */
   static inMemory(): PinnedKeys {
-    return new PinnedKeys(undefined);
+    return new PinnedKeys(new MemoryPinStore());
   }
 
-  private remember(agentId: string, publicKey: Uint8Array): KnownKey {
-    const known = { agentId, keyId: keyIdOf(publicKey), publicKey };
-    this.pins.set(agentId, known);
-    this.byKeyId.set(known.keyId, known);
-    return known;
-  }
-
-  publicKeyFor(keyId: string): Uint8Array | undefined {
-    return this.byKeyId.get(keyId)?.publicKey;
-  }
-
-  check(agentId: string, keyId: string): TrustVerdict {
-    const pinned = this.pins.get(agentId);
-    if (pinned === undefined) return { kind: "trusted" }; // first use
-    return pinned.keyId === keyId ? { kind: "trusted" } : { kind: "conflict", expectedKeyId: pinned.keyId };
+  private remember(pin: PinnedKey): PinnedKey {
+    this.cache.delete(pin.agentId);
+    this.cache.set(pin.agentId, pin);
+    this.byKeyId.set(pin.keyId, pin);
+    if (this.cache.size > PIN_CACHE_LIMIT) {
+      const oldest = this.cache.values().next().value!;
+      this.cache.delete(oldest.agentId);
+      if (this.byKeyId.get(oldest.keyId) === oldest) this.byKeyId.delete(oldest.keyId);
+    }
+    return pin;
   }
 
   /** The pinned key of an agent, if any. */
-  pinned(agentId: string): { keyId: string; publicKey: Uint8Array } | undefined {
-    return this.pins.get(agentId);
+  async pinned(agentId: string): Promise<PinnedKey | undefined> {
+    const cached = this.cache.get(agentId);
+    if (cached !== undefined) return cached;
+    const pin = await this.pins.getPin(agentId);
+    return pin === undefined ? undefined : this.remember(pin);
   }
 
-  async accepted(agentId: string, _keyId: string, publicKey: Uint8Array): Promise<void> {
-    if (this.pins.has(agentId)) return;
-    this.remember(agentId, publicKey);
-    await this.save();
+  async publicKeyFor(keyId: string): Promise<Uint8Array | undefined> {
+    const cached = this.byKeyId.get(keyId);
+    if (cached !== undefined) return cached.publicKey;
+    const pin = await this.pins.findPinByKeyId(keyId);
+    return pin === undefined ? undefined : this.remember(pin).publicKey;
   }
 
-  private save(): Promise<void> {
-    const path = this.path;
-    if (path === undefined) return Promise.resolve();
-    // Writes are serialized and atomic (temp file, then rename).
-    this.writing = this.writing.then(async () => {
-      const file: PinFile = { agents: {} };
-      for (const [agentId, known] of this.pins) {
-        file.agents[agentId] = { key_id: known.keyId, public_key: toBase64Url(known.publicKey), pinned_at: new Date().toISOString() };
-      }
-      await mkdir(dirname(path), { recursive: true, mode: 0o700 });
-      const temp = `${path}.${process.pid}.tmp`;
-      await writeFile(temp, `${JSON.stringify(file, null, 2)}\n`, { mode: 0o600 });
-      await rename(temp, path);
-    });
-    return this.writing;
+  async check(agentId: string, keyId: string): Promise<TrustVerdict> {
+    const pin = await this.pinned(agentId);
+    if (pin === undefined) return { kind: "trusted" }; // first use
+    return pin.keyId === keyId ? { kind: "trusted" } : { kind: "conflict", expectedKeyId: pin.keyId };
+  }
+
+  async accepted(agentId: string, keyId: string, publicKey: Uint8Array): Promise<void> {
+    if (this.cache.get(agentId)?.keyId === keyId) return;
+    const held = this.remember(await this.pins.pin({ agentId, keyId, publicKey, pinnedAtMs: this.now() }));
+    // Another first use (at another instance, say) pinned a different key a moment earlier: that one holds.
+    if (held.keyId !== keyId) {
+      throw protocolError(ErrorCode.UNKNOWN_SENDER, `agent ${agentId} is known with a different key`, {
+        details: { agent_id: agentId, key_id: keyId, expected_key_id: held.keyId },
+      });
+    }
   }
 }
 
@@ -138,9 +137,9 @@ export class PinnedKeys implements TrustPolicy {
 export class TrustChain implements TrustPolicy {
   constructor(private readonly sources: readonly TrustPolicy[]) {}
 
-  publicKeyFor(keyId: string): Uint8Array | undefined {
+  async publicKeyFor(keyId: string): Promise<Uint8Array | undefined> {
     for (const source of this.sources) {
-      const key = source.publicKeyFor(keyId);
+      const key = await source.publicKeyFor(keyId);
       if (key !== undefined) return key;
     }
     return undefined;

@@ -12,7 +12,7 @@ export type TrustVerdict =
 
 export interface TrustPolicy {
   /** A public key this policy already knows by key id, if any. */
-  publicKeyFor(keyId: string): Uint8Array | undefined;
+  publicKeyFor(keyId: string): Uint8Array | undefined | Promise<Uint8Array | undefined>;
   /** Whether the key may speak for the agent. Called after the signature verifies. */
   check(agentId: string, keyId: string, publicKey: Uint8Array): TrustVerdict | Promise<TrustVerdict>;
   /** Called once a message from the agent has passed every check (pinning records here). */

@@ -28,9 +28,10 @@
 // per lineage) and step 8 work per lineage, so two agents offering the same
 // task type are two candidates, not one replacing the other.
 //
-// Storage: every operation validates first and then applies all its record
-// writes and audit events in one CatalogueStorage.commit, so a refused
-// operation changes nothing; a durable store implements that interface.
+// Storage: every operation runs alone against the current records
+// (CatalogueStorage.update), validates first and then hands back all its
+// record writes and audit events to commit at once, so a refused operation
+// changes nothing, also with several registry instances on one store.
 import { clone, create, type JsonObject } from "@bufbuild/protobuf";
 import { timestampFromMs, type Timestamp } from "@bufbuild/protobuf/wkt";
 import { Code } from "@connectrpc/connect";
@@ -51,6 +52,8 @@ import {
   type Ontology,
 } from "../../gen/synapse/v1/registry_pb.js";
 import { protocolError } from "../protocol/errors.js";
+import { MemoryCatalogueStorage } from "../store/memory/registry.js";
+import type { CatalogueState, CatalogueStorage, CatalogueWrites } from "../store/registry-storage.js";
 
 /** The actor of changes the registry makes itself (supersession, leases). */
 export const REGISTRY_ACTOR = "registry";
@@ -70,56 +73,6 @@ const SCORE_RISK_SIGNAL = 100;
 const MAX_COUNTED_SIGNALS = 99;
 const SCORE_INTENT = 10;
 const SCORE_EXACT_DOMAIN = 1;
-
-// ---------------------------------------------------------------------------
-// Storage
-
-export interface SequencedAuditEvent {
-  /** 1, 2, 3, … in the order events were committed. */
-  sequence: number;
-  event: AuditEvent;
-}
-
-/** Where the catalogue keeps its records; records handed in and out are owned by the storage. */
-export interface CatalogueStorage {
-  getCapability(id: string): GovernedCapability | undefined;
-  /** Every record, in any order. */
-  capabilities(): Iterable<GovernedCapability>;
-  /** Audit events with a sequence greater than `afterSequence`, oldest first. */
-  auditEvents(afterSequence: number): Iterable<SequencedAuditEvent>;
-  /** The sequence of the newest audit event; 0 when there is none. */
-  lastAuditSequence(): number;
-  /** Writes one operation's records and appends its events (sequences following lastAuditSequence) at once. */
-  commit(capabilities: readonly GovernedCapability[], events: readonly AuditEvent[]): void;
-}
-
-export class MemoryCatalogueStorage implements CatalogueStorage {
-  private readonly records = new Map<string, GovernedCapability>();
-  private readonly trail: AuditEvent[] = [];
-
-  getCapability(id: string): GovernedCapability | undefined {
-    return this.records.get(id);
-  }
-
-  capabilities(): Iterable<GovernedCapability> {
-    return this.records.values();
-  }
-
-  *auditEvents(afterSequence: number): Iterable<SequencedAuditEvent> {
-    for (let index = Math.max(0, afterSequence); index < this.trail.length; index++) {
-      yield { sequence: index + 1, event: this.trail[index]! };
-    }
-  }
-
-  lastAuditSequence(): number {
-    return this.trail.length;
-  }
-
-  commit(capabilities: readonly GovernedCapability[], events: readonly AuditEvent[]): void {
-    for (const capability of capabilities) this.records.set(capability.id, capability);
-    this.trail.push(...events);
-  }
-}
 
 // ---------------------------------------------------------------------------
 // Queries
@@ -181,25 +134,26 @@ export class CapabilityCatalogue {
    * and STATUS_CHANGED for an existing one. An ACTIVE registration makes the
    * other ACTIVE version of its code INACTIVE.
    */
-  register(capability: GovernedCapability, actor: string): GovernedCapability {
-    const batch = this.batch();
-    const stored = this.stage(batch, capability, actor);
-    batch.commit();
-    return clone(GovernedCapabilitySchema, stored);
+  register(capability: GovernedCapability, actor: string): Promise<GovernedCapability> {
+    return this.storage.update((state) => {
+      const batch = this.batch(state);
+      const stored = this.stage(batch, capability, actor);
+      return batch.writes(clone(GovernedCapabilitySchema, stored));
+    });
   }
 
-  get(id: string): GovernedCapability | undefined {
-    const record = this.storage.getCapability(id);
+  async get(id: string): Promise<GovernedCapability | undefined> {
+    const record = (await this.storage.read()).getCapability(id);
     return record === undefined ? undefined : clone(GovernedCapabilitySchema, record);
   }
 
   /** Ordered by code, then version (v1.9 before v1.10), then agent and id. */
-  list(query: ListCapabilitiesQuery = {}): CapabilityPage {
+  async list(query: ListCapabilitiesQuery = {}): Promise<CapabilityPage> {
     const size = pageSizeOf(query.pageSize, DEFAULT_LIST_PAGE_SIZE, MAX_LIST_PAGE_SIZE);
     const cursor = query.pageToken ? decodeListCursor(query.pageToken) : undefined;
     const type = query.capabilityType ?? CapabilityType.UNSPECIFIED;
     const statuses = query.statuses && query.statuses.length > 0 ? new Set(query.statuses) : undefined;
-    const selected = [...this.storage.capabilities()]
+    const selected = [...(await this.storage.read()).capabilities()]
       .filter(
         (record) =>
           (type === CapabilityType.UNSPECIFIED || record.capabilityType === type) &&
@@ -222,12 +176,15 @@ export class CapabilityCatalogue {
    * from, to, why) and, unless `health` is UNSPECIFIED, its health.
    * Activating a version supersedes the other ACTIVE one of its code.
    */
-  setStatus(id: string, status: CapabilityStatus, reason: string, actor: string, health: CapabilityHealth = CapabilityHealth.UNSPECIFIED): GovernedCapability {
+  async setStatus(id: string, status: CapabilityStatus, reason: string, actor: string, health: CapabilityHealth = CapabilityHealth.UNSPECIFIED): Promise<GovernedCapability> {
     if (!isKnownStatus(status)) throw governanceError("status_required", "a capability needs a status: active, inactive, offline or deprecated");
     if (CapabilityHealth[health] === undefined) {
       throw protocolError(ErrorCode.INVALID_PARAMS, `unknown capability health ${health}`, { details: { field: "health" } });
     }
-    const batch = this.batch();
+    return this.storage.update((state) => this.applyStatus(this.batch(state), id, status, reason, actor, health));
+  }
+
+  private applyStatus(batch: Batch, id: string, status: CapabilityStatus, reason: string, actor: string, health: CapabilityHealth): CatalogueWrites<GovernedCapability> {
     if (batch.get(id) === undefined) throw notFound(id);
     const record = batch.edit(id);
     const statusChanged = record.status !== status;
@@ -239,8 +196,7 @@ export class CapabilityCatalogue {
     if (healthChanged) record.health = health;
     if (statusChanged || healthChanged) record.updatedAt = batch.timestamp;
     if (statusChanged && status === CapabilityStatus.ACTIVE) this.supersede(batch, record, actor);
-    batch.commit();
-    return clone(GovernedCapabilitySchema, record);
+    return batch.writes(clone(GovernedCapabilitySchema, record));
   }
 
   /**
@@ -248,7 +204,7 @@ export class CapabilityCatalogue {
    * (the 8 steps of seed 003 §5 as the header of this file interprets them).
    * An unrecognised next_step is INVALID_ARGUMENT.
    */
-  match(ontology: Ontology, permissions: readonly string[], limit = DEFAULT_MATCH_LIMIT): CapabilityMatch[] {
+  async match(ontology: Ontology, permissions: readonly string[], limit = DEFAULT_MATCH_LIMIT): Promise<CapabilityMatch[]> {
     if (limit < 0) throw protocolError(ErrorCode.INVALID_PARAMS, "limit must not be negative", { details: { field: "limit" } });
     const max = Math.min(limit === 0 ? DEFAULT_MATCH_LIMIT : limit, MAX_MATCH_LIMIT);
 
@@ -263,7 +219,7 @@ export class CapabilityCatalogue {
 
     const scored: Array<{ record: GovernedCapability; score: number; reasons: string[] }> = [];
     // Steps 7 and 8 first: only the current, matchable version of each lineage.
-    for (const record of currentVersions(this.storage.capabilities())) {
+    for (const record of currentVersions((await this.storage.read()).capabilities())) {
       // Step 6.
       if (!record.permissionRequired.every((permission) => held.has(permission))) continue;
       // Step 2 (a filter only when a domain is given).
@@ -320,22 +276,13 @@ export class CapabilityCatalogue {
   }
 
   /** The audit trail, oldest first. */
-  listAudit(query: ListAuditQuery = {}): AuditPage {
+  async listAudit(query: ListAuditQuery = {}): Promise<AuditPage> {
     const size = pageSizeOf(query.pageSize, DEFAULT_AUDIT_PAGE_SIZE, MAX_AUDIT_PAGE_SIZE);
     const after = query.pageToken ? decodeAuditCursor(query.pageToken) : 0;
-    const events: AuditEvent[] = [];
-    let last = after;
-    let more = false;
-    for (const { sequence, event } of this.storage.auditEvents(after)) {
-      if (query.capabilityId && event.capabilityId !== query.capabilityId) continue;
-      if (events.length === size) {
-        more = true;
-        break;
-      }
-      events.push(clone(AuditEventSchema, event));
-      last = sequence;
-    }
-    return { events, nextPageToken: more ? encodeToken({ s: last }) : "" };
+    const found = await this.storage.listAudit(after, query.capabilityId || undefined, size + 1);
+    const page = found.slice(0, size);
+    const more = found.length > size;
+    return { events: page.map(({ event }) => clone(AuditEventSchema, event)), nextPageToken: more ? encodeToken({ s: page[page.length - 1]!.sequence }) : "" };
   }
 
   /**
@@ -345,9 +292,12 @@ export class CapabilityCatalogue {
    * All or nothing: one refused capability refuses the whole list. Returns
    * the ids in the order given.
    */
-  syncAgent(agentId: string, capabilities: readonly GovernedCapability[], actor: string): string[] {
+  syncAgent(agentId: string, capabilities: readonly GovernedCapability[], actor: string): Promise<string[]> {
     requireAgentId(agentId);
-    const batch = this.batch();
+    return this.storage.update((state) => this.applySync(this.batch(state), agentId, capabilities, actor));
+  }
+
+  private applySync(batch: Batch, agentId: string, capabilities: readonly GovernedCapability[], actor: string): CatalogueWrites<string[]> {
     const ids: string[] = [];
     for (const capability of capabilities) {
       const input = clone(GovernedCapabilitySchema, capability);
@@ -359,8 +309,7 @@ export class CapabilityCatalogue {
       if (record.agentId !== agentId || listed.has(record.id) || !isMatchable(record.status)) continue;
       this.changeStatus(batch, record.id, CapabilityStatus.OFFLINE, `no longer provided by agent ${agentId}`, actor);
     }
-    batch.commit();
-    return ids;
+    return batch.writes(ids);
   }
 
   /**
@@ -368,10 +317,13 @@ export class CapabilityCatalogue {
    * agent's lease). Health is not a governed field, so it is not audited.
    * Returns the ids whose health changed.
    */
-  setAgentHealth(agentId: string, health: CapabilityHealth, actor: string): string[] {
+  setAgentHealth(agentId: string, health: CapabilityHealth, actor: string): Promise<string[]> {
     requireAgentId(agentId); // an empty id would select every static capability
     void actor; // kept for the caller's symmetry with the audited changes; AuditEventKind has no health kind
-    const batch = this.batch();
+    return this.storage.update((state) => this.applyHealth(this.batch(state), agentId, health));
+  }
+
+  private applyHealth(batch: Batch, agentId: string, health: CapabilityHealth): CatalogueWrites<string[]> {
     const changed: string[] = [];
     for (const record of batch.all()) {
       if (record.agentId !== agentId || record.health === health) continue;
@@ -380,14 +332,16 @@ export class CapabilityCatalogue {
       edited.updatedAt = batch.timestamp;
       changed.push(record.id);
     }
-    batch.commit();
-    return changed.sort(compareStrings);
+    return batch.writes(changed.sort(compareStrings));
   }
 
   /** Takes every capability of an agent OFFLINE (audited). Returns the ids changed. */
-  retireAgent(agentId: string, reason: string, actor: string): string[] {
+  retireAgent(agentId: string, reason: string, actor: string): Promise<string[]> {
     requireAgentId(agentId);
-    const batch = this.batch();
+    return this.storage.update((state) => this.applyRetire(this.batch(state), agentId, reason, actor));
+  }
+
+  private applyRetire(batch: Batch, agentId: string, reason: string, actor: string): CatalogueWrites<string[]> {
     const changed: string[] = [];
     const sorted = batch.all().sort((a, b) => compareStrings(a.id, b.id));
     for (const record of sorted) {
@@ -395,8 +349,7 @@ export class CapabilityCatalogue {
       this.changeStatus(batch, record.id, CapabilityStatus.OFFLINE, reason || `agent ${agentId} retired`, actor);
       changed.push(record.id);
     }
-    batch.commit();
-    return changed;
+    return batch.writes(changed);
   }
 
   /** The catalogue entry an agent's task type declares (see capabilityFromTaskType). */
@@ -406,8 +359,8 @@ export class CapabilityCatalogue {
 
   // -------------------------------------------------------------------------
 
-  private batch(): Batch {
-    return new Batch(this.storage, this.now());
+  private batch(state: CatalogueState): Batch {
+    return new Batch(state, this.now());
   }
 
   /** Validates one registration and stages its record and audit events in the batch. */
@@ -568,11 +521,11 @@ function requireAgentId(agentId: string): void {
 // The staged changes of one operation
 
 class Batch {
-  private readonly writes = new Map<string, GovernedCapability>();
+  private readonly staged = new Map<string, GovernedCapability>();
   private readonly events: AuditEvent[] = [];
 
   constructor(
-    private readonly storage: CatalogueStorage,
+    private readonly storage: CatalogueState,
     private readonly nowMs: number,
   ) {}
 
@@ -582,28 +535,28 @@ class Batch {
   }
 
   get(id: string): GovernedCapability | undefined {
-    return this.writes.get(id) ?? this.storage.getCapability(id);
+    return this.staged.get(id) ?? this.storage.getCapability(id);
   }
 
   /** A staged copy of a record to change; the stored one stays untouched until commit. */
   edit(id: string): GovernedCapability {
-    const staged = this.writes.get(id);
+    const staged = this.staged.get(id);
     if (staged !== undefined) return staged;
     const stored = this.storage.getCapability(id);
     if (stored === undefined) throw new Error(`no capability ${id} to edit`);
     const copy = clone(GovernedCapabilitySchema, stored);
-    this.writes.set(id, copy);
+    this.staged.set(id, copy);
     return copy;
   }
 
   put(record: GovernedCapability): void {
-    this.writes.set(record.id, record);
+    this.staged.set(record.id, record);
   }
 
   /** Every record as it will be after commit. */
   all(): GovernedCapability[] {
-    const out = [...this.storage.capabilities()].map((record) => this.writes.get(record.id) ?? record);
-    for (const record of this.writes.values()) if (this.storage.getCapability(record.id) === undefined) out.push(record);
+    const out = [...this.storage.capabilities()].map((record) => this.staged.get(record.id) ?? record);
+    for (const record of this.staged.values()) if (this.storage.getCapability(record.id) === undefined) out.push(record);
     return out;
   }
 
@@ -624,9 +577,9 @@ class Batch {
     );
   }
 
-  commit(): void {
-    if (this.writes.size === 0 && this.events.length === 0) return;
-    this.storage.commit([...this.writes.values()], this.events);
+  /** What the operation writes, with its result, for CatalogueStorage.update to commit. */
+  writes<T>(result: T): CatalogueWrites<T> {
+    return { result, capabilities: [...this.staged.values()], events: this.events };
   }
 }
 

@@ -26,6 +26,7 @@ import type { OpenedEnvelope } from "../envelope/open.js";
 import type { TrustPolicy, TrustVerdict } from "../envelope/trust.js";
 import type { Logger } from "../log.js";
 import { errorDetail, protocolError } from "../protocol/errors.js";
+import type { DirectoryEntry, DirectoryStorage } from "../store/registry-storage.js";
 import { checkGovernance, type CapabilityCatalogue } from "./catalogue.js";
 
 /** What the registry learns by calling an agent back at its endpoint. */
@@ -36,6 +37,8 @@ export interface AgentSelfReport {
 
 export interface DirectoryOptions {
   catalogue: CapabilityCatalogue;
+  /** Where entries live (shared by every registry instance on one store). */
+  storage: DirectoryStorage;
   /** Calls the agent's GetCapabilities and GetSupportedInterfaces. */
   confirm: (endpointUrl: string) => Promise<AgentSelfReport>;
   logger: Logger;
@@ -44,13 +47,6 @@ export interface DirectoryOptions {
   /** An agent whose lease has expired this long ago is dropped. */
   dropAfterMs: number;
   now?: () => number;
-}
-
-interface Entry {
-  agent: RegisteredAgent;
-  publicKey: Uint8Array;
-  keyId: string;
-  leaseExpiresAtMs: number;
 }
 
 export interface AgentQuery {
@@ -68,22 +64,22 @@ export interface AgentQuery {
 const REGISTRY_ACTOR = "registry";
 
 export class AgentDirectory implements TrustPolicy {
-  private readonly entries = new Map<string, Entry>();
   private readonly now: () => number;
+  private readonly storage: DirectoryStorage;
 
   constructor(private readonly options: DirectoryOptions) {
     this.now = options.now ?? Date.now;
+    this.storage = options.storage;
   }
 
   // ── the key directory ──────────────────────────────────────────────────
 
-  publicKeyFor(keyId: string): Uint8Array | undefined {
-    for (const entry of this.entries.values()) if (entry.keyId === keyId) return entry.publicKey;
-    return undefined;
+  async publicKeyFor(keyId: string): Promise<Uint8Array | undefined> {
+    return (await this.storage.findAgentByKeyId(keyId))?.publicKey;
   }
 
-  check(agentId: string, keyId: string): TrustVerdict {
-    const entry = this.entries.get(agentId);
+  async check(agentId: string, keyId: string): Promise<TrustVerdict> {
+    const entry = await this.storage.getAgent(agentId);
     if (entry === undefined) return { kind: "unknown" };
     return entry.keyId === keyId ? { kind: "trusted" } : { kind: "conflict", expectedKeyId: entry.keyId };
   }
@@ -91,8 +87,8 @@ export class AgentDirectory implements TrustPolicy {
   /** The trust policy for registry messages: a registered id keeps its key; an unregistered one may claim any. */
   readonly registrationTrust: TrustPolicy = {
     publicKeyFor: (keyId) => this.publicKeyFor(keyId),
-    check: (agentId, keyId) => {
-      const verdict = this.check(agentId, keyId);
+    check: async (agentId, keyId) => {
+      const verdict = await this.check(agentId, keyId);
       return verdict.kind === "unknown" ? { kind: "trusted" } : verdict;
     },
   };
@@ -138,7 +134,7 @@ export class AgentDirectory implements TrustPolicy {
       ]);
     }
     const nowMs = this.now();
-    const existing = this.entries.get(agentId);
+    const existing = await this.storage.getAgent(agentId);
     const agent = create(RegisteredAgentSchema, {
       capabilities: live.capabilities,
       interfaces: live.interfaces,
@@ -150,7 +146,8 @@ export class AgentDirectory implements TrustPolicy {
       lastHeartbeatAt: timestampFromMs(nowMs),
       leaseExpiresAt: timestampFromMs(nowMs + this.options.leaseMs),
     });
-    this.entries.set(agentId, { agent, publicKey: opened.publicKey, keyId, leaseExpiresAtMs: nowMs + this.options.leaseMs });
+    const put = await this.storage.putAgent({ agentId, keyId, publicKey: opened.publicKey, agent, leaseUntilMs: nowMs + this.options.leaseMs });
+    if (put.held !== undefined) throw protocolError(ErrorCode.UNKNOWN_SENDER, `agent ${agentId} is registered with another key`);
     // A task type whose governance breaks a rule is left out of the catalogue; the agent is still registered.
     const capabilities = live.capabilities.supportedTaskTypes.flatMap((taskType) => {
       const capability = this.options.catalogue.fromTaskType(agentId, taskType);
@@ -163,69 +160,78 @@ export class AgentDirectory implements TrustPolicy {
         return [];
       }
     });
-    const capabilityIds = this.options.catalogue.syncAgent(agentId, capabilities, agentId);
+    const capabilityIds = await this.options.catalogue.syncAgent(agentId, capabilities, agentId);
     this.options.logger.info({ agent_id: agentId, endpoint: registration.endpointUrl, compliance: level }, "agent registered");
     return { agent, capabilityIds };
   }
 
-  heartbeat(opened: OpenedEnvelope): RegisteredAgent {
-    const entry = this.requireOwnEntry(opened);
-    const nowMs = this.now();
-    entry.leaseExpiresAtMs = nowMs + this.options.leaseMs;
-    const wasUnhealthy = entry.agent.health !== AgentHealth.HEALTHY;
-    entry.agent = create(RegisteredAgentSchema, {
-      ...entry.agent,
-      health: AgentHealth.HEALTHY,
-      lastHeartbeatAt: timestampFromMs(nowMs),
-      leaseExpiresAt: timestampFromMs(entry.leaseExpiresAtMs),
-    });
-    if (wasUnhealthy) this.options.catalogue.setAgentHealth(entry.agent.capabilities!.agentId, CapabilityHealth.HEALTHY, REGISTRY_ACTOR);
-    return entry.agent;
+  async heartbeat(opened: OpenedEnvelope): Promise<RegisteredAgent> {
+    for (;;) {
+      const entry = await this.requireOwnEntry(opened);
+      const nowMs = this.now();
+      const wasUnhealthy = entry.agent.health !== AgentHealth.HEALTHY;
+      const agent = create(RegisteredAgentSchema, {
+        ...entry.agent,
+        health: AgentHealth.HEALTHY,
+        lastHeartbeatAt: timestampFromMs(nowMs),
+        leaseExpiresAt: timestampFromMs(nowMs + this.options.leaseMs),
+      });
+      // Another instance (a sweep, say) may have changed the entry meanwhile: then read it again.
+      const updated = await this.storage.updateAgent({ ...entry, agent, leaseUntilMs: nowMs + this.options.leaseMs }, entry.version);
+      if (updated === undefined) continue;
+      if (wasUnhealthy) await this.options.catalogue.setAgentHealth(entry.agentId, CapabilityHealth.HEALTHY, REGISTRY_ACTOR);
+      return agent;
+    }
   }
 
-  deregister(opened: OpenedEnvelope, reason: string): string {
-    const entry = this.requireOwnEntry(opened);
-    const agentId = entry.agent.capabilities!.agentId;
-    this.entries.delete(agentId);
-    this.options.catalogue.retireAgent(agentId, reason || "deregistered", agentId);
-    this.options.logger.info({ agent_id: agentId, reason }, "agent deregistered");
-    return agentId;
+  async deregister(opened: OpenedEnvelope, reason: string): Promise<string> {
+    const entry = await this.requireOwnEntry(opened);
+    await this.storage.deleteAgent(entry.agentId);
+    await this.options.catalogue.retireAgent(entry.agentId, reason || "deregistered", entry.agentId);
+    this.options.logger.info({ agent_id: entry.agentId, reason }, "agent deregistered");
+    return entry.agentId;
   }
 
-  private requireOwnEntry(opened: OpenedEnvelope): Entry {
-    const agentId = opened.header.sender!.agentId;
-    const entry = this.entries.get(agentId);
-    if (entry === undefined) throw protocolError(ErrorCode.TASK_NOT_FOUND, `agent ${agentId} is not registered`);
-    if (entry.keyId !== opened.header.sender!.keyId) throw protocolError(ErrorCode.UNKNOWN_SENDER, `agent ${agentId} is registered with another key`);
+  private async requireOwnEntry(opened: OpenedEnvelope): Promise<DirectoryEntry> {
+    const id = opened.header.sender!.agentId;
+    const entry = await this.storage.getAgent(id);
+    if (entry === undefined) throw protocolError(ErrorCode.TASK_NOT_FOUND, `agent ${id} is not registered`);
+    if (entry.keyId !== opened.header.sender!.keyId) throw protocolError(ErrorCode.UNKNOWN_SENDER, `agent ${id} is registered with another key`);
     return entry;
   }
 
-  /** Marks agents whose lease ran out as unhealthy and drops those gone too long. */
-  sweep(): void {
+  /**
+   * Marks agents whose lease ran out as unhealthy and drops those gone too
+   * long. Each change names the entry's version, so instances sweeping at
+   * once make it once.
+   */
+  async sweep(): Promise<void> {
     const nowMs = this.now();
-    for (const [agentId, entry] of this.entries) {
-      if (nowMs >= entry.leaseExpiresAtMs + this.options.dropAfterMs) {
-        this.entries.delete(agentId);
-        this.options.catalogue.retireAgent(agentId, "lease expired; dropped", REGISTRY_ACTOR);
-        this.options.logger.info({ agent_id: agentId }, "agent dropped after missing its heartbeats");
-      } else if (nowMs >= entry.leaseExpiresAtMs && entry.agent.health === AgentHealth.HEALTHY) {
-        entry.agent = create(RegisteredAgentSchema, { ...entry.agent, health: AgentHealth.UNHEALTHY });
-        this.options.catalogue.setAgentHealth(agentId, CapabilityHealth.UNHEALTHY, REGISTRY_ACTOR);
-        this.options.logger.warn({ agent_id: agentId }, "agent missed its heartbeat; unhealthy");
+    for (const entry of await this.storage.listAgents()) {
+      const id = entry.agentId;
+      if (nowMs >= entry.leaseUntilMs + this.options.dropAfterMs) {
+        if (!(await this.storage.deleteAgent(id, entry.version))) continue;
+        await this.options.catalogue.retireAgent(id, "lease expired; dropped", REGISTRY_ACTOR);
+        this.options.logger.info({ agent_id: id }, "agent dropped after missing its heartbeats");
+      } else if (nowMs >= entry.leaseUntilMs && entry.agent.health === AgentHealth.HEALTHY) {
+        const agent = create(RegisteredAgentSchema, { ...entry.agent, health: AgentHealth.UNHEALTHY });
+        if ((await this.storage.updateAgent({ ...entry, agent }, entry.version)) === undefined) continue;
+        await this.options.catalogue.setAgentHealth(id, CapabilityHealth.UNHEALTHY, REGISTRY_ACTOR);
+        this.options.logger.warn({ agent_id: id }, "agent missed its heartbeat; unhealthy");
       }
     }
   }
 
   // ── lookups ────────────────────────────────────────────────────────────
 
-  get(agentId: string): RegisteredAgent {
-    const entry = this.entries.get(agentId);
+  async get(agentId: string): Promise<RegisteredAgent> {
+    const entry = await this.storage.getAgent(agentId);
     if (entry === undefined) throw protocolError(ErrorCode.TASK_NOT_FOUND, `agent ${agentId} is not registered`, { status: Code.NotFound });
     return entry.agent;
   }
 
-  find(query: AgentQuery): { agents: RegisteredAgent[]; nextPageToken: string } {
-    const matches = [...this.entries.values()]
+  async find(query: AgentQuery): Promise<{ agents: RegisteredAgent[]; nextPageToken: string }> {
+    const matches = (await this.storage.listAgents())
       .map((entry) => entry.agent)
       .filter((agent) => query.includeUnhealthy || agent.health === AgentHealth.HEALTHY)
       .filter((agent) => matchesQuery(agent, query))

@@ -9,11 +9,16 @@ import { createTransport } from "../client/transport.js";
 import type { OpenedEnvelope } from "../envelope/open.js";
 import type { Logger } from "../log.js";
 import { protocolError } from "../protocol/errors.js";
+import { memoryStorage } from "../store/memory/index.js";
+import type { CatalogueStorage, DirectoryStorage } from "../store/registry-storage.js";
+import type { MessageStore } from "../store/store.js";
 import { CapabilityCatalogue } from "./catalogue.js";
 import { AgentDirectory, type AgentSelfReport } from "./directory.js";
 
 export interface RegistryOptions {
   logger: Logger;
+  /** Where the directory, the catalogue and the memory of registry messages live; default this process's memory. */
+  storage?: { directory: DirectoryStorage; catalogue: CatalogueStorage; messages: MessageStore };
   /** Lease length; heartbeats are asked for at a third of it. Default 30 s. */
   leaseMs?: number;
   /** How long after its lease an agent is dropped. Default three leases. */
@@ -39,15 +44,23 @@ export class Registry {
   readonly catalogue: CapabilityCatalogue;
   readonly directory: AgentDirectory;
   readonly leaseMs: number;
-  private readonly seen = new Map<string, { digest: string; keepUntilMs: number }>();
+  /** Registry messages already taken (pruned with the agent's own, by its retention). */
+  readonly messages: MessageStore;
   private readonly sweeper: NodeJS.Timeout;
+  private sweeping: Promise<void> | undefined;
   private readonly now: () => number;
 
   constructor(private readonly options: RegistryOptions) {
     this.now = options.now ?? Date.now;
     this.leaseMs = options.leaseMs ?? 30_000;
-    this.catalogue = new CapabilityCatalogue({ now: this.now });
+    const storage = options.storage ?? (() => {
+      const memory = memoryStorage(this.now);
+      return { directory: memory.directory, catalogue: memory.catalogue, messages: memory.tasks };
+    })();
+    this.messages = storage.messages;
+    this.catalogue = new CapabilityCatalogue({ now: this.now, storage: storage.catalogue });
     this.directory = new AgentDirectory({
+      storage: storage.directory,
       catalogue: this.catalogue,
       confirm: options.confirm ?? confirmAtEndpoint,
       logger: options.logger,
@@ -56,8 +69,10 @@ export class Registry {
       now: this.now,
     });
     this.sweeper = setInterval(() => {
-      this.directory.sweep();
-      this.forgetOld();
+      this.sweeping ??= this.directory
+        .sweep()
+        .catch((error: unknown) => options.logger.warn({ err: error }, "sweeping the directory failed"))
+        .finally(() => (this.sweeping = undefined));
     }, Math.max(50, Math.floor(this.leaseMs / 4)));
     this.sweeper.unref();
   }
@@ -67,21 +82,26 @@ export class Registry {
     return Math.floor(this.leaseMs / 3);
   }
 
-  /** Refuses a registry message whose id was used before (an exact re-delivery is refused too: these are not idempotent). */
-  remember(opened: OpenedEnvelope): void {
+  /**
+   * Refuses a registry message whose id was used before (an exact
+   * re-delivery is refused too: these are not idempotent). Remembered in
+   * the store, so a restart or another registry instance refuses it too.
+   */
+  async remember(opened: OpenedEnvelope): Promise<void> {
     const id = opened.header.messageId;
-    const earlier = this.seen.get(id);
-    if (earlier !== undefined) throw protocolError(ErrorCode.REPLAY_DETECTED, `message id ${id} was already used`);
     const expiresAtMs = opened.header.expiresAt ? Number(opened.header.expiresAt.seconds) * 1000 : this.now();
-    this.seen.set(id, { digest: opened.digest, keepUntilMs: expiresAtMs + this.options.clockSkewMs });
+    const earlier = await this.messages.rememberMessage({
+      scope: "registry",
+      messageId: id,
+      senderAgentId: opened.header.sender!.agentId,
+      digest: opened.digest,
+      keepUntilMs: expiresAtMs + this.options.clockSkewMs,
+    });
+    if (earlier !== undefined) throw protocolError(ErrorCode.REPLAY_DETECTED, `message id ${id} was already used`);
   }
 
-  private forgetOld(): void {
-    const nowMs = this.now();
-    for (const [id, entry] of this.seen) if (entry.keepUntilMs <= nowMs) this.seen.delete(id);
-  }
-
-  close(): void {
+  async close(): Promise<void> {
     clearInterval(this.sweeper);
+    await this.sweeping;
   }
 }

@@ -54,7 +54,7 @@ export function registryService(registry: Registry, host: RegistryHost): Service
     if (opened.header.messageType !== type) {
       throw protocolError(ErrorCode.MESSAGE_FORMAT_INVALID, `expected ${wireName(type)}, got ${opened.info.wireName}`);
     }
-    registry.remember(opened);
+    await registry.remember(opened);
     return opened;
   }
 
@@ -67,18 +67,18 @@ export function registryService(registry: Registry, host: RegistryHost): Service
 
     async deregister(request) {
       const opened = await openRegistryMessage(request.envelope, MessageType.REGISTRY_DEREGISTER);
-      const agentId = registry.directory.deregister(opened, (opened.payload as AgentDeregistrationPayload).reason);
+      const agentId = await registry.directory.deregister(opened, (opened.payload as AgentDeregistrationPayload).reason);
       return create(DeregisterResponseSchema, { agentId });
     },
 
     async heartbeat(request) {
       const opened = await openRegistryMessage(request.envelope, MessageType.HEARTBEAT);
-      const agent = registry.directory.heartbeat(opened);
+      const agent = await registry.directory.heartbeat(opened);
       return create(HeartbeatResponseSchema, { leaseExpiresAt: agent.leaseExpiresAt, health: agent.health });
     },
 
-    findAgents(request) {
-      const page = registry.directory.find({
+    async findAgents(request) {
+      const page = await registry.directory.find({
         taskType: request.taskType || undefined,
         capability: request.capability || undefined,
         contentType: request.contentType || undefined,
@@ -92,15 +92,15 @@ export function registryService(registry: Registry, host: RegistryHost): Service
       return create(FindAgentsResponseSchema, page);
     },
 
-    getAgent(request) {
-      return create(GetAgentResponseSchema, { agent: registry.directory.get(request.agentId) });
+    async getAgent(request) {
+      return create(GetAgentResponseSchema, { agent: await registry.directory.get(request.agentId) });
     },
 
-    evaluateCompliance(request) {
+    async evaluateCompliance(request) {
       const names =
         request.interfaces.length > 0 || request.agentId === ""
           ? request.interfaces.map((entry) => entry.name)
-          : registry.directory.get(request.agentId).interfaces.map((entry) => entry.name);
+          : (await registry.directory.get(request.agentId)).interfaces.map((entry) => entry.name);
       const { evaluation, level, unknown } = evaluateCompliance(names, request.agentId);
       return create(EvaluateComplianceResponseSchema, { evaluation, complianceLevel: level, unknownInterfaces: unknown });
     },
@@ -108,17 +108,17 @@ export function registryService(registry: Registry, host: RegistryHost): Service
     async registerCapability(request, ctx) {
       const caller = await authenticate(bearer, ctx);
       if (request.capability === undefined) throw protocolError(ErrorCode.MESSAGE_FORMAT_INVALID, "capability is required");
-      return create(RegisterCapabilityResponseSchema, { capability: registry.catalogue.register(request.capability, caller.agentId) });
+      return create(RegisterCapabilityResponseSchema, { capability: await registry.catalogue.register(request.capability, caller.agentId) });
     },
 
-    getCapability(request) {
-      const capability = registry.catalogue.get(request.id);
+    async getCapability(request) {
+      const capability = await registry.catalogue.get(request.id);
       if (capability === undefined) throw protocolError(ErrorCode.INVALID_PARAMS, `no capability ${request.id}`, { status: Code.NotFound });
       return create(GetCapabilityResponseSchema, { capability });
     },
 
-    listCapabilities(request) {
-      const page = registry.catalogue.list({
+    async listCapabilities(request) {
+      const page = await registry.catalogue.list({
         capabilityType: request.capabilityType || undefined,
         domain: request.domain || undefined,
         statuses: request.statuses,
@@ -131,18 +131,18 @@ export function registryService(registry: Registry, host: RegistryHost): Service
 
     async setCapabilityStatus(request, ctx) {
       const caller = await authenticate(bearer, ctx);
-      const capability = registry.catalogue.setStatus(request.id, request.status, request.reason, caller.agentId, request.health || undefined);
+      const capability = await registry.catalogue.setStatus(request.id, request.status, request.reason, caller.agentId, request.health || undefined);
       return create(SetCapabilityStatusResponseSchema, { capability });
     },
 
-    matchCapabilities(request) {
+    async matchCapabilities(request) {
       const limit = request.limit < 0 ? 0 : request.limit || 20;
       const ontology = request.ontology ?? create(OntologySchema);
-      return create(MatchCapabilitiesResponseSchema, { candidates: registry.catalogue.match(ontology, request.permissions, limit) });
+      return create(MatchCapabilitiesResponseSchema, { candidates: await registry.catalogue.match(ontology, request.permissions, limit) });
     },
 
-    listAuditEvents(request) {
-      const page = registry.catalogue.listAudit({
+    async listAuditEvents(request) {
+      const page = await registry.catalogue.listAudit({
         capabilityId: request.capabilityId || undefined,
         pageSize: pageSize(request.pageSize, 100, 1000),
         pageToken: request.pageToken || undefined,
