@@ -22,7 +22,7 @@ interface IdentityFile {
 
 export const KEY_FILE = "agent.key";
 export const IDENTITY_FILE = "identity.json";
-/** Keys of other agents, pinned on first use. */
+/** Keys of other agents pinned on first use, where agents kept them before the store did (imported once). */
 export const PINNED_KEYS_FILE = "pinned-keys.json";
 
 /** A readable default id derived from the key, so it is stable with the key. */
@@ -36,19 +36,56 @@ export interface IdentityOverrides {
   systemId?: string;
 }
 
+/** A key or identity file that cannot be used: the message names the file and how to recover. */
+export class IdentityFileError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = "IdentityFileError";
+  }
+}
+
+const reason = (error: unknown) => (error instanceof Error ? error.message : String(error));
+
+async function readKey(path: string): Promise<{ key: AgentKey; created: boolean }> {
+  try {
+    return await loadOrCreateKey(path);
+  } catch (error) {
+    throw new IdentityFileError(
+      `${path} is not a usable Ed25519 private key (PKCS#8 PEM): ${reason(error)}. It is this agent's identity: restore it from a backup. ` +
+        `Only if it is lost for good, move it aside (mv '${path}' '${path}.damaged') and start again: the agent gets a new key, ` +
+        "and agents that pinned the old one refuse the new one until they are told to trust it.",
+    );
+  }
+}
+
+async function readIdentityFile(path: string): Promise<Partial<IdentityFile>> {
+  let text: string;
+  try {
+    text = await readFile(path, "utf8");
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === "ENOENT") return {};
+    throw error;
+  }
+  try {
+    const parsed = JSON.parse(text) as unknown;
+    if (typeof parsed !== "object" || parsed === null || Array.isArray(parsed)) throw new TypeError("not a JSON object");
+    return parsed as Partial<IdentityFile>;
+  } catch (error) {
+    throw new IdentityFileError(
+      `${path} is damaged (${reason(error)}). It holds the agent's id and names: fix it, or move it aside (mv '${path}' '${path}.damaged') ` +
+        "and start again with the same --agent-id, --agent-name and --system-id as before (without them the id is derived from agent.key).",
+    );
+  }
+}
+
 export async function loadOrCreateIdentity(
   dir: string,
   overrides: IdentityOverrides = {},
 ): Promise<{ identity: AgentIdentity; created: boolean }> {
   await mkdir(dir, { recursive: true, mode: 0o700 });
-  const { key, created } = await loadOrCreateKey(join(dir, KEY_FILE));
+  const { key, created } = await readKey(join(dir, KEY_FILE));
   const path = join(dir, IDENTITY_FILE);
-  let stored: Partial<IdentityFile> = {};
-  try {
-    stored = JSON.parse(await readFile(path, "utf8")) as Partial<IdentityFile>;
-  } catch (error) {
-    if ((error as NodeJS.ErrnoException).code !== "ENOENT") throw error;
-  }
+  const stored = await readIdentityFile(path);
   const identity: AgentIdentity = {
     agentId: overrides.agentId ?? stored.agent_id ?? defaultAgentId(key),
     agentName: overrides.agentName ?? stored.agent_name ?? "Synapse reference agent",

@@ -32,3 +32,13 @@ export function integerOption(value: string | undefined, name: string): number |
   if (!Number.isInteger(parsed) || parsed < 0) throw new UsageError(`${name} must be a non-negative integer, got ${JSON.stringify(value)}`);
   return parsed;
 }
+
+const UNITS: Record<string, number> = { ms: 1, s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 };
+
+/** A duration such as 90s, 15m, 12h or 7d (a bare number is seconds), in milliseconds. */
+export function durationOption(value: string | undefined, name: string): number | undefined {
+  if (value === undefined) return undefined;
+  const match = /^(\d+(?:\.\d+)?)(ms|s|m|h|d)?$/.exec(value.trim());
+  if (match === null) throw new UsageError(`${name} must be a duration such as 90s, 15m, 12h or 7d, got ${JSON.stringify(value)}`);
+  return Math.round(Number(match[1]) * UNITS[match[2] ?? "s"]!);
+}

@@ -124,7 +124,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
         shutdownController.abort(new ConnectError("server is shutting down", Code.Unavailable));
         await Promise.race([listener.idle(), new Promise((resolve) => setTimeout(resolve, 1000))]);
       }
-      options.registry?.close();
+      await options.registry?.close();
       // Let the last frames (trailers, GOAWAY) leave before the sockets go.
       await new Promise((resolve) => setImmediate(resolve));
       listener.destroyAll();

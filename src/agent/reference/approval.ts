@@ -4,6 +4,8 @@ import type { TaskHandler } from "../handler.js";
 
 export function withApprovalGate(handler: TaskHandler): TaskHandler {
   const gated: TaskHandler = {
+    // A resumed run gets the recorded approval back from askHuman without asking again.
+    resumable: handler.resumable,
     async executeTask(ctx) {
       if (ctx.payload.require_approval === true) {
         // A rejection rejects this promise and so fails the task; a "modify" answer

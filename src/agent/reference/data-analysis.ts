@@ -176,6 +176,8 @@ function readIncludeRows(value: JsonValue | undefined): boolean {
 }
 
 export const dataAnalysisHandler: TaskHandler = {
+  // Pure computation over the payload: running it again after a restart is safe.
+  resumable: true,
   async executeTask(ctx) {
     const csv = ctx.payload.csv;
     if (typeof csv !== "string") throw invalid("csv must be a string");

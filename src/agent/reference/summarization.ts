@@ -64,6 +64,8 @@ function isValidMax(value: JsonValue | undefined): value is number {
 }
 
 export const summarizationHandler: TaskHandler = {
+  // Pure computation over the payload: running it again after a restart is safe.
+  resumable: true,
   validateTask(task): Validation {
     const value = task.payload.max_sentences;
     if (isAbsent(value)) return { kind: "need_info", fields: [MAX_SENTENCES_FIELD], question: MAX_SENTENCES_QUESTION };

@@ -86,6 +86,8 @@ function readTop(value: unknown): number {
 }
 
 export const textAnalysisHandler: TaskHandler = {
+  // Pure computation over the payload: running it again after a restart is safe.
+  resumable: true,
   async executeTask(ctx) {
     const text = ctx.payload.text;
     if (typeof text !== "string") throw new TaskFailure(ErrorCode.INVALID_PARAMS, "text must be a string");

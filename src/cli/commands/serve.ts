@@ -1,5 +1,5 @@
 // `synapse serve`: run the reference agent on one port until SIGTERM/SIGINT.
-import { readFile } from "node:fs/promises";
+import { readFile, rename } from "node:fs/promises";
 import { join, resolve } from "node:path";
 import { createAgent } from "../../agent/agent.js";
 import { referenceHandlers } from "../../agent/reference/index.js";
@@ -11,11 +11,16 @@ import { Registry } from "../../registry/registry.js";
 import { RegistryTrust } from "../../registry/registry-trust.js";
 import { REFERENCE_TASK_TYPES } from "../../agent/reference/task-types.js";
 import { loadOrCreateIdentity, PINNED_KEYS_FILE } from "../../agent/identity.js";
-import { createLogger } from "../../log.js";
+import { createLogger, type Logger } from "../../log.js";
 import { startServer } from "../../server/server.js";
-import { integerOption, parse, UsageError } from "../args.js";
+import { readPinFile } from "../../store/file-pins.js";
+import { openStorage } from "../../store/open.js";
+import type { PinStore } from "../../store/pins.js";
+import type { Storage } from "../../store/storage.js";
+import { durationOption, integerOption, parse, UsageError } from "../args.js";
 
 export const serveUsage = `usage: synapse serve [--host H] [--port P] [--data-dir DIR] [--tls-cert FILE --tls-key FILE]
+                     [--store sqlite|sqlite:PATH|postgres://...|memory] [--fsync normal|full] [--retention DURATION] [--run-lease SECONDS]
                      [--trust-store FILE [--tofu]] [--trust-registry URL] [--agent-id ID] [--agent-name NAME] [--system-id ID]
                      [--registry [--lease SECONDS]] [--join URL [--advertise-url URL]]
                      [--max-file-size BYTES] [--max-concurrent-tasks N] [--max-task-duration SECONDS]
@@ -27,7 +32,16 @@ and Connect on one port. HOST and PORT environment variables are used when the
 flags are absent. The agent's identity (agent.key, identity.json) is created in
 the data dir on first start and kept.
 
-Senders' keys are pinned on first use (pinned-keys.json in the data dir). With
+State (tasks, event logs, seen messages, results, pending callbacks, pinned
+keys, the registry) is kept in --store: by default SQLite in <data-dir>/synapse.db
+(one process at a time); postgres://user:password@host:port/db (or SYNAPSE_STORE)
+for several instances of one agent; memory for tests. --fsync full makes every
+SQLite commit survive power loss (normal: a process crash loses nothing
+acknowledged). Finished tasks are kept for --retention (default 7d). A task's run
+is leased for --run-lease seconds (default 15): another instance takes over a
+dead one's tasks after that.
+
+Senders' keys are pinned on first use (in the store). With
 --trust-store only the agents listed there are trusted ({"agents": [{"agent_id",
 "public_key" (base64url)}]}); add --tofu to also pin agents it does not list.
 --trust-registry URL (implied by --join) also trusts the keys of the agents
@@ -42,12 +56,22 @@ default the listening URL), keeps the lease, and deregisters on shutdown.`;
  * Pinning on first use by default; a trust-store file makes trust explicit;
  * a registry's key directory is asked before pinning decides.
  */
-async function trustPolicy(dataDir: string, trustStore: string | undefined, tofu: boolean, registryUrl: string | undefined): Promise<TrustPolicy> {
+async function trustPolicy(pins: PinStore, trustStore: string | undefined, tofu: boolean, registryUrl: string | undefined): Promise<TrustPolicy> {
   const sources: TrustPolicy[] = [];
   if (trustStore !== undefined) sources.push(await TrustStore.load(trustStore));
   if (registryUrl !== undefined) sources.push(new RegistryTrust(registryUrl));
-  if (trustStore === undefined || tofu) sources.push(await PinnedKeys.open(join(dataDir, PINNED_KEYS_FILE)));
+  if (trustStore === undefined || tofu) sources.push(new PinnedKeys(pins));
   return sources.length === 1 ? sources[0]! : new TrustChain(sources);
+}
+
+/** Pins an older agent kept in pinned-keys.json move into the store, once. */
+async function importPinFile(dataDir: string, pins: PinStore, logger: Logger): Promise<void> {
+  const path = join(dataDir, PINNED_KEYS_FILE);
+  const found = await readPinFile(path);
+  if (found.length === 0) return;
+  for (const pin of found) await pins.pin(pin);
+  await rename(path, `${path}.imported`);
+  logger.info({ pins: found.length, from: path }, "moved pinned keys into the store");
 }
 
 export async function serve(argv: string[]): Promise<number> {
@@ -73,6 +97,10 @@ export async function serve(argv: string[]): Promise<number> {
       "trust-registry": { type: "string" },
       registry: { type: "boolean" },
       lease: { type: "string" },
+      store: { type: "string" },
+      fsync: { type: "string" },
+      retention: { type: "string" },
+      "run-lease": { type: "string" },
       join: { type: "string" },
       "advertise-url": { type: "string" },
       "log-level": { type: "string" },
@@ -102,7 +130,7 @@ export async function serve(argv: string[]): Promise<number> {
     maxConcurrentTasks: integerOption(values["max-concurrent-tasks"], "--max-concurrent-tasks") ?? defaults.maxConcurrentTasks,
     maxTaskDurationSeconds: integerOption(values["max-task-duration"], "--max-task-duration") ?? defaults.maxTaskDurationSeconds,
   });
-  const seconds = (name: "task-timeout" | "heartbeat-interval" | "clock-skew" | "lease") => {
+  const seconds = (name: "task-timeout" | "heartbeat-interval" | "clock-skew" | "lease" | "run-lease") => {
     const value = integerOption(values[name], `--${name}`);
     return value === undefined ? undefined : value * 1000;
   };
@@ -111,38 +139,69 @@ export async function serve(argv: string[]): Promise<number> {
   const heartbeatIntervalMs = seconds("heartbeat-interval");
   if (taskTimeoutMs !== undefined) config.taskTimeoutMs = taskTimeoutMs;
   if (heartbeatIntervalMs !== undefined) config.heartbeatIntervalMs = heartbeatIntervalMs;
-  const agent = createAgent({
-    identity,
-    capabilities,
-    handlers: referenceHandlers(),
-    trust: await trustPolicy(dataDir, values["trust-store"], Boolean(values.tofu), values["trust-registry"] ?? values.join),
-    config,
-    clockSkewMs: seconds("clock-skew"),
-    logger,
-  });
+  const fsync = values.fsync;
+  if (fsync !== undefined && fsync !== "full" && fsync !== "normal") throw new UsageError(`--fsync must be full or normal\n\n${serveUsage}`);
+  const retentionMs = durationOption(values.retention, "--retention");
   const tls =
     values["tls-cert"] && values["tls-key"]
       ? { cert: await readFile(values["tls-cert"]), key: await readFile(values["tls-key"]) }
       : undefined;
-  const registry = values.registry
-    ? new Registry({ logger, clockSkewMs: agent.clockSkewMs, leaseMs: seconds("lease") })
-    : undefined;
-  const server = await startServer({
-    agent,
-    registry,
-    host: values.host ?? process.env.HOST ?? "127.0.0.1",
-    port: integerOption(values.port ?? process.env.PORT, "--port") ?? 8080,
-    tls,
-    logger,
-  });
-  process.stdout.write(`synapse agent ${identity.agentId} listening on ${server.url}${registry ? " (registry)" : ""}\n`);
-  const membership = values.join
-    ? await joinRegistry({ registryUrl: values.join, identity, provider: agent.provider, endpointUrl: values["advertise-url"] ?? server.url, logger }).catch(async (error: unknown) => {
+  const storage: Storage = await openStorage(values.store ?? process.env.SYNAPSE_STORE, { dataDir, fsync, logger });
+  logger.info({ store: storage.kind, location: storage.location }, "state store open");
+  try {
+    await importPinFile(dataDir, storage.pins, logger);
+    const agent = createAgent({
+      identity,
+      capabilities,
+      handlers: referenceHandlers(),
+      trust: await trustPolicy(storage.pins, values["trust-store"], Boolean(values.tofu), values["trust-registry"] ?? values.join),
+      store: storage.tasks,
+      config,
+      clockSkewMs: seconds("clock-skew"),
+      retentionMs,
+      leaseMs: seconds("run-lease"),
+      logger,
+    });
+    const registry = values.registry
+      ? new Registry({
+          logger,
+          clockSkewMs: agent.clockSkewMs,
+          leaseMs: seconds("lease"),
+          storage: { directory: storage.directory, catalogue: storage.catalogue, messages: storage.tasks },
+        })
+      : undefined;
+    const server = await startServer({
+      agent,
+      registry,
+      host: values.host ?? process.env.HOST ?? "127.0.0.1",
+      port: integerOption(values.port ?? process.env.PORT, "--port") ?? 8080,
+      tls,
+      logger,
+    });
+    await serveUntilSignalled(server, registry !== undefined, values.join, values["advertise-url"], identity, agent.provider, logger);
+  } finally {
+    await storage.close();
+  }
+  return 0;
+}
+
+async function serveUntilSignalled(
+  server: Awaited<ReturnType<typeof startServer>>,
+  isRegistry: boolean,
+  join: string | undefined,
+  advertiseUrl: string | undefined,
+  identity: Parameters<typeof joinRegistry>[0]["identity"],
+  provider: Parameters<typeof joinRegistry>[0]["provider"],
+  logger: Logger,
+): Promise<void> {
+  process.stdout.write(`synapse agent ${identity.agentId} listening on ${server.url}${isRegistry ? " (registry)" : ""}\n`);
+  const membership = join
+    ? await joinRegistry({ registryUrl: join, identity, provider, endpointUrl: advertiseUrl ?? server.url, logger }).catch(async (error: unknown) => {
         await server.close();
         throw error;
       })
     : undefined;
-  if (membership) process.stdout.write(`joined registry ${values.join} (${membership.registryAgentId})\n`);
+  if (membership) process.stdout.write(`joined registry ${join} (${membership.registryAgentId})\n`);
   await new Promise<void>((done) => {
     const stop = (signal: NodeJS.Signals) => {
       logger.info({ signal }, "signal received");
@@ -155,5 +214,4 @@ export async function serve(argv: string[]): Promise<number> {
     process.on("SIGTERM", stop);
     process.on("SIGINT", stop);
   });
-  return 0;
 }
