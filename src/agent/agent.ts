@@ -9,6 +9,7 @@ import { CapabilitiesProvider } from "../capabilities/provider.js";
 import { DEFAULT_CLOCK_SKEW_MS } from "../envelope/open.js";
 import type { TrustPolicy } from "../envelope/trust.js";
 import { silentLogger, type Logger } from "../log.js";
+import { OutboundPolicy } from "../net/outbound-policy.js";
 import { MemoryStore } from "../store/memory.js";
 import type { Store } from "../store/store.js";
 import { CallbackSender } from "./callbacks.js";
@@ -30,6 +31,8 @@ export interface AgentOptions {
   config?: Partial<P2PConfig>;
   clockSkewMs?: number;
   logger?: Logger;
+  /** Where callbacks may go; by default public addresses, and loopback while the server listens on loopback only. */
+  outbound?: OutboundPolicy;
 }
 
 export interface Agent {
@@ -40,6 +43,8 @@ export interface Agent {
   /** Events pushed back for tasks this agent requested from others (CallbackReceiver). */
   readonly inbox: CallbackInbox;
   readonly trust: TrustPolicy;
+  /** The outbound policy of its callbacks; the server tells it where it listens. */
+  readonly outbound: OutboundPolicy;
   readonly config: P2PConfig;
   readonly clockSkewMs: number;
 }
@@ -71,14 +76,15 @@ export function createAgent(options: AgentOptions): Agent {
   const store = options.store ?? new MemoryStore();
   const bus = new TaskEventBus();
   const schemas = new TaskSchemas(capabilities.supportedTaskTypes);
-  const callbacks = new CallbackSender({ store, bus, logger, maxRetries: config.maxRetries, retryBaseDelayMs: config.retryBaseDelayMs });
+  const outbound = options.outbound ?? new OutboundPolicy();
+  const callbacks = new CallbackSender({ store, bus, logger, outbound, maxRetries: config.maxRetries, retryBaseDelayMs: config.retryBaseDelayMs });
   const inbox = new CallbackInbox(store);
-  const engine = new TaskEngine({ identity, capabilities: provider, handlers: options.handlers, schemas, store, bus, config, logger, clockSkewMs, callbacks, inbox });
+  const engine = new TaskEngine({ identity, capabilities: provider, handlers: options.handlers, schemas, store, bus, config, logger, clockSkewMs, callbacks, outbound, inbox });
   const reader = new TaskReader({
     store,
     bus,
     heartbeatIntervalMs: config.heartbeatIntervalMs,
     heartbeat: (task) => engine.sealHeartbeat(task.requester),
   });
-  return { identity, provider, engine, reader, inbox, trust: options.trust, config, clockSkewMs };
+  return { identity, provider, engine, reader, inbox, trust: options.trust, outbound, config, clockSkewMs };
 }

@@ -7,8 +7,9 @@
 import { Code, ConnectError, createClient, type Client } from "@connectrpc/connect";
 import type { Envelope } from "../../gen/synapse/v1/envelope_pb.js";
 import { P2PService } from "../../gen/synapse/v1/p2p_pb.js";
-import { createTransport } from "../client/transport.js";
 import type { Logger } from "../log.js";
+import { createOutboundTransport } from "../net/outbound-client.js";
+import type { OutboundPolicy } from "../net/outbound-policy.js";
 import { isTerminal } from "../protocol/state-machine.js";
 import type { Store } from "../store/store.js";
 import type { TaskEventBus } from "./events.js";
@@ -19,6 +20,8 @@ export interface CallbackOptions {
   store: Store;
   bus: TaskEventBus;
   logger: Logger;
+  /** Where callbacks may go (checked again, resolved, on every connection). */
+  outbound: OutboundPolicy;
   maxRetries: number;
   retryBaseDelayMs: number;
   /** Per-attempt deadline. */
@@ -31,16 +34,6 @@ interface Delivery {
   running: boolean;
   stopped: boolean;
   unsubscribe: () => void;
-}
-
-/** Whether a callback URL may be used: http or https, nothing else. */
-export function validCallbackUrl(url: string): boolean {
-  try {
-    const parsed = new URL(url);
-    return (parsed.protocol === "http:" || parsed.protocol === "https:") && parsed.hostname !== "";
-  } catch {
-    return false;
-  }
 }
 
 export class CallbackSender {
@@ -72,7 +65,8 @@ export class CallbackSender {
   private client(url: string): Client<typeof P2PService> {
     let client = this.clients.get(url);
     if (client === undefined) {
-      client = createClient(P2PService, createTransport(url, { protocol: "connect", binary: true }));
+      const { outbound: policy, logger } = this.options;
+      client = createClient(P2PService, createOutboundTransport(url, { policy, logger, purpose: "callback", keepAlive: true }));
       this.clients.set(url, client);
     }
     return client;

@@ -34,13 +34,14 @@ import type { P2PConfig } from "../capabilities/defaults.js";
 import type { OpenedEnvelope } from "../envelope/open.js";
 import { seal } from "../envelope/seal.js";
 import type { Logger } from "../log.js";
+import type { OutboundPolicy } from "../net/outbound-policy.js";
 import { protocolError } from "../protocol/errors.js";
 import { toValue } from "../protocol/json-values.js";
 import { wireName } from "../protocol/message-types.js";
 import { allowedMessageTypes, isTerminal, stateName, TERMINAL_STATES, transition, WAITING_STATES } from "../protocol/state-machine.js";
 import { StoreConflictError, type PartyRecord, type Store, type StoredEvent, type StoredReply, type TaskPatch, type TaskRecord } from "../store/store.js";
 import { admissionOutcome, type Admission } from "./admission.js";
-import { validCallbackUrl, type CallbackSender } from "./callbacks.js";
+import type { CallbackSender } from "./callbacks.js";
 import type { TaskEventBus } from "./events.js";
 import { Execution, type ExecutionHost, type FailureReport, type FinishedResult } from "./execution.js";
 import type { HumanAnswer, HumanQuestion, MissingFieldSpec, TaskHandler } from "./handler.js";
@@ -54,6 +55,8 @@ export interface EngineOptions {
   identity: AgentIdentity;
   /** Pushes events of tasks that asked for callbacks. */
   callbacks: CallbackSender;
+  /** Where callbacks may go: a callback_url it refuses is refused at Send. */
+  outbound: OutboundPolicy;
   /** Takes events pushed for tasks this agent requested. */
   inbox: CallbackInbox;
   capabilities: CapabilitiesProvider;
@@ -217,9 +220,9 @@ export class TaskEngine implements ExecutionHost {
     const spec = request.task;
     if (spec === undefined || spec.type === "") throw protocolError(ErrorCode.MESSAGE_FORMAT_INVALID, "payload.task with a type is required");
     if (spec.id !== header.taskId) throw protocolError(ErrorCode.MESSAGE_FORMAT_INVALID, "payload.task.id must equal header.task_id");
-    if (request.callbackUrl && !validCallbackUrl(request.callbackUrl)) {
-      throw protocolError(ErrorCode.INVALID_PARAMS, `callback_url ${JSON.stringify(request.callbackUrl)} is not an http or https URL`);
-    }
+    // Only what the URL alone decides; the resolved address is checked when each callback connects.
+    const callbackProblem = request.callbackUrl ? this.options.outbound.urlProblem(request.callbackUrl) : undefined;
+    if (callbackProblem) throw protocolError(ErrorCode.INVALID_PARAMS, `callback_url ${JSON.stringify(request.callbackUrl)} ${callbackProblem}`);
     const requester = { agentId: header.sender!.agentId, systemId: header.sender!.systemId, keyId: header.sender!.keyId };
     if (header.idempotencyKey) {
       const earlier = await this.options.store.findTaskByIdempotencyKey(requester.agentId, header.idempotencyKey);

@@ -92,6 +92,9 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
   });
   const listener: Listener = createListener({ handler: withRequestLog(handler, logger), tls: options.tls });
   const { port, host } = await listener.listen(options.port ?? 0, options.host ?? "127.0.0.1");
+  // Callbacks and registry confirmations may go to loopback only while the server itself is reachable on loopback only.
+  agent?.outbound.noteListening(host);
+  options.registry?.outbound.noteListening(host);
   const scheme = options.tls ? "https" : "http";
   const urlHost = host.includes(":") ? `[${host}]` : host;
   const url = `${scheme}://${urlHost}:${port}`;
