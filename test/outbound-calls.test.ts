@@ -240,6 +240,36 @@ describe("agents that serve gRPC only", () => {
     }
   });
 
+  it("negotiate with an endpoint that resets HTTP/1.1 connections, as grpc-go does, and fall back to Connect when gRPC gets no answer either", async () => {
+    // In front of the gRPC-only agent: HTTP/2 (the client preface) is passed on, anything else is reset after the first bytes.
+    const preface = "PRI * HTTP/2.0";
+    const front = (passH2: boolean) =>
+      net.createServer((socket) => {
+        socket.on("error", () => undefined);
+        socket.once("data", (first) => {
+          if (!passH2 || !first.toString("latin1").startsWith(preface)) return socket.resetAndDestroy();
+          const upstream = net.connect(grpcAgent.port, "127.0.0.1");
+          upstream.write(first);
+          upstream.on("error", () => socket.destroy());
+          socket.pipe(upstream).pipe(socket);
+        });
+      });
+    const servers = [front(true), front(false)];
+    for (const server of servers) await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+    const [grpcGo, dead] = servers.map((server) => `http://127.0.0.1:${(server.address() as net.AddressInfo).port}`);
+    const policy = new OutboundPolicy({ localOnly: true });
+    const transports = [grpcGo!, dead!].map((url) => createOutboundTransport(url, { policy, logger: silentLogger, purpose: "test" }));
+    try {
+      expect((await createClient(CapabilitiesService, transports[0]!).getCapabilities({})).capabilities?.agentId).toBe("grpc_only_agent");
+      expect(transports[0]!.protocol).toBe("grpc");
+      expect(await refusal(createClient(CapabilitiesService, transports[1]!).getCapabilities({}))).toMatchObject({ code: Code.Unavailable, message: OUTBOUND_UNREACHABLE });
+      expect(transports[1]!.protocol).toBe("connect");
+    } finally {
+      for (const transport of transports) transport.close();
+      for (const server of servers) server.close();
+    }
+  });
+
   it("a Connect endpoint named without a protocol keeps being called with Connect over HTTP/1.1", async () => {
     const transport = createOutboundTransport(registry.url, { policy: new OutboundPolicy({ localOnly: true }), logger: silentLogger, purpose: "test" });
     try {

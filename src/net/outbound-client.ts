@@ -82,7 +82,10 @@ class PolicyTransport implements OutboundTransport {
     contextValues?: ContextValues,
   ): Promise<UnaryResponse<I, O>> {
     const attempt = () => this.transport().unary(method, signal, timeoutMs, header, input, contextValues);
-    return this.settle(attempt().catch((error: unknown) => (this.switchToGrpc(error) ? attempt() : Promise.reject(error))));
+    return this.settle(
+      attempt().catch((error: unknown) => this.tryGrpc(error, attempt)),
+      signal,
+    );
   }
 
   stream<I extends DescMessage, O extends DescMessage>(
@@ -94,7 +97,7 @@ class PolicyTransport implements OutboundTransport {
     contextValues?: ContextValues,
   ): Promise<StreamResponse<I, O>> {
     // No negotiation: a request stream cannot be replayed.
-    return this.settle(this.transport().stream(method, signal, timeoutMs, header, input, contextValues));
+    return this.settle(this.transport().stream(method, signal, timeoutMs, header, input, contextValues), signal);
   }
 
   close(): void {
@@ -128,32 +131,53 @@ class PolicyTransport implements OutboundTransport {
   }
 
   /**
-   * For a URL that did not name its protocol: an http endpoint that answers
-   * an HTTP/1.1 request with an HTTP/2 server preface is an HTTP/2-only
-   * (gRPC) server, so the call is made again with gRPC, and so are later
-   * calls. The first request never reached an RPC handler.
+   * For a URL that did not name its protocol: an http endpoint that breaks
+   * off an HTTP/1.1 request without an HTTP/1.1 answer (it sends HTTP/2
+   * frames, as grpcio does, or resets the connection, as grpc-go does) may
+   * speak HTTP/2 only, so the call is made once more with gRPC. gRPC stays
+   * in use if a server answered it (a result or a status of its own);
+   * otherwise Connect comes back. Safe
+   * to repeat for the calls made here: GetCapabilities and
+   * GetSupportedInterfaces read, and a pushed event delivered twice is
+   * acknowledged again without effect (§5.7).
    */
-  private switchToGrpc(error: unknown): boolean {
-    if (this.target.protocol !== "auto" || this.target.secure || !causes(error).some(answeredWithHttp2)) return false;
+  private async tryGrpc<T>(error: unknown, attempt: () => Promise<T>): Promise<T> {
+    const brokenOff = causes(error).some((cause) => {
+      const code = nodeCode(cause);
+      return code !== undefined && (code.startsWith("HPE_") || code === "ECONNRESET" || code === "EPIPE");
+    });
+    if (this.target.protocol !== "auto" || this.target.secure || !brokenOff) throw error;
     // A concurrent call may have switched already; then this one just goes again.
-    if (this.protocol === "connect") {
-      this.options.logger.info({ purpose: this.options.purpose, url: this.target.url }, "the endpoint does not speak HTTP/1.1; calling it with gRPC");
-      this.close();
-      this.protocol = "grpc";
+    const switched = this.protocol === "connect";
+    if (switched) this.use("grpc");
+    try {
+      const result = await attempt();
+      if (switched) this.options.logger.info({ purpose: this.options.purpose, url: this.target.url }, "the endpoint speaks HTTP/2 only; calling it with gRPC");
+      return result;
+    } catch (again) {
+      if (answeredByServer(again)) throw again;
+      // Neither protocol got an answer: report the first failure, and try Connect first next time.
+      this.use("connect");
+      throw error;
     }
-    return true;
   }
 
-  private async settle<T>(call: Promise<T>): Promise<T> {
+  private use(protocol: ProtocolName): void {
+    if (this.protocol === protocol) return;
+    this.close();
+    this.protocol = protocol;
+  }
+
+  private async settle<T>(call: Promise<T>, signal: AbortSignal | undefined): Promise<T> {
     try {
       return await call;
     } catch (error) {
-      throw this.failure(error);
+      throw this.failure(error, signal?.aborted === true);
     }
   }
 
   /** The error the caller sees; the real reason goes to the log. */
-  private failure(error: unknown): ConnectError {
+  private failure(error: unknown, callerAborted: boolean): ConnectError {
     const { logger, purpose, opaque = false } = this.options;
     const chain = causes(error);
     const fields = { purpose, url: this.target.url, protocol: this.protocol };
@@ -163,9 +187,10 @@ class PolicyTransport implements OutboundTransport {
       return new ConnectError(OUTBOUND_UNREACHABLE, Code.Unavailable);
     }
     const connectError = ConnectError.from(error);
-    if (connectError.code === Code.Canceled && !opaque) return connectError;
+    if (callerAborted && !opaque) return connectError;
     const system = chain.map(nodeCode).find((code) => code !== undefined);
-    if (opaque || system !== undefined) {
+    // A stream cancelled by nobody but the connection's end is a connection failure too.
+    if (opaque || system !== undefined || connectError.code === Code.Canceled) {
       // Opaque callers hide the reason from the requester, so the operator's log must have it.
       logger[opaque ? "warn" : "info"]({ ...fields, code: Code[connectError.code], cause: system, error: connectError.rawMessage }, "outbound call failed");
       return new ConnectError(OUTBOUND_UNREACHABLE, Code.Unavailable);
@@ -197,15 +222,21 @@ function guardSessions(manager: Http2SessionManager): SessionManager {
   };
 }
 
-/**
- * An HTTP/1.1 parse error over bytes that start with an HTTP/2 SETTINGS
- * frame on stream 0: the server connection preface (RFC 9113 §3.4) of a
- * server that speaks only HTTP/2.
- */
-function answeredWithHttp2(error: unknown): boolean {
-  if (!nodeCode(error)?.startsWith("HPE_")) return false;
-  const raw = (error as { rawPacket?: unknown }).rawPacket;
-  return raw instanceof Uint8Array && raw.length >= 9 && raw[3] === 0x04 && (raw[4]! & 0xfe) === 0 && raw.subarray(5, 9).every((byte, i) => (i === 0 ? byte & 0x7f : byte) === 0);
+// Statuses only a server sends: a transport failure is never one of these.
+const SERVER_STATUSES = new Set([
+  Code.InvalidArgument,
+  Code.NotFound,
+  Code.AlreadyExists,
+  Code.PermissionDenied,
+  Code.FailedPrecondition,
+  Code.OutOfRange,
+  Code.Unimplemented,
+  Code.Unauthenticated,
+  Code.ResourceExhausted,
+]);
+
+function answeredByServer(error: unknown): boolean {
+  return SERVER_STATUSES.has(ConnectError.from(error).code) && !causes(error).some((cause) => nodeCode(cause) !== undefined);
 }
 
 function causes(error: unknown): unknown[] {
