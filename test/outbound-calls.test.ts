@@ -18,7 +18,8 @@ import { OutboundPolicy } from "../src/net/outbound-policy.js";
 import { findErrorDetail } from "../src/protocol/errors.js";
 import { joinRegistry } from "../src/registry/join.js";
 import { closedPort, countingListener, recordingLogger, startGrpcOnlyAgent, stubResolver, until, type GrpcOnlyAgent } from "./helpers/outbound.js";
-import { startTestServer, type TestServer } from "./helpers/server.js";
+import { runCli, startServe } from "./helpers/cli.js";
+import { startTestServer, tempDir, type TestServer } from "./helpers/server.js";
 
 async function refusal(attempt: Promise<unknown>) {
   const error = ConnectError.from(await attempt.then(() => new Error("expected a refusal"), (e: unknown) => e));
@@ -278,5 +279,16 @@ describe("agents that serve gRPC only", () => {
     } finally {
       transport.close();
     }
+  });
+});
+
+describe("synapse serve --allow-outbound", () => {
+  it("takes CIDR blocks, addresses, names and *.domain, repeatably, and refuses anything else as a usage error", async () => {
+    const bad = await runCli(["serve", "--port", "0", "--data-dir", await tempDir(), "--allow-outbound", "10.0.0.0/8", "--allow-outbound", "10.0.0.0/33"]);
+    expect(bad.code).toBe(2);
+    expect(bad.stderr).toContain('--allow-outbound "10.0.0.0/33" is not a CIDR block, IP address, host name or *.domain');
+    const served = await startServe(["--data-dir", await tempDir(), "--registry", "--allow-outbound", "10.0.0.0/8", "--allow-outbound", "agents.internal", "--allow-outbound", "*.corp.example"]);
+    expect((await runCli(["capabilities", served.url, "--json", "--home", await tempDir()])).code).toBe(0);
+    expect(await served.stop()).toBe(0);
   });
 });

@@ -3,8 +3,12 @@
 // rebinds), and what the connector would dial, with a stubbed dialer. No
 // test here opens a connection: refusals of private, link-local and public
 // addresses are decided before any socket is dialled.
+import { ConnectError, createClient } from "@connectrpc/connect";
 import net from "node:net";
 import { describe, expect, it } from "vitest";
+import { CapabilitiesService } from "../gen/synapse/v1/capabilities_pb.js";
+import { silentLogger } from "../src/log.js";
+import { createOutboundTransport } from "../src/net/outbound-client.js";
 import { classifyAddress } from "../src/net/address-class.js";
 import { formatIp, parseIp } from "../src/net/ip-address.js";
 import { OutboundPolicy, OutboundRefusal, parseAllowList } from "../src/net/outbound-policy.js";
@@ -242,6 +246,23 @@ describe("the connector", () => {
     expect(await addressesFor(dialer.dialled[0]!)).toEqual(["93.184.215.14"]);
     await expect(addressesFor(dialer.dialled[1]!)).rejects.toBeInstanceOf(OutboundRefusal);
     expect(await addressesFor(dialer.dialled[2]!)).toEqual(["10.1.1.2"]);
+  });
+
+  it("is what the outbound transports dial: HTTP/1.1 for http, TLS with ALPN h2 and the name as SNI for https", async () => {
+    const dialer = recordingDialer();
+    for (const url of ["http://public.example:8080", "https://public.example#protocol=grpc", "http://10.0.0.1:8080"]) {
+      const transport = createOutboundTransport(url, { policy, logger: silentLogger, purpose: "test", dialer });
+      // The recorded sockets never connect, so every call ends at its deadline (or at once, refused).
+      const error = await createClient(CapabilitiesService, transport).getCapabilities({}, { timeoutMs: 100 }).catch((e: unknown) => ConnectError.from(e));
+      expect(error, url).toBeInstanceOf(ConnectError);
+      transport.close();
+    }
+    expect(dialer.dialled.map((d) => [d.host, d.port, d.ALPNProtocols])).toEqual([
+      ["public.example", 8080, undefined],
+      ["public.example", 443, ["h2"]],
+    ]);
+    expect(dialer.dialled[1]!.servername).toBe("public.example");
+    expect(await addressesFor(dialer.dialled[1]!)).toEqual(["93.184.215.14"]);
   });
 
   it("answers Node's lookup in both forms, filtered by family", async () => {

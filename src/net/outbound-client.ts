@@ -125,7 +125,7 @@ class PolicyTransport implements OutboundTransport {
       if (this.protocol === "grpc") return createGrpcTransport(common);
       return this.protocol === "grpc-web" ? createGrpcWebTransport(common) : createConnectTransport(common);
     }
-    this.agent ??= pinnedAgent(policy, secure, keepAlive, dialer);
+    this.agent ??= pinnedAgent(policy, keepAlive, dialer);
     const common = { baseUrl, httpVersion: "1.1", nodeOptions: { agent: this.agent }, useBinaryFormat } as const;
     return this.protocol === "grpc-web" ? createGrpcWebTransport(common) : createConnectTransport(common);
   }

@@ -7,7 +7,6 @@
 // session, so every connection either kind of client opens goes through it.
 import http from "node:http";
 import type http2 from "node:http2";
-import https from "node:https";
 import net from "node:net";
 import tls from "node:tls";
 import { formatIp, parseIp, unbracket } from "./ip-address.js";
@@ -40,19 +39,11 @@ export function pinnedConnection(policy: OutboundPolicy, options: DialOptions, s
   return dial({ ...options, host: address }, secure);
 }
 
-/** An HTTP/1.1 agent (http or https) whose every connection is pinned. */
-export function pinnedAgent(policy: OutboundPolicy, secure: boolean, keepAlive: boolean, dial: Dialer = nodeDialer): http.Agent {
-  const connect = (options: http.ClientRequestArgs) => pinnedConnection(policy, options as DialOptions, secure, dial);
-  if (secure) {
-    return new (class extends https.Agent {
-      override createConnection(options: http.ClientRequestArgs) {
-        return connect(options);
-      }
-    })({ keepAlive });
-  }
+/** An HTTP/1.1 agent for http URLs whose every connection is pinned (https goes over HTTP/2). */
+export function pinnedAgent(policy: OutboundPolicy, keepAlive: boolean, dial: Dialer = nodeDialer): http.Agent {
   return new (class extends http.Agent {
     override createConnection(options: http.ClientRequestArgs) {
-      return connect(options);
+      return pinnedConnection(policy, options as DialOptions, false, dial);
     }
   })({ keepAlive });
 }
