@@ -288,7 +288,7 @@ describe("synapse serve --allow-outbound", () => {
     expect(bad.code).toBe(2);
     expect(bad.stderr).toContain('--allow-outbound "10.0.0.0/33" is not a CIDR block, IP address, host name or *.domain');
     const served = await startServe(["--data-dir", await tempDir(), "--registry", "--allow-outbound", "10.0.0.0/8", "--allow-outbound", "agents.internal", "--allow-outbound", "*.corp.example"]);
-    expect((await runCli(["capabilities", served.url, "--json", "--home", await tempDir()])).code).toBe(0);
+    expect((await runCli(["capabilities", served.url, "--json"], { env: { SYNAPSE_HOME: await tempDir() } })).code).toBe(0);
     expect(await served.stop()).toBe(0);
   });
 });
