@@ -1,7 +1,7 @@
 // IP addresses and CIDR blocks as numbers, so that every spelling of an
 // address (IPv4-mapped IPv6, "::" compression, an embedded dotted quad) is
 // compared by value, never by text.
-import { isIP, isIPv4, isIPv6 } from "node:net";
+import { isIPv4, isIPv6 } from "node:net";
 
 export interface IpAddress {
   readonly version: 4 | 6;
@@ -97,8 +97,4 @@ export function inBlock(address: IpAddress, block: CidrBlock): boolean {
 /** The IPv4 address inside an IPv6 one at the given bit offset from the left (mapped, NAT64, 6to4). */
 export function embeddedIpv4(address: IpAddress, offsetBits: number): IpAddress {
   return { version: 4, value: (address.value >> BigInt(128 - offsetBits - 32)) & 0xffffffffn };
-}
-
-export function isIpLiteral(host: string): boolean {
-  return isIP(unbracket(host)) !== 0;
 }
