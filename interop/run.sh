@@ -2,7 +2,9 @@
 # npm run test:interop: starts a server and proves that clients built without
 # this repository's TypeScript can use it: grpcurl and buf curl through
 # reflection, grpc-health-probe, the Go and Python clients generated from
-# proto/, and the console page in headless Chromium. Prints each part's
+# proto/ (each also runs a gRPC-only agent that registers at the server's
+# registry and receives signed callbacks), and the console page in headless
+# Chromium. Prints each part's
 # result and exits non-zero if any part failed.
 set -uo pipefail
 

@@ -6,6 +6,7 @@ import { ErrorCode } from "../gen/synapse/v1/errors_pb.js";
 import { TaskState } from "../gen/synapse/v1/payloads_pb.js";
 import type { TaskHandler } from "../src/agent/handler.js";
 import { REFERENCE_TASK_TYPES } from "../src/agent/reference/task-types.js";
+import { dataAnalysisHandler } from "../src/agent/reference/data-analysis.js";
 import { referenceHandlers } from "../src/agent/reference/index.js";
 import { findErrorDetail } from "../src/protocol/errors.js";
 import { connectClient, startTestServer } from "./helpers/server.js";
@@ -115,8 +116,10 @@ describe("results and handler faults", () => {
 });
 
 describe("shutdown", () => {
-  it("fails running tasks as agent_not_ready (recoverable), ends watches, and refuses new tasks", async () => {
-    const server = await startTestServer();
+  it("fails running tasks of handlers that cannot resume as agent_not_ready (recoverable), and ends watches", async () => {
+    // The reference data_analysis, declared not resumable.
+    const once: TaskHandler = { executeTask: (ctx) => dataAnalysisHandler.executeTask(ctx) };
+    const server = await startTestServer({ handlers: new Map([...referenceHandlers(), ["data_analysis", once]]) });
     const client = await connectClient(server);
     const { taskId } = await client.submit("data_analysis", { csv: slowCsv, delay_ms_per_row: 50 });
     const seen: TaskState[] = [];
@@ -129,5 +132,17 @@ describe("shutdown", () => {
     expect(seen.at(-1)).toBe(TaskState.FAILED);
     const last = await server.agent.reader.getTask(taskId, client.agentId);
     expect(last.error).toMatchObject({ code: ErrorCode.AGENT_NOT_READY, recoverable: true });
+  });
+
+  it("leaves a resumable handler's running task as it is, with its lease given up, for a restart to resume", async () => {
+    const server = await startTestServer();
+    const client = await connectClient(server);
+    const { taskId } = await client.submit("data_analysis", { csv: slowCsv, delay_ms_per_row: 50 });
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    expect((await server.agent.store.getTask(taskId))?.leaseOwner).toBe(server.agent.instanceId);
+    await server.close();
+    const left = await server.agent.store.getTask(taskId);
+    expect(left).toMatchObject({ state: TaskState.EXECUTING, leaseOwner: "", executionAttempts: 1 });
+    expect(left?.error).toBeUndefined();
   });
 });

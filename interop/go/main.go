@@ -1,7 +1,8 @@
 // Command synapse-interop proves that a Go program using only code generated
 // from proto/synapse/v1 (protoc-gen-go, protoc-gen-go-grpc) and the standard
 // library's crypto/ed25519 speaks the Synapse protocol: it checks the
-// language-neutral vectors, then talks gRPC to a running server. It prints
+// language-neutral vectors, then talks gRPC to a running server, and runs a
+// gRPC-only agent that registers there and receives callbacks. It prints
 // one line per check, "PASS <name>" or "FAIL <name>: <why>", and exits 1 if
 // any check failed.
 //
@@ -64,6 +65,7 @@ func main() {
 	r := &report{}
 	checkVectors(r, *vectors)
 	checkLive(r, *url)
+	checkAgent(r, *url)
 	if r.failed > 0 {
 		fmt.Fprintf(os.Stderr, "%d check(s) failed\n", r.failed)
 		os.Exit(1)

@@ -1,7 +1,8 @@
 """Entry point of the Python interop client for Synapse over Connect:
   python synapse_interop.py [--gen DIR] URL VECTORS_DIR
-runs the vector checks (a) and the live checks (b)-(e) against the server at
-URL with the modules generated from proto/ (in DIR, default ./gen), prints
+runs the vector checks (a), the live checks (b)-(e) against the server at
+URL, and (f) a gRPC-only agent that registers there and receives callbacks,
+with the modules generated from proto/ (in DIR, default ./gen), prints
 "PASS <name>" or "FAIL <name>: <why>" for each check, and exits 1 if any
 check failed (2 for a usage error)."""
 
@@ -28,6 +29,7 @@ def main(argv: list[str]) -> int:
     sys.path.insert(1, str(Path(__file__).resolve().parent))
 
     # Imported only now: they import the generated synapse.v1 modules.
+    import agent_checks
     import live_checks
     import vector_checks
     from report import Reporter
@@ -35,6 +37,7 @@ def main(argv: list[str]) -> int:
     report = Reporter(verbose=args.verbose)
     vector_checks.run(report, args.vectors)
     live_checks.run(report, args.url)
+    agent_checks.run(report, args.url)
     print(f"{report.passed} passed, {report.failed} failed", flush=True)
     return 1 if report.failed else 0
 

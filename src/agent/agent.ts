@@ -12,6 +12,7 @@ import { CapabilitiesProvider } from "../capabilities/provider.js";
 import { DEFAULT_CLOCK_SKEW_MS } from "../envelope/open.js";
 import type { TrustPolicy } from "../envelope/trust.js";
 import { silentLogger, type Logger } from "../log.js";
+import { OutboundPolicy } from "../net/outbound-policy.js";
 import { MemoryTaskStore } from "../store/memory/tasks.js";
 import type { MessageStore, TaskStore } from "../store/store.js";
 import { CallbackSender } from "./callbacks.js";
@@ -50,6 +51,8 @@ export interface AgentOptions {
   leaseMs?: number;
   /** This process among the instances sharing the store; default a random id. */
   instanceId?: string;
+  /** Where callbacks may go; by default public addresses, and loopback while the server listens on loopback only. */
+  outbound?: OutboundPolicy;
   now?: () => number;
 }
 
@@ -61,6 +64,8 @@ export interface Agent {
   /** Events pushed back for tasks this agent requested from others (CallbackReceiver). */
   readonly inbox: CallbackInbox;
   readonly trust: TrustPolicy;
+  /** The outbound policy of its callbacks; the server tells it where it listens. */
+  readonly outbound: OutboundPolicy;
   readonly config: P2PConfig;
   readonly clockSkewMs: number;
   readonly store: TaskStore;
@@ -103,9 +108,10 @@ export function createAgent(options: AgentOptions): Agent {
   const schemas = new TaskSchemas(capabilities.supportedTaskTypes);
   const recorder = new EventRecorder({ identity, capabilities: provider, store, now });
   const runner = new ExecutionRunner({ capabilities: provider, handlers: options.handlers, schemas, store, bus, recorder, config, logger, now, instanceId, leaseMs });
-  const callbacks = new CallbackSender({ store, bus, logger, maxRetries: config.maxRetries, retryBaseDelayMs: config.retryBaseDelayMs, instanceId, leaseMs, now });
+  const outbound = options.outbound ?? new OutboundPolicy();
+  const callbacks = new CallbackSender({ store, bus, logger, outbound, maxRetries: config.maxRetries, retryBaseDelayMs: config.retryBaseDelayMs, instanceId, leaseMs, now });
   const inbox = new CallbackInbox(store, bus);
-  const engine = new TaskEngine({ capabilities: provider, handlers: options.handlers, schemas, store, bus, recorder, runner, callbacks, logger, clockSkewMs, now, inbox });
+  const engine = new TaskEngine({ capabilities: provider, handlers: options.handlers, schemas, store, bus, recorder, runner, callbacks, outbound, logger, clockSkewMs, now, inbox });
   const reader = new TaskReader({
     store,
     bus,
@@ -129,6 +135,7 @@ export function createAgent(options: AgentOptions): Agent {
     reader,
     inbox,
     trust: options.trust,
+    outbound,
     config,
     clockSkewMs,
     store,

@@ -9,8 +9,9 @@
 import { Code, ConnectError, createClient, type Client } from "@connectrpc/connect";
 import type { Envelope } from "../../gen/synapse/v1/envelope_pb.js";
 import { P2PService } from "../../gen/synapse/v1/p2p_pb.js";
-import { createTransport } from "../client/transport.js";
 import type { Logger } from "../log.js";
+import { createOutboundTransport, type OutboundTransport } from "../net/outbound-client.js";
+import type { OutboundPolicy } from "../net/outbound-policy.js";
 import { isTerminal } from "../protocol/state-machine.js";
 import { DeliveryStatus, type DeliveryRecord, type TaskStore } from "../store/store.js";
 import type { TaskEventBus } from "./events.js";
@@ -22,6 +23,8 @@ export interface CallbackOptions {
   store: TaskStore;
   bus: TaskEventBus;
   logger: Logger;
+  /** Where callbacks may go (checked again, resolved, on every connection). */
+  outbound: OutboundPolicy;
   maxRetries: number;
   retryBaseDelayMs: number;
   /** Per-attempt deadline. */
@@ -42,19 +45,9 @@ interface Held {
   unsubscribe: () => void;
 }
 
-/** Whether a callback URL may be used: http or https, nothing else. */
-export function validCallbackUrl(url: string): boolean {
-  try {
-    const parsed = new URL(url);
-    return (parsed.protocol === "http:" || parsed.protocol === "https:") && parsed.hostname !== "";
-  } catch {
-    return false;
-  }
-}
-
 export class CallbackSender {
   private readonly held = new Map<string, Held>();
-  private readonly clients = new Map<string, Client<typeof P2PService>>();
+  private readonly clients = new Map<string, { client: Client<typeof P2PService>; transport: OutboundTransport }>();
   private readonly now: () => number;
   private timer: NodeJS.Timeout | undefined;
   private closed = false;
@@ -135,15 +128,19 @@ export class CallbackSender {
     const ids = [...this.held.keys()];
     for (const id of ids) this.drop(id);
     await Promise.all(ids.map((id) => this.options.store.updateDelivery(id, this.options.instanceId, { release: true }).catch(() => false)));
+    for (const { transport } of this.clients.values()) transport.close();
+    this.clients.clear();
   }
 
   private client(url: string): Client<typeof P2PService> {
-    let client = this.clients.get(url);
-    if (client === undefined) {
-      client = createClient(P2PService, createTransport(url, { protocol: "connect", binary: true }));
-      this.clients.set(url, client);
+    let entry = this.clients.get(url);
+    if (entry === undefined) {
+      const { outbound: policy, logger } = this.options;
+      const transport = createOutboundTransport(url, { policy, logger, purpose: "callback", keepAlive: true });
+      entry = { client: createClient(P2PService, transport), transport };
+      this.clients.set(url, entry);
     }
-    return client;
+    return entry.client;
   }
 
   private pump(entry: Held): void {

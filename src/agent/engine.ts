@@ -23,6 +23,7 @@ import {
 import type { CapabilitiesProvider } from "../capabilities/provider.js";
 import type { OpenedEnvelope } from "../envelope/open.js";
 import type { Logger } from "../log.js";
+import type { OutboundPolicy } from "../net/outbound-policy.js";
 import { protocolError } from "../protocol/errors.js";
 import { wireName } from "../protocol/message-types.js";
 import { allowedMessageTypes, isTerminal, stateName, transition, WAITING_STATES } from "../protocol/state-machine.js";
@@ -36,7 +37,7 @@ import {
   type TaskStore,
 } from "../store/store.js";
 import { admissionEvent, admissionOutcome } from "./admission.js";
-import { validCallbackUrl, type CallbackSender } from "./callbacks.js";
+import type { CallbackSender } from "./callbacks.js";
 import type { TaskEventBus } from "./events.js";
 import type { TaskHandler } from "./handler.js";
 import type { CallbackInbox } from "./inbox.js";
@@ -56,6 +57,8 @@ export interface EngineOptions {
   runner: ExecutionRunner;
   /** Pushes the events of tasks that asked for callbacks. */
   callbacks: CallbackSender;
+  /** Where callbacks may go: a callback_url it refuses is refused at Send. */
+  outbound: OutboundPolicy;
   logger: Logger;
   clockSkewMs: number;
   now: () => number;
@@ -210,9 +213,9 @@ export class TaskEngine {
     const spec = request.task;
     if (spec === undefined || spec.type === "") throw protocolError(ErrorCode.MESSAGE_FORMAT_INVALID, "payload.task with a type is required");
     if (spec.id !== header.taskId) throw protocolError(ErrorCode.MESSAGE_FORMAT_INVALID, "payload.task.id must equal header.task_id");
-    if (request.callbackUrl && !validCallbackUrl(request.callbackUrl)) {
-      throw protocolError(ErrorCode.INVALID_PARAMS, `callback_url ${JSON.stringify(request.callbackUrl)} is not an http or https URL`);
-    }
+    // Only what the URL alone decides; the resolved address is checked when each callback connects.
+    const callbackProblem = request.callbackUrl ? this.options.outbound.urlProblem(request.callbackUrl) : undefined;
+    if (callbackProblem) throw protocolError(ErrorCode.INVALID_PARAMS, `callback_url ${JSON.stringify(request.callbackUrl)} ${callbackProblem}`);
     const requester = { agentId: header.sender!.agentId, systemId: header.sender!.systemId, keyId: header.sender!.keyId };
     if (header.idempotencyKey) {
       const earlier = await store.findTaskByIdempotencyKey(requester.agentId, header.idempotencyKey);

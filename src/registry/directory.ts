@@ -25,6 +25,7 @@ import { bytesEqual } from "../crypto/encoding.js";
 import type { OpenedEnvelope } from "../envelope/open.js";
 import type { TrustPolicy, TrustVerdict } from "../envelope/trust.js";
 import type { Logger } from "../log.js";
+import { outboundUrlProblem } from "../net/outbound-url.js";
 import { errorDetail, protocolError } from "../protocol/errors.js";
 import type { DirectoryEntry, DirectoryStorage } from "../store/registry-storage.js";
 import { checkGovernance, type CapabilityCatalogue } from "./catalogue.js";
@@ -105,9 +106,9 @@ export class AgentDirectory implements TrustPolicy {
     if (declared.keyId !== keyId || !bytesEqual(registration.publicKey, opened.publicKey)) {
       throw protocolError(ErrorCode.PERMISSION_DENIED, "the registered public key is not the key that signed the registration");
     }
-    if (!/^https?:\/\/[^/]+/.test(registration.endpointUrl)) {
-      throw protocolError(ErrorCode.INVALID_PARAMS, `endpoint_url ${JSON.stringify(registration.endpointUrl)} is not an http or https URL`);
-    }
+    // Its form only: whether the policy allows the address is told as "no agent answered", like any unreachable endpoint.
+    const endpointProblem = outboundUrlProblem(registration.endpointUrl);
+    if (endpointProblem) throw protocolError(ErrorCode.INVALID_PARAMS, `endpoint_url ${JSON.stringify(registration.endpointUrl)} ${endpointProblem}`);
     // The agent's own answers at its endpoint are what gets registered (seed 000 §1.4, §6.4).
     let live: AgentSelfReport;
     try {

@@ -5,9 +5,10 @@
 import { createClient } from "@connectrpc/connect";
 import { CapabilitiesService } from "../../gen/synapse/v1/capabilities_pb.js";
 import { ErrorCode } from "../../gen/synapse/v1/errors_pb.js";
-import { createTransport } from "../client/transport.js";
 import type { OpenedEnvelope } from "../envelope/open.js";
 import type { Logger } from "../log.js";
+import { createOutboundTransport } from "../net/outbound-client.js";
+import { OutboundPolicy } from "../net/outbound-policy.js";
 import { protocolError } from "../protocol/errors.js";
 import { memoryStorage } from "../store/memory/index.js";
 import type { CatalogueStorage, DirectoryStorage } from "../store/registry-storage.js";
@@ -26,23 +27,34 @@ export interface RegistryOptions {
   clockSkewMs: number;
   /** How registrations are confirmed; by default GetCapabilities and GetSupportedInterfaces at the endpoint. */
   confirm?: (endpointUrl: string) => Promise<AgentSelfReport>;
+  /** Where confirmation calls may go; by default public addresses, and loopback while the server listens on loopback only. */
+  outbound?: OutboundPolicy;
   now?: () => number;
 }
 
-/** Calls the agent back at its endpoint (seed 000 §1.4: the registry calls GetCapabilities). */
-export async function confirmAtEndpoint(endpointUrl: string): Promise<AgentSelfReport> {
-  const client = createClient(CapabilitiesService, createTransport(endpointUrl, { protocol: "connect", binary: true }));
-  const [{ capabilities }, { interfaces }] = await Promise.all([
-    client.getCapabilities({}, { timeoutMs: 5000 }),
-    client.getSupportedInterfaces({}, { timeoutMs: 5000 }),
-  ]);
-  if (capabilities === undefined) throw protocolError(ErrorCode.MESSAGE_FORMAT_INVALID, "the agent sent no capabilities");
-  return { capabilities, interfaces };
+/**
+ * Calls the agent back at its endpoint (seed 000 §1.4: the registry calls
+ * GetCapabilities). Opaque: whatever goes wrong, the registrant learns only
+ * that no agent answered, so the registry is no port scanner; the log says why.
+ */
+export async function confirmAtEndpoint(endpointUrl: string, policy: OutboundPolicy, logger: Logger): Promise<AgentSelfReport> {
+  const transport = createOutboundTransport(endpointUrl, { policy, logger, purpose: "registry confirmation", opaque: true });
+  try {
+    const client = createClient(CapabilitiesService, transport);
+    // One after the other: the first call finds out whether an endpoint is gRPC-only.
+    const { capabilities } = await client.getCapabilities({}, { timeoutMs: 5000 });
+    const { interfaces } = await client.getSupportedInterfaces({}, { timeoutMs: 5000 });
+    if (capabilities === undefined) throw protocolError(ErrorCode.MESSAGE_FORMAT_INVALID, "the agent sent no capabilities");
+    return { capabilities, interfaces };
+  } finally {
+    transport.close();
+  }
 }
 
 export class Registry {
   readonly catalogue: CapabilityCatalogue;
   readonly directory: AgentDirectory;
+  readonly outbound: OutboundPolicy;
   readonly leaseMs: number;
   /** Registry messages already taken (pruned with the agent's own, by its retention). */
   readonly messages: MessageStore;
@@ -53,6 +65,7 @@ export class Registry {
   constructor(private readonly options: RegistryOptions) {
     this.now = options.now ?? Date.now;
     this.leaseMs = options.leaseMs ?? 30_000;
+    this.outbound = options.outbound ?? new OutboundPolicy();
     const storage = options.storage ?? (() => {
       const memory = memoryStorage(this.now);
       return { directory: memory.directory, catalogue: memory.catalogue, messages: memory.tasks };
@@ -62,7 +75,7 @@ export class Registry {
     this.directory = new AgentDirectory({
       storage: storage.directory,
       catalogue: this.catalogue,
-      confirm: options.confirm ?? confirmAtEndpoint,
+      confirm: options.confirm ?? ((endpointUrl) => confirmAtEndpoint(endpointUrl, this.outbound, options.logger)),
       logger: options.logger,
       leaseMs: this.leaseMs,
       dropAfterMs: options.dropAfterMs ?? 3 * this.leaseMs,

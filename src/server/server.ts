@@ -91,12 +91,19 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     fallback: consoleHandler(),
   });
   const listener: Listener = createListener({ handler: withRequestLog(handler, logger), tls: options.tls });
+  // Callbacks and registry confirmations may go to loopback only while the server itself is reachable on loopback only.
+  const noteListening = (address: string) => {
+    agent?.outbound.noteListening(address);
+    options.registry?.outbound.noteListening(address);
+  };
+  noteListening(options.host ?? "127.0.0.1");
   // Interrupted work is taken over before the first new message is taken.
   await agent?.start();
   const { port, host } = await listener.listen(options.port ?? 0, options.host ?? "127.0.0.1").catch(async (error: unknown) => {
     await agent?.stop();
     throw error;
   });
+  noteListening(host);
   const scheme = options.tls ? "https" : "http";
   const urlHost = host.includes(":") ? `[${host}]` : host;
   const url = `${scheme}://${urlHost}:${port}`;

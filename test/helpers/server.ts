@@ -15,6 +15,7 @@ import { SynapseClient, type ClientOptions } from "../../src/client/requester.js
 import type { TrustPolicy } from "../../src/envelope/trust.js";
 import { PinnedKeys } from "../../src/envelope/trust-sources.js";
 import { silentLogger } from "../../src/log.js";
+import type { OutboundPolicy } from "../../src/net/outbound-policy.js";
 import { Registry } from "../../src/registry/registry.js";
 import { startServer, type RunningServer, type ServerOptions } from "../../src/server/server.js";
 
@@ -32,6 +33,8 @@ export interface TestServerOptions extends Partial<Omit<ServerOptions, "capabili
   clockSkewMs?: number;
   /** Host a registry beside the agent. */
   registry?: { leaseMs?: number; dropAfterMs?: number };
+  /** The outbound policy of the agent's callbacks and the registry's confirmations. */
+  outbound?: OutboundPolicy;
 }
 
 export interface TestServer extends RunningServer {
@@ -55,9 +58,10 @@ export async function startTestServer(options: TestServerOptions = {}): Promise<
     config: options.config,
     clockSkewMs: options.clockSkewMs,
     logger: options.logger,
+    outbound: options.outbound,
   });
   const registry = options.registry
-    ? new Registry({ logger: silentLogger, clockSkewMs: agent.clockSkewMs, leaseMs: options.registry.leaseMs, dropAfterMs: options.registry.dropAfterMs })
+    ? new Registry({ logger: silentLogger, clockSkewMs: agent.clockSkewMs, leaseMs: options.registry.leaseMs, dropAfterMs: options.registry.dropAfterMs, outbound: agent.outbound })
     : undefined;
   const server = await startServer({ tls: options.tls, logger: options.logger, shutdownGraceMs: options.shutdownGraceMs, agent, registry, port: 0, host: options.host ?? "127.0.0.1" });
   return Object.assign(server, { agent, registry });

@@ -139,7 +139,11 @@ export type TaskRequestPayload = Message<"synapse.v1.TaskRequestPayload"> & {
    * signed envelope, to P2PService.Send at this base URL (CallbackSender),
    * in sequence order, retrying with exponential backoff; the requester's
    * agent answers each with p2p:ack (CallbackReceiver). Watch and GetTask
-   * work as well (hybrid transport).
+   * work as well (hybrid transport). http or https, no credentials, no
+   * query; "#protocol=grpc" for an agent that serves gRPC only
+   * (docs/PROTOCOL.md §1.1). A URL the executor's outbound policy refuses by
+   * its form or literal host is INVALID_ARGUMENT invalid_params at Send; a
+   * host name is checked, resolved, at each push.
    *
    * @generated from field: string callback_url = 3;
    */

@@ -42,7 +42,12 @@ export type AgentRegistrationPayload = Message<"synapse.v1.AgentRegistrationPayl
   interfaces: ImplementedInterface[];
 
   /**
-   * Where the agent serves its RPCs, for example "http://10.0.0.5:8080".
+   * Where the agent serves its RPCs, for example "http://10.0.0.5:8080"; an
+   * agent that serves gRPC only adds "#protocol=grpc"
+   * ("http://10.0.0.5:50051#protocol=grpc"). http or https, no credentials,
+   * no query (docs/PROTOCOL.md §1.1). The registry calls it only where its
+   * outbound policy allows; any failure to confirm is FAILED_PRECONDITION
+   * agent_not_ready with one message, whatever the reason.
    *
    * @generated from field: string endpoint_url = 3;
    */

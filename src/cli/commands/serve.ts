@@ -12,6 +12,7 @@ import { RegistryTrust } from "../../registry/registry-trust.js";
 import { REFERENCE_TASK_TYPES } from "../../agent/reference/task-types.js";
 import { loadOrCreateIdentity, PINNED_KEYS_FILE } from "../../agent/identity.js";
 import { createLogger, type Logger } from "../../log.js";
+import { OutboundPolicy } from "../../net/outbound-policy.js";
 import { startServer } from "../../server/server.js";
 import { readPinFile } from "../../store/file-pins.js";
 import { openStorage } from "../../store/open.js";
@@ -23,6 +24,7 @@ export const serveUsage = `usage: synapse serve [--host H] [--port P] [--data-di
                      [--store sqlite|sqlite:PATH|postgres://...|memory] [--fsync normal|full] [--retention DURATION] [--run-lease SECONDS]
                      [--trust-store FILE [--tofu]] [--trust-registry URL] [--agent-id ID] [--agent-name NAME] [--system-id ID]
                      [--registry [--lease SECONDS]] [--join URL [--advertise-url URL]]
+                     [--allow-outbound CIDR|IP|HOST|*.DOMAIN]...
                      [--max-file-size BYTES] [--max-concurrent-tasks N] [--max-task-duration SECONDS]
                      [--task-timeout SECONDS] [--heartbeat-interval SECONDS] [--clock-skew SECONDS]
                      [--log-level LEVEL]
@@ -50,7 +52,14 @@ registered there.
 --registry hosts RegistryService (agent directory and capability catalogue)
 beside the agent; agents must heartbeat within --lease (default 30 s). --join URL
 registers this agent at that registry on start (reachable at --advertise-url,
-default the listening URL), keeps the lease, and deregisters on shutdown.`;
+default the listening URL), keeps the lease, and deregisters on shutdown.
+
+Callbacks (a task's callback_url) and the registry's confirmation calls go to
+public addresses, and to loopback only while the server listens on loopback
+only. Private, link-local, multicast and other special-purpose addresses, and
+loopback when listening beyond it, are refused unless allowed with
+--allow-outbound (repeatable): a CIDR block (10.0.0.0/8), an address, a host
+name, or *.domain. Names are checked by every address they resolve to.`;
 
 /**
  * Pinning on first use by default; a trust-store file makes trust explicit;
@@ -103,6 +112,7 @@ export async function serve(argv: string[]): Promise<number> {
       "run-lease": { type: "string" },
       join: { type: "string" },
       "advertise-url": { type: "string" },
+      "allow-outbound": { type: "string", multiple: true },
       "log-level": { type: "string" },
     },
     serveUsage,
@@ -115,6 +125,12 @@ export async function serve(argv: string[]): Promise<number> {
     throw new UsageError(`--tls-cert and --tls-key go together\n\n${serveUsage}`);
   }
   const logger = createLogger({ level: values["log-level"] });
+  let outbound: OutboundPolicy;
+  try {
+    outbound = new OutboundPolicy({ allow: values["allow-outbound"] ?? [] });
+  } catch (error) {
+    throw new UsageError(`${(error as Error).message}\n\n${serveUsage}`);
+  }
   const dataDir = resolve(values["data-dir"] ?? process.env.SYNAPSE_DATA_DIR ?? ".synapse");
   const { identity, created } = await loadOrCreateIdentity(dataDir, {
     agentId: values["agent-id"],
@@ -161,12 +177,14 @@ export async function serve(argv: string[]): Promise<number> {
       retentionMs,
       leaseMs: seconds("run-lease"),
       logger,
+      outbound,
     });
     const registry = values.registry
       ? new Registry({
           logger,
           clockSkewMs: agent.clockSkewMs,
           leaseMs: seconds("lease"),
+          outbound,
           storage: { directory: storage.directory, catalogue: storage.catalogue, messages: storage.tasks },
         })
       : undefined;
