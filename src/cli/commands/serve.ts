@@ -20,7 +20,8 @@ export const serveUsage = `usage: synapse serve [--host H] [--port P] [--data-di
                      [--registry [--lease SECONDS]] [--join URL [--advertise-url URL]]
                      [--max-file-size BYTES] [--max-concurrent-tasks N] [--max-task-duration SECONDS]
                      [--task-timeout SECONDS] [--heartbeat-interval SECONDS] [--clock-skew SECONDS]
-                     [--log-level LEVEL]
+                     [--max-connections N] [--header-timeout SECONDS] [--body-timeout SECONDS]
+                     [--idle-timeout SECONDS] [--write-timeout SECONDS] [--log-level LEVEL]
 
 Serves the reference agent (CapabilitiesService and P2PService) as gRPC, gRPC-web
 and Connect on one port. HOST and PORT environment variables are used when the
@@ -36,7 +37,25 @@ registered there.
 --registry hosts RegistryService (agent directory and capability catalogue)
 beside the agent; agents must heartbeat within --lease (default 30 s). --join URL
 registers this agent at that registry on start (reachable at --advertise-url,
-default the listening URL), keeps the lease, and deregisters on shutdown.`;
+default the listening URL), keeps the lease, and deregisters on shutdown.
+
+Connections are bounded so that slow or stalled clients cannot hold the port:
+  --max-connections N       open connections at most (default: 3/4 of the
+                            open-file limit, at most 10000; 0: no cap). At the
+                            cap the connection waiting longest on its client
+                            (still sending headers, then idle, then still
+                            sending a body) is closed for the new one; if every
+                            connection is being answered, the new one is closed.
+  --header-timeout SECONDS  a new connection must send its first request's
+                            headers (TLS handshake included) within this, a
+                            kept-alive one its next request's (default 20)
+  --body-timeout SECONDS    a request body must arrive within this after its
+                            headers (default 60)
+  --idle-timeout SECONDS    a connection with no call in flight is closed after
+                            this (default 60); long streams are not idle
+  --write-timeout SECONDS   a response that cannot write anything for this long
+                            (its client stopped reading) is cut (default 60)
+A timeout of 0 turns it off.`;
 
 /**
  * Pinning on first use by default; a trust-store file makes trust explicit;
@@ -68,6 +87,11 @@ export async function serve(argv: string[]): Promise<number> {
       "task-timeout": { type: "string" },
       "heartbeat-interval": { type: "string" },
       "clock-skew": { type: "string" },
+      "max-connections": { type: "string" },
+      "header-timeout": { type: "string" },
+      "body-timeout": { type: "string" },
+      "idle-timeout": { type: "string" },
+      "write-timeout": { type: "string" },
       "trust-store": { type: "string" },
       tofu: { type: "boolean" },
       "trust-registry": { type: "string" },
@@ -102,7 +126,8 @@ export async function serve(argv: string[]): Promise<number> {
     maxConcurrentTasks: integerOption(values["max-concurrent-tasks"], "--max-concurrent-tasks") ?? defaults.maxConcurrentTasks,
     maxTaskDurationSeconds: integerOption(values["max-task-duration"], "--max-task-duration") ?? defaults.maxTaskDurationSeconds,
   });
-  const seconds = (name: "task-timeout" | "heartbeat-interval" | "clock-skew" | "lease") => {
+  type SecondsFlag = "task-timeout" | "heartbeat-interval" | "clock-skew" | "lease" | "header-timeout" | "body-timeout" | "idle-timeout" | "write-timeout";
+  const seconds = (name: SecondsFlag) => {
     const value = integerOption(values[name], `--${name}`);
     return value === undefined ? undefined : value * 1000;
   };
@@ -134,6 +159,11 @@ export async function serve(argv: string[]): Promise<number> {
     port: integerOption(values.port ?? process.env.PORT, "--port") ?? 8080,
     tls,
     logger,
+    maxConnections: integerOption(values["max-connections"], "--max-connections"),
+    headerTimeoutMs: seconds("header-timeout"),
+    bodyTimeoutMs: seconds("body-timeout"),
+    idleTimeoutMs: seconds("idle-timeout"),
+    writeTimeoutMs: seconds("write-timeout"),
   });
   process.stdout.write(`synapse agent ${identity.agentId} listening on ${server.url}${registry ? " (registry)" : ""}\n`);
   const membership = values.join
