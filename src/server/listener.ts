@@ -1,12 +1,15 @@
 // One port for every protocol: each new plaintext connection is routed by
 // its first bytes. The HTTP/2 connection preface means gRPC, or Connect and
 // gRPC-web over h2c, and goes to the HTTP/2 server; anything else is
-// HTTP/1.1. With TLS, ALPN picks h2 or http/1.1 instead.
+// HTTP/1.1. With TLS, ALPN picks h2 or http/1.1 instead. Every connection is
+// counted and timed by connection-limits.ts.
 import http from "node:http";
 import http2 from "node:http2";
 import net from "node:net";
 import type { Duplex } from "node:stream";
-import type { TLSSocket } from "node:tls";
+import tls, { type TLSSocket } from "node:tls";
+import type { Logger } from "../log.js";
+import { ConnectionTable, type ConnectionLimitOptions, type ConnectionLimits } from "./connection-limits.js";
 
 export const HTTP2_PREFACE = Buffer.from("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n", "latin1");
 
@@ -20,15 +23,16 @@ export interface TlsFiles {
   key: string | Buffer;
 }
 
-export interface ListenerOptions {
+export interface ListenerOptions extends ConnectionLimitOptions {
   handler: RequestHandler;
   tls?: TlsFiles;
-  /** Bytes a client may send before its first request is recognised. */
-  sniffTimeoutMs?: number;
+  logger?: Logger;
 }
 
 export interface Listener {
   readonly server: net.Server;
+  /** The connection limits in force, defaults filled in. */
+  readonly limits: ConnectionLimits;
   listen(port: number, host: string): Promise<{ port: number; host: string }>;
   /** Stops accepting; asks HTTP/2 peers to go away and HTTP/1.1 peers to close after their request. */
   stopAccepting(): void;
@@ -36,19 +40,20 @@ export interface Listener {
   destroyAll(): void;
   /** Requests currently being served. */
   inFlight(): number;
+  /** Connections currently open. */
+  connections(): number;
   /** Resolves when no request is in flight. */
   idle(): Promise<void>;
 }
 
 /**
  * Reads just enough of a new connection to tell HTTP/2 from HTTP/1.1, then
- * puts the bytes back for the server that takes it.
+ * puts the bytes back for the server that takes it. How long it may take is
+ * the header timeout's business (connection-limits.ts).
  */
-function sniff(socket: net.Socket, timeoutMs: number, route: (isHttp2: boolean) => void): void {
+function sniff(socket: net.Socket, route: (isHttp2: boolean) => void): void {
   let seen: Buffer = Buffer.alloc(0);
-  const timer = setTimeout(() => socket.destroy(), timeoutMs);
   const finish = (isHttp2: boolean) => {
-    clearTimeout(timer);
     socket.off("data", onData);
     socket.off("error", onError);
     socket.pause();
@@ -63,10 +68,7 @@ function sniff(socket: net.Socket, timeoutMs: number, route: (isHttp2: boolean) 
     if (!seen.subarray(0, n).equals(HTTP2_PREFACE.subarray(0, n))) finish(false);
     else if (seen.length >= HTTP2_PREFACE.length) finish(true);
   };
-  const onError = () => {
-    clearTimeout(timer);
-    socket.destroy();
-  };
+  const onError = () => socket.destroy();
   socket.on("data", onData);
   socket.on("error", onError);
 }
@@ -116,7 +118,7 @@ function drainUnreadBody(req: http.IncomingMessage | http2.Http2ServerRequest): 
 }
 
 export function createListener(options: ListenerOptions): Listener {
-  const sockets = new Set<Duplex>();
+  const table = new ConnectionTable(options, options.logger);
   const sessions = new Set<http2.Http2Session>();
   let requests = 0;
   let idleWaiters: Array<() => void> = [];
@@ -137,6 +139,7 @@ export function createListener(options: ListenerOptions): Listener {
     };
     res.once("close", finished);
     res.once("finish", finished);
+    table.callStarted(req, res);
     // Http2ServerResponse emits 'finish' only once its stream closes; the
     // stream's own 'finish' is when the response has been written.
     ("stream" in res ? res.stream : res).once("finish", () => drainUnreadBody(req));
@@ -147,29 +150,30 @@ export function createListener(options: ListenerOptions): Listener {
   };
 
   const h1 = http.createServer(track as http.RequestListener);
-  let h2: http2.Http2Server | http2.Http2SecureServer;
-  let server: net.Server;
+  // Advertised in Keep-Alive: timeout=...; the connection table enforces it.
+  h1.keepAliveTimeout = table.limits.idleTimeoutMs;
+  const h2 = http2.createServer({}, track as (req: http2.Http2ServerRequest, res: http2.Http2ServerResponse) => void);
+  const handOver = (socket: Duplex, isHttp2: boolean) =>
+    table.route(socket, isHttp2, () => (isHttp2 ? h2 : h1).emit("connection", socket));
+
+  // TLS is terminated here too, not by a listening TLS server, so that every
+  // connection is counted and timed from its first byte; ALPN picks the server.
+  let tlsServer: tls.Server | undefined;
   if (options.tls) {
-    h2 = http2.createSecureServer(
-      { cert: options.tls.cert, key: options.tls.key, allowHTTP1: true, ALPNProtocols: ["h2", "http/1.1"] },
-      track as (req: http2.Http2ServerRequest, res: http2.Http2ServerResponse) => void,
-    );
-    server = h2 as unknown as net.Server;
-    h2.on("secureConnection", (socket: TLSSocket) => {
-      sockets.add(socket);
-      socket.once("close", () => sockets.delete(socket));
+    tlsServer = tls.createServer({ cert: options.tls.cert, key: options.tls.key, ALPNProtocols: ["h2", "http/1.1"] });
+    tlsServer.on("secureConnection", (socket: TLSSocket) => {
+      if (!table.secured(socket)) return void socket.destroy();
+      handOver(socket, socket.alpnProtocol === "h2");
     });
-  } else {
-    h2 = http2.createServer({}, track as (req: http2.Http2ServerRequest, res: http2.Http2ServerResponse) => void);
-    server = net.createServer((socket) => {
-      sockets.add(socket);
-      socket.once("close", () => sockets.delete(socket));
-      sniff(socket, options.sniffTimeoutMs ?? 10_000, (isHttp2) => {
-        (isHttp2 ? h2 : h1).emit("connection", socket);
-      });
-    });
+    tlsServer.on("tlsClientError", (_error, socket) => socket.destroy());
   }
+  const server = net.createServer((socket) => {
+    if (!table.admit(socket, tlsServer !== undefined)) return;
+    if (tlsServer) tlsServer.emit("connection", socket);
+    else sniff(socket, (isHttp2) => handOver(socket, isHttp2));
+  });
   h2.on("session", (session) => {
+    table.sessionStarted(session);
     sessions.add(session);
     session.once("close", () => sessions.delete(session));
     if (stopping) session.close();
@@ -181,6 +185,7 @@ export function createListener(options: ListenerOptions): Listener {
 
   return {
     server,
+    limits: table.limits,
     listen(port, host) {
       return new Promise((resolve, reject) => {
         const onError = (error: Error) => reject(error);
@@ -195,15 +200,15 @@ export function createListener(options: ListenerOptions): Listener {
     stopAccepting() {
       stopping = true;
       server.close();
-      h1.closeIdleConnections();
+      table.closeIdle();
       for (const session of sessions) session.close();
     },
     destroyAll() {
       for (const session of sessions) session.destroy();
-      for (const socket of sockets) socket.destroy();
-      h1.closeAllConnections();
+      table.destroyAll();
     },
     inFlight: () => requests,
+    connections: () => table.size,
     idle() {
       return requests === 0 ? Promise.resolve() : new Promise((resolve) => idleWaiters.push(resolve));
     },

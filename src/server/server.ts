@@ -17,6 +17,7 @@ import { registryService } from "./registry-service.js";
 import { createRequestHandler } from "./adapter.js";
 import { consoleHandler } from "./console.js";
 import { ServerHealth } from "./health.js";
+import type { ConnectionLimitOptions } from "./connection-limits.js";
 import { createListener, type Listener, type TlsFiles } from "./listener.js";
 import { registerReflection } from "./reflection.js";
 import { requestParseAsInvalidArgument } from "./request-errors.js";
@@ -25,7 +26,8 @@ import { withRequestLog } from "./request-log.js";
 /** Room for the envelope, header and framing around a max_file_size payload. */
 export const MESSAGE_OVERHEAD_BYTES = 64 * 1024;
 
-export interface ServerOptions {
+/** Connection limits (connection-limits.ts): a cap and header, body, idle and write timeouts; each has a default. */
+export interface ServerOptions extends ConnectionLimitOptions {
   /** Capabilities to declare when no agent is given (CapabilitiesService only). */
   capabilities?: AgentCapabilities;
   /** The agent whose services (CapabilitiesService and P2PService) are served. */
@@ -90,7 +92,16 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     shutdownSignal: shutdownController.signal,
     fallback: consoleHandler(),
   });
-  const listener: Listener = createListener({ handler: withRequestLog(handler, logger), tls: options.tls });
+  const listener: Listener = createListener({
+    handler: withRequestLog(handler, logger),
+    tls: options.tls,
+    logger,
+    maxConnections: options.maxConnections,
+    headerTimeoutMs: options.headerTimeoutMs,
+    bodyTimeoutMs: options.bodyTimeoutMs,
+    idleTimeoutMs: options.idleTimeoutMs,
+    writeTimeoutMs: options.writeTimeoutMs,
+  });
   // Callbacks and registry confirmations may go to loopback only while the server itself is reachable on loopback only.
   const noteListening = (address: string) => {
     agent?.outbound.noteListening(address);
@@ -107,14 +118,27 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
   const scheme = options.tls ? "https" : "http";
   const urlHost = host.includes(":") ? `[${host}]` : host;
   const url = `${scheme}://${urlHost}:${port}`;
-  logger.info({ url, agent_id: capabilities.agentId, key_id: capabilities.keyId }, "listening");
+  const limits = listener.limits;
+  logger.info(
+    {
+      url,
+      agent_id: capabilities.agentId,
+      key_id: capabilities.keyId,
+      max_connections: limits.maxConnections,
+      header_timeout_ms: limits.headerTimeoutMs,
+      body_timeout_ms: limits.bodyTimeoutMs,
+      idle_timeout_ms: limits.idleTimeoutMs,
+      write_timeout_ms: limits.writeTimeoutMs,
+    },
+    "listening",
+  );
 
   let closing: Promise<void> | undefined;
   const close = () => {
     closing ??= (async () => {
       // Health checkers learn first, so load balancers stop sending new calls.
       health.shutdown();
-      logger.info({ in_flight: listener.inFlight() }, "shutting down");
+      logger.info({ in_flight: listener.inFlight(), connections: listener.connections() }, "shutting down");
       listener.stopAccepting();
       // Running tasks end first (their last events reach watchers), then open streams are told to resume elsewhere.
       await agent?.stop();

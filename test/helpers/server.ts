@@ -63,7 +63,9 @@ export async function startTestServer(options: TestServerOptions = {}): Promise<
   const registry = options.registry
     ? new Registry({ logger: silentLogger, clockSkewMs: agent.clockSkewMs, leaseMs: options.registry.leaseMs, dropAfterMs: options.registry.dropAfterMs, outbound: agent.outbound })
     : undefined;
-  const server = await startServer({ tls: options.tls, logger: options.logger, shutdownGraceMs: options.shutdownGraceMs, agent, registry, port: 0, host: options.host ?? "127.0.0.1" });
+  const { maxConnections, headerTimeoutMs, bodyTimeoutMs, idleTimeoutMs, writeTimeoutMs } = options;
+  const limits = { maxConnections, headerTimeoutMs, bodyTimeoutMs, idleTimeoutMs, writeTimeoutMs };
+  const server = await startServer({ tls: options.tls, logger: options.logger, shutdownGraceMs: options.shutdownGraceMs, agent, registry, port: 0, host: options.host ?? "127.0.0.1", ...limits });
   return Object.assign(server, { agent, registry });
 }
 

@@ -27,7 +27,8 @@ export const serveUsage = `usage: synapse serve [--host H] [--port P] [--data-di
                      [--allow-outbound CIDR|IP|HOST|*.DOMAIN]...
                      [--max-file-size BYTES] [--max-concurrent-tasks N] [--max-task-duration SECONDS]
                      [--task-timeout SECONDS] [--heartbeat-interval SECONDS] [--clock-skew SECONDS]
-                     [--log-level LEVEL]
+                     [--max-connections N] [--header-timeout SECONDS] [--body-timeout SECONDS]
+                     [--idle-timeout SECONDS] [--write-timeout SECONDS] [--log-level LEVEL]
 
 Serves the reference agent (CapabilitiesService and P2PService) as gRPC, gRPC-web
 and Connect on one port. HOST and PORT environment variables are used when the
@@ -59,7 +60,25 @@ public addresses, and to loopback only while the server listens on loopback
 only. Private, link-local, multicast and other special-purpose addresses, and
 loopback when listening beyond it, are refused unless allowed with
 --allow-outbound (repeatable): a CIDR block (10.0.0.0/8), an address, a host
-name, or *.domain. Names are checked by every address they resolve to.`;
+name, or *.domain. Names are checked by every address they resolve to.
+
+Connections are bounded so that slow or stalled clients cannot hold the port:
+  --max-connections N       open connections at most (default: 3/4 of the
+                            open-file limit, at most 10000; 0: no cap). At the
+                            cap the connection waiting longest on its client
+                            (still sending headers, then idle, then still
+                            sending a body) is closed for the new one; if every
+                            connection is being answered, the new one is closed.
+  --header-timeout SECONDS  a new connection must send its first request's
+                            headers (TLS handshake included) within this, a
+                            kept-alive one its next request's (default 20)
+  --body-timeout SECONDS    a request body must arrive within this after its
+                            headers (default 60)
+  --idle-timeout SECONDS    a connection with no call in flight is closed after
+                            this (default 60); long streams are not idle
+  --write-timeout SECONDS   a response that cannot write anything for this long
+                            (its client stopped reading) is cut (default 60)
+A timeout of 0 turns it off.`;
 
 /**
  * Pinning on first use by default; a trust-store file makes trust explicit;
@@ -101,6 +120,11 @@ export async function serve(argv: string[]): Promise<number> {
       "task-timeout": { type: "string" },
       "heartbeat-interval": { type: "string" },
       "clock-skew": { type: "string" },
+      "max-connections": { type: "string" },
+      "header-timeout": { type: "string" },
+      "body-timeout": { type: "string" },
+      "idle-timeout": { type: "string" },
+      "write-timeout": { type: "string" },
       "trust-store": { type: "string" },
       tofu: { type: "boolean" },
       "trust-registry": { type: "string" },
@@ -146,7 +170,8 @@ export async function serve(argv: string[]): Promise<number> {
     maxConcurrentTasks: integerOption(values["max-concurrent-tasks"], "--max-concurrent-tasks") ?? defaults.maxConcurrentTasks,
     maxTaskDurationSeconds: integerOption(values["max-task-duration"], "--max-task-duration") ?? defaults.maxTaskDurationSeconds,
   });
-  const seconds = (name: "task-timeout" | "heartbeat-interval" | "clock-skew" | "lease" | "run-lease") => {
+  type SecondsFlag = "task-timeout" | "heartbeat-interval" | "clock-skew" | "lease" | "run-lease" | "header-timeout" | "body-timeout" | "idle-timeout" | "write-timeout";
+  const seconds = (name: SecondsFlag) => {
     const value = integerOption(values[name], `--${name}`);
     return value === undefined ? undefined : value * 1000;
   };
@@ -195,6 +220,11 @@ export async function serve(argv: string[]): Promise<number> {
       port: integerOption(values.port ?? process.env.PORT, "--port") ?? 8080,
       tls,
       logger,
+      maxConnections: integerOption(values["max-connections"], "--max-connections"),
+      headerTimeoutMs: seconds("header-timeout"),
+      bodyTimeoutMs: seconds("body-timeout"),
+      idleTimeoutMs: seconds("idle-timeout"),
+      writeTimeoutMs: seconds("write-timeout"),
     });
     await serveUntilSignalled(server, registry !== undefined, values.join, values["advertise-url"], identity, agent.provider, logger);
   } finally {
@@ -212,24 +242,31 @@ async function serveUntilSignalled(
   provider: Parameters<typeof joinRegistry>[0]["provider"],
   logger: Logger,
 ): Promise<void> {
-  process.stdout.write(`synapse agent ${identity.agentId} listening on ${server.url}${isRegistry ? " (registry)" : ""}\n`);
-  const membership = join
-    ? await joinRegistry({ registryUrl: join, identity, provider, endpointUrl: advertiseUrl ?? server.url, logger }).catch(async (error: unknown) => {
-        await server.close();
-        throw error;
-      })
-    : undefined;
-  if (membership) process.stdout.write(`joined registry ${join} (${membership.registryAgentId})\n`);
-  await new Promise<void>((done) => {
+  // Signals are heard from the moment the URL is printed: a supervisor may stop the agent at once.
+  let membership: Awaited<ReturnType<typeof joinRegistry>> | undefined;
+  let stopping: Promise<void> | undefined;
+  const stopped = new Promise<void>((done) => {
     const stop = (signal: NodeJS.Signals) => {
       logger.info({ signal }, "signal received");
       process.off("SIGTERM", stop);
       process.off("SIGINT", stop);
-      Promise.resolve(membership?.leave())
+      stopping = Promise.resolve(membership?.leave())
         .then(() => server.close())
         .then(done, done);
     };
     process.on("SIGTERM", stop);
     process.on("SIGINT", stop);
   });
+  process.stdout.write(`synapse agent ${identity.agentId} listening on ${server.url}${isRegistry ? " (registry)" : ""}\n`);
+  if (join) {
+    try {
+      membership = await joinRegistry({ registryUrl: join, identity, provider, endpointUrl: advertiseUrl ?? server.url, logger });
+    } catch (error) {
+      await (stopping ?? server.close());
+      throw error;
+    }
+    if (stopping === undefined) process.stdout.write(`joined registry ${join} (${membership.registryAgentId})\n`);
+    else void membership.leave();
+  }
+  await stopped;
 }
