@@ -99,3 +99,43 @@ export async function callbackReceiver(executorKey: () => Uint8Array): Promise<{
     close: () => new Promise((done) => listening.close(() => done())),
   };
 }
+
+/**
+ * A TCP proxy in front of several agent instances: new connections go to
+ * them in turn, or all to one while a test pins it. Records where each
+ * connection went.
+ */
+export async function instanceProxy(ports: number[]): Promise<{
+  url: string;
+  /** Sends new connections to this instance only (undefined: in turn again). */
+  pin(index: number | undefined): void;
+  /** The instance each connection went to, in order. */
+  routed: number[];
+  close(): Promise<void>;
+}> {
+  let turn = 0;
+  let pinned: number | undefined;
+  const routed: number[] = [];
+  const sockets = new Set<net.Socket>();
+  const server = net.createServer((socket) => {
+    const index = pinned ?? turn++ % ports.length;
+    routed.push(index);
+    const upstream = net.connect(ports[index]!, "127.0.0.1");
+    sockets.add(socket).add(upstream);
+    socket.pipe(upstream).pipe(socket);
+    upstream.on("error", () => socket.destroy());
+    socket.on("error", () => upstream.destroy());
+    socket.on("close", () => upstream.destroy());
+    upstream.on("close", () => socket.destroy());
+  });
+  await new Promise<void>((done) => server.listen(0, "127.0.0.1", done));
+  return {
+    url: `http://127.0.0.1:${(server.address() as net.AddressInfo).port}`,
+    pin: (index) => (pinned = index),
+    routed,
+    close: () => {
+      for (const socket of sockets) socket.destroy();
+      return new Promise((done) => server.close(() => done()));
+    },
+  };
+}
