@@ -4,7 +4,7 @@
 // initdb refuses to run as root, so as root the cluster runs as the
 // `postgres` user.
 import { execFileSync, spawnSync } from "node:child_process";
-import { chownSync, existsSync, mkdtempSync, readdirSync, rmSync } from "node:fs";
+import { chownSync, existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync } from "node:fs";
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -48,10 +48,21 @@ function userIds(name: string): { uid: number; gid: number } | undefined {
   return { uid: Number(result.stdout.trim()), gid: Number(gid.stdout.trim()) };
 }
 
-export async function startCluster(): Promise<Cluster> {
+export interface ClusterOptions {
+  /** Keep the cluster here (created when missing, reused when present); default a temporary directory, deleted at stop. */
+  dir?: string;
+  /** Default a free port. */
+  port?: number;
+  /** Durable settings (fsync on) instead of the fast, throwaway ones. */
+  durable?: boolean;
+}
+
+export async function startCluster(options: ClusterOptions = {}): Promise<Cluster> {
   const bin = findPostgresBin();
   if (bin === undefined) throw new Error("initdb not found (install Debian's postgresql package)");
-  const dir = mkdtempSync(join(tmpdir(), "synapse-pg-"));
+  const keep = options.dir !== undefined;
+  const dir = options.dir ?? mkdtempSync(join(tmpdir(), "synapse-pg-"));
+  mkdirSync(dir, { recursive: true });
   const data = join(dir, "data");
   const asRoot = process.getuid?.() === 0;
   const owner = asRoot ? userIds("postgres") : undefined;
@@ -62,17 +73,10 @@ export async function startCluster(): Promise<Cluster> {
     execFileSync(file, argv, { stdio: ["ignore", "pipe", "pipe"], cwd: dir });
   };
   const user = asRoot ? "postgres" : (process.env.USER ?? "postgres");
-  run("initdb", ["-D", data, "-U", user, "--auth=trust", "--no-sync", "-E", "UTF8"]);
-  const port = await freePort();
-  const settings = [
-    "-c listen_addresses=127.0.0.1",
-    `-c port=${port}`,
-    `-c unix_socket_directories=${dir}`,
-    "-c fsync=off",
-    "-c synchronous_commit=off",
-    "-c full_page_writes=off",
-    "-c max_connections=400",
-  ].join(" ");
+  if (!existsSync(join(data, "PG_VERSION"))) run("initdb", ["-D", data, "-U", user, "--auth=trust", "--no-sync", "-E", "UTF8"]);
+  const port = options.port ?? (await freePort());
+  const fast = options.durable ? [] : ["-c fsync=off", "-c synchronous_commit=off", "-c full_page_writes=off"];
+  const settings = ["-c listen_addresses=127.0.0.1", `-c port=${port}`, `-c unix_socket_directories=${dir}`, ...fast, "-c max_connections=400"].join(" ");
   run("pg_ctl", ["-D", data, "-l", join(dir, "log"), "-o", settings, "-w", "-t", "60", "start"]);
   const base = `postgres://${user}@127.0.0.1:${port}`;
   return {
@@ -80,9 +84,9 @@ export async function startCluster(): Promise<Cluster> {
     urlFor: (database) => `${base}/${database}`,
     stop() {
       try {
-        run("pg_ctl", ["-D", data, "-m", "immediate", "-w", "stop"]);
+        run("pg_ctl", ["-D", data, "-m", keep ? "fast" : "immediate", "-w", "stop"]);
       } finally {
-        rmSync(dir, { recursive: true, force: true });
+        if (!keep) rmSync(dir, { recursive: true, force: true });
       }
     },
   };
