@@ -18,6 +18,7 @@ import { silentLogger } from "../../src/log.js";
 import type { OutboundPolicy } from "../../src/net/outbound-policy.js";
 import { Registry } from "../../src/registry/registry.js";
 import { startServer, type RunningServer, type ServerOptions } from "../../src/server/server.js";
+import type { Storage } from "../../src/store/storage.js";
 
 export async function tempDir(prefix = "synapse-test-"): Promise<string> {
   return mkdtemp(join(tmpdir(), prefix));
@@ -35,6 +36,13 @@ export interface TestServerOptions extends Partial<Omit<ServerOptions, "capabili
   registry?: { leaseMs?: number; dropAfterMs?: number };
   /** The outbound policy of the agent's callbacks and the registry's confirmations. */
   outbound?: OutboundPolicy;
+  /** Retention of finished tasks, and how often it runs. */
+  retentionMs?: number;
+  pruneIntervalMs?: number;
+  /** The agent's identity (default a fresh one): instances of one agent share it. */
+  identity?: AgentIdentity;
+  /** Where tasks, pins and the registry live (default memory). */
+  storage?: Storage;
 }
 
 export interface TestServer extends RunningServer {
@@ -43,7 +51,7 @@ export interface TestServer extends RunningServer {
 }
 
 export async function startTestServer(options: TestServerOptions = {}): Promise<TestServer> {
-  const { identity } = await loadOrCreateIdentity(await tempDir(), { agentId: options.agentId });
+  const identity = options.identity ?? (await loadOrCreateIdentity(await tempDir(), { agentId: options.agentId })).identity;
   const capabilities = defaultAgentCapabilities({
     agentName: "test agent",
     supportedTaskTypes: [...REFERENCE_TASK_TYPES],
@@ -54,14 +62,24 @@ export async function startTestServer(options: TestServerOptions = {}): Promise<
     identity,
     capabilities,
     handlers: options.handlers ?? referenceHandlers(),
-    trust: options.trust ?? PinnedKeys.inMemory(),
+    trust: options.trust ?? (options.storage ? new PinnedKeys(options.storage.pins) : PinnedKeys.inMemory()),
+    store: options.storage?.tasks,
     config: options.config,
     clockSkewMs: options.clockSkewMs,
     logger: options.logger,
     outbound: options.outbound,
+    retentionMs: options.retentionMs,
+    pruneIntervalMs: options.pruneIntervalMs,
   });
   const registry = options.registry
-    ? new Registry({ logger: silentLogger, clockSkewMs: agent.clockSkewMs, leaseMs: options.registry.leaseMs, dropAfterMs: options.registry.dropAfterMs, outbound: agent.outbound })
+    ? new Registry({
+        logger: silentLogger,
+        clockSkewMs: agent.clockSkewMs,
+        leaseMs: options.registry.leaseMs,
+        dropAfterMs: options.registry.dropAfterMs,
+        outbound: agent.outbound,
+        storage: options.storage ? { directory: options.storage.directory, catalogue: options.storage.catalogue, messages: options.storage.tasks } : undefined,
+      })
     : undefined;
   const { maxConnections, headerTimeoutMs, bodyTimeoutMs, idleTimeoutMs, writeTimeoutMs } = options;
   const limits = { maxConnections, headerTimeoutMs, bodyTimeoutMs, idleTimeoutMs, writeTimeoutMs };

@@ -32,7 +32,8 @@ export function openSqliteDatabase(path: string, options: SqliteOptions = {}): D
   if (path !== ":memory:") mkdirSync(dirname(path), { recursive: true, mode: 0o700 });
   let db: Database.Database;
   try {
-    db = new Database(path);
+    // No waiting on a lock: another process holding the file is an answer, not a delay.
+    db = new Database(path, { timeout: 0 });
   } catch (error) {
     throw damaged(path, messageOf(error));
   }
@@ -42,29 +43,32 @@ export function openSqliteDatabase(path: string, options: SqliteOptions = {}): D
     db.pragma("journal_mode = WAL");
     db.pragma(`synchronous = ${options.fsync === "full" ? "FULL" : "NORMAL"}`);
     db.pragma("busy_timeout = 0");
-    takeLock(db, path);
+    takeLock(db);
     if (options.checkIntegrity !== false) checkPages(db, path);
     migrate(db, path, SQLITE_MIGRATIONS);
     return db;
   } catch (error) {
     db.close();
     if (error instanceof StoreOpenError) throw error;
+    if (isLocked(error)) throw inUse(path);
     throw damaged(path, messageOf(error));
   }
 }
 
-function takeLock(db: Database.Database, path: string): void {
-  try {
-    db.exec("BEGIN IMMEDIATE; COMMIT");
-  } catch (error) {
-    if ((error as { code?: string }).code === "SQLITE_BUSY") {
-      throw new StoreOpenError(
-        `${path} is in use by another process (SQLite lets one process hold it): stop the other synapse, or give this one its own --data-dir. ` +
-          `Several instances of one agent share state through PostgreSQL (--store postgres://...).`,
-      );
-    }
-    throw error;
-  }
+function isLocked(error: unknown): boolean {
+  const code = (error as { code?: string }).code ?? "";
+  return code.startsWith("SQLITE_BUSY") || code.startsWith("SQLITE_LOCKED");
+}
+
+function inUse(path: string): StoreOpenError {
+  return new StoreOpenError(
+    `${path} is in use by another process (SQLite lets one process hold it): stop the other synapse, or give this one its own --data-dir. ` +
+      `Several instances of one agent share state through PostgreSQL (--store postgres://...).`,
+  );
+}
+
+function takeLock(db: Database.Database): void {
+  db.exec("BEGIN IMMEDIATE; COMMIT");
 }
 
 function checkPages(db: Database.Database, path: string): void {
