@@ -25,7 +25,7 @@ describe("operator console crypto, checked by the server's implementation", () =
   it("computes the same key id (RFC 7638 thumbprint) as the server", async () => {
     const identity = await consoleIdentity();
     expect(identity.keyId).toBe(keyIdOf(identity.publicKey));
-    expect(identity.agentId).toMatch(/^console_[0-9a-f]{12}$/);
+    expect(identity.agentId).toMatch(/^agent_[0-9a-f]{32}$/);
   });
 
   it("seals a task_request that the server's open() accepts", async () => {

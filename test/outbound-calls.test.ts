@@ -37,7 +37,7 @@ describe("callbacks under the outbound policy", () => {
   it("a server on loopback calls back by name, connecting to the checked address and keeping the name as Host", async () => {
     const resolver = stubResolver({ "requester.test": ["127.0.0.1"] });
     const executor = await startTestServer({ agentId: "executor_ob1", outbound: new OutboundPolicy({ resolver }) });
-    const requester = await startTestServer({ agentId: "requester_ob1" });
+    const requester = await startTestServer();
     // An HTTP/1.1 relay in front of the requester's agent that notes the Host of every push.
     const hosts: string[] = [];
     const relay = http.createServer((req, res) => {
@@ -79,7 +79,7 @@ describe("callbacks under the outbound policy", () => {
       // As if listening on a public address: the server itself is on 127.0.0.1 only so that the test stays on loopback.
       outbound: new OutboundPolicy({ localOnly: false, resolver }),
     });
-    const requester = await startTestServer({ agentId: "requester_ob2" });
+    const requester = await startTestServer();
     const target = await countingListener();
     try {
       const identity = requester.agent.identity;
@@ -204,7 +204,7 @@ describe("agents that serve gRPC only", () => {
   let registry: TestServer;
 
   beforeAll(async () => {
-    grpcAgent = await startGrpcOnlyAgent("grpc_only_agent");
+    grpcAgent = await startGrpcOnlyAgent();
     registry = await startTestServer({ agentId: "registry_grpc", registry: {} });
   });
   afterAll(async () => {
@@ -219,7 +219,7 @@ describe("agents that serve gRPC only", () => {
     const base = `http://127.0.0.1:${grpcAgent.port}`;
     for (const endpointUrl of [`${base}#protocol=grpc`, base]) {
       const membership = await register(endpointUrl);
-      expect(membership.registration.agent?.capabilities?.agentId).toBe("grpc_only_agent");
+      expect(membership.registration.agent?.capabilities?.agentId).toBe(grpcAgent.agent.identity.agentId);
       expect(membership.registration.agent?.endpointUrl).toBe(endpointUrl);
       await membership.leave();
     }
@@ -261,7 +261,7 @@ describe("agents that serve gRPC only", () => {
     const policy = new OutboundPolicy({ localOnly: true });
     const transports = [grpcGo!, dead!].map((url) => createOutboundTransport(url, { policy, logger: silentLogger, purpose: "test" }));
     try {
-      expect((await createClient(CapabilitiesService, transports[0]!).getCapabilities({})).capabilities?.agentId).toBe("grpc_only_agent");
+      expect((await createClient(CapabilitiesService, transports[0]!).getCapabilities({})).capabilities?.agentId).toBe(grpcAgent.agent.identity.agentId);
       expect(transports[0]!.protocol).toBe("grpc");
       expect(await refusal(createClient(CapabilitiesService, transports[1]!).getCapabilities({}))).toMatchObject({ code: Code.Unavailable, message: OUTBOUND_UNREACHABLE });
       expect(transports[1]!.protocol).toBe("connect");

@@ -14,7 +14,7 @@ import { connectClient, startTestServer } from "./helpers/server.js";
 describe("callbacks", () => {
   it("pushes every event of a task to the requester's agent, which checks and keeps them", async () => {
     const executor = await startTestServer({ agentId: "executor_cb" });
-    const requester = await startTestServer({ agentId: "requester_cb" });
+    const requester = await startTestServer();
     try {
       const client = await SynapseClient.connect({
         baseUrl: executor.url,
@@ -43,8 +43,8 @@ describe("callbacks", () => {
   });
 
   it("refuses pushed events for tasks the agent did not request", async () => {
-    const executor = await startTestServer({ agentId: "executor_cb2" });
-    const bystander = await startTestServer({ agentId: "bystander_cb2" });
+    const executor = await startTestServer();
+    const bystander = await startTestServer();
     try {
       // The executor signs events for a task requested by the bystander's identity, without the bystander expecting them.
       const client = await SynapseClient.connect({ baseUrl: executor.url, identity: bystander.agent.identity });
@@ -62,7 +62,7 @@ describe("callbacks", () => {
 
   it("retries while the requester's agent is unreachable and delivers once it is back", async () => {
     const executor = await startTestServer({ agentId: "executor_cb3", config: { retryBaseDelayMs: 100, maxRetries: 6 } });
-    const requester = await startTestServer({ agentId: "requester_cb3" });
+    const requester = await startTestServer();
     // A gate in front of the requester's agent that refuses connections at first.
     let open = false;
     const gate = net.createServer((socket) => {

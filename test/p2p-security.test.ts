@@ -17,7 +17,7 @@ import { toBase64Url } from "../src/crypto/encoding.js";
 import { generateKey, publicJwk } from "../src/crypto/keys.js";
 import { issueToken } from "../src/crypto/tokens.js";
 import { buildHeader, seal, signParts } from "../src/envelope/seal.js";
-import { PinnedKeys, TrustStore } from "../src/envelope/trust-sources.js";
+import { PinnedKeys, TrustChain, TrustStore } from "../src/envelope/trust-sources.js";
 import { sqliteStorage } from "../src/store/sqlite/index.js";
 import { findErrorDetail } from "../src/protocol/errors.js";
 import { connectClient, requesterIdentity, startTestServer, tempDir, type TestServer } from "./helpers/server.js";
@@ -31,7 +31,7 @@ beforeAll(async () => {
 });
 afterAll(() => server.close());
 
-async function refusal(attempt: Promise<unknown>): Promise<{ code: Code; protocolCode?: string; details?: unknown }> {
+async function refusal(attempt: Promise<unknown>): Promise<{ code: Code; protocolCode?: string; details?: unknown; message: string }> {
   const error = await attempt.then(
     () => {
       throw new Error("expected a refusal");
@@ -40,7 +40,7 @@ async function refusal(attempt: Promise<unknown>): Promise<{ code: Code; protoco
   );
   const connectError = ConnectError.from(error);
   const detail = findErrorDetail(connectError);
-  return { code: connectError.code, protocolCode: detail?.protocolCode, details: detail?.details };
+  return { code: connectError.code, protocolCode: detail?.protocolCode, details: detail?.details, message: connectError.rawMessage };
 }
 
 function request(taskId: string) {
@@ -82,10 +82,10 @@ describe("envelopes", () => {
     let storage = sqliteStorage(path);
     const pinning = await startTestServer({ agentId: "executor_pins", trust: new PinnedKeys(storage.pins) });
     try {
-      const alice = await requesterIdentity("alice");
+      const alice = await requesterIdentity();
       const first = await connectClient(pinning, { identity: alice });
       expect((await first.submit("text_analysis", { text: "Hi." })).task?.taskId).toBeDefined();
-      expect((await storage.pins.getPin("alice"))?.keyId).toBe(alice.key.keyId);
+      expect((await storage.pins.getPin(alice.agentId))?.keyId).toBe(alice.key.keyId);
 
       const impostor = { ...alice, key: generateKey() };
       const second = await connectClient(pinning, { identity: impostor });
@@ -93,9 +93,44 @@ describe("envelopes", () => {
       // The pin survives a restart of the store.
       await storage.close();
       storage = sqliteStorage(path);
-      expect(await new PinnedKeys(storage.pins).check("alice", impostor.key.keyId)).toEqual({ kind: "conflict", expectedKeyId: alice.key.keyId });
+      expect(await new PinnedKeys(storage.pins).check(alice.agentId, impostor.key.keyId, impostor.key.publicKey)).toEqual({ kind: "conflict", expectedKeyId: alice.key.keyId });
     } finally {
       await pinning.close();
+      await storage.close();
+    }
+  });
+
+  it("cannot be squatted: only an id derived from the key is pinned on first use", async () => {
+    const path = join(await tempDir(), "synapse.db");
+    let storage = sqliteStorage(path);
+    let guarded = await startTestServer({ agentId: "executor_squat", trust: new PinnedKeys(storage.pins) });
+    try {
+      const owner = await requesterIdentity();
+      // A stranger claims a name nobody has used yet, and then the owner's own derived id, each with its own key.
+      for (const claimed of ["bob", owner.agentId]) {
+        const squatter = await connectClient(guarded, { identity: { ...owner, agentId: claimed, key: generateKey() } });
+        const refused = await refusal(squatter.submit("text_analysis", { text: "Mine now." }));
+        expect(refused).toMatchObject({ code: Code.Unauthenticated, protocolCode: "unknown_sender" });
+        expect(refused.message).toContain("derived from its key");
+        expect(await storage.pins.getPin(claimed)).toBeUndefined();
+      }
+      // The owner is not locked out, also after a restart.
+      await guarded.close();
+      await storage.close();
+      storage = sqliteStorage(path);
+      guarded = await startTestServer({ agentId: "executor_squat", trust: new PinnedKeys(storage.pins) });
+      const real = await connectClient(guarded, { identity: owner });
+      expect((await real.submit("text_analysis", { text: "Still mine." }, { waitMs: 5000 })).task?.state).toBe(TaskState.COMPLETED);
+      // A name that is not derived from a key needs a trust store or a registry to vouch for it.
+      const bob = { ...owner, agentId: "bob" };
+      const vouched = await startTestServer({ agentId: "executor_vouched", trust: new TrustChain([new TrustStore([{ agentId: "bob", publicKey: bob.key.publicKey }]), new PinnedKeys(storage.pins)]) });
+      try {
+        expect((await (await connectClient(vouched, { identity: bob })).submit("text_analysis", { text: "Vouched." }, { waitMs: 5000 })).task?.state).toBe(TaskState.COMPLETED);
+      } finally {
+        await vouched.close();
+      }
+    } finally {
+      await guarded.close();
       await storage.close();
     }
   });

@@ -270,7 +270,7 @@ describe("compliance and the catalogue over RPC", () => {
   });
 
   it("needs a bearer token to write, enforces governance, audits, and matches by ontology with permissions", async () => {
-    const writer = await requesterIdentity("catalogue_admin");
+    const writer = await requesterIdentity();
     const headers = { Authorization: `Bearer ${await issueToken(writer.key, { agentId: writer.agentId, audience: "registry_main" })}` };
     const rule = {
       code: "duplicate_invoice_rule",
@@ -306,8 +306,8 @@ describe("compliance and the catalogue over RPC", () => {
     expect((await rpc.matchCapabilities({ ontology, permissions: ["reimbursement:read", "risk:write"] })).candidates).toEqual([]);
     const audit = await rpc.listAuditEvents({ capabilityId: stored.id });
     expect(audit.events.map((e) => [e.actor, e.from, e.to])).toEqual([
-      ["catalogue_admin", "", "v1.9"],
-      ["catalogue_admin", "CAPABILITY_STATUS_ACTIVE", "CAPABILITY_STATUS_OFFLINE"],
+      [writer.agentId, "", "v1.9"],
+      [writer.agentId, "CAPABILITY_STATUS_ACTIVE", "CAPABILITY_STATUS_OFFLINE"],
     ]);
     expect(audit.events[1]?.reason).toBe("maintenance");
   });

@@ -8,8 +8,6 @@ package main
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
 	"net"
 	"sync"
@@ -104,9 +102,7 @@ func checkAgent(r *report, rawURL string) {
 		return
 	}
 	defer conn.Close()
-	suffix := make([]byte, 6)
-	_, _ = rand.Read(suffix)
-	agent := &grpcAgent{me: newIdentity("go_grpc_agent_" + hex.EncodeToString(suffix)), complete: make(chan struct{})}
+	agent := &grpcAgent{me: newIdentity(), complete: make(chan struct{})}
 	var endpoint string
 	var stop func()
 	if !r.check(names[0], func() error {

@@ -10,6 +10,7 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/binary"
+	"encoding/hex"
 	"fmt"
 	"strings"
 	"time"
@@ -65,12 +66,21 @@ type identity struct {
 	keyID   string
 }
 
-func newIdentity(agentID string) identity {
+// newIdentity makes a key pair; its agent id is derived from the public key
+// ("agent_" and 32 hex digits of SHA-256, PROTOCOL.md §2.3), so a server
+// trusts it on first use.
+func newIdentity() identity {
 	pub, priv, err := ed25519.GenerateKey(rand.Reader)
 	if err != nil {
 		panic(err)
 	}
-	return identity{agentID: agentID, priv: priv, pub: pub, keyID: keyID(pub)}
+	return identity{agentID: selfCertifyingAgentID(pub), priv: priv, pub: pub, keyID: keyID(pub)}
+}
+
+// selfCertifyingAgentID is the agent id derived from a public key.
+func selfCertifyingAgentID(pub ed25519.PublicKey) string {
+	sum := sha256.Sum256(pub)
+	return "agent_" + hex.EncodeToString(sum[:])[:32]
 }
 
 // uuidV4 is a random RFC 9562 version 4 UUID.

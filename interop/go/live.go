@@ -6,9 +6,7 @@ package main
 
 import (
 	"context"
-	"crypto/rand"
 	"crypto/tls"
-	"encoding/hex"
 	"fmt"
 	"net/url"
 	"time"
@@ -63,10 +61,8 @@ func checkLive(r *report, rawURL string) {
 		return
 	}
 	defer conn.Close()
-	suffix := make([]byte, 6)
-	_, _ = rand.Read(suffix)
 	s := &session{
-		me:   newIdentity("go_interop_" + hex.EncodeToString(suffix)),
+		me:   newIdentity(),
 		caps: synapsev1.NewCapabilitiesServiceClient(conn),
 		p2p:  synapsev1.NewP2PServiceClient(conn),
 	}

@@ -27,7 +27,7 @@ from synapse.v1 import (
     registry_pb2,
     registry_pb2_grpc,
 )
-from synapse_crypto import Identity
+from synapse_crypto import Identity, self_certifying_agent_id
 
 # The 8 basic standard interfaces (PROTOCOL.md §4): what a registry requires.
 BASIC_INTERFACES = [
@@ -88,7 +88,7 @@ class GrpcAgent(capabilities_pb2_grpc.CapabilitiesServiceServicer, p2p_pb2_grpc.
 def run(report: Reporter, url: str) -> None:
     names = ["grpc_agent.serve", "grpc_agent.register", "grpc_agent.callbacks_signed", "grpc_agent.deregister"]
     identity = Identity.generate()
-    agent = GrpcAgent(identity, f"py_grpc_agent_{uuid.uuid4().hex[:12]}")
+    agent = GrpcAgent(identity, self_certifying_agent_id(identity.public_key))
     target, tls = target_of(url)
     channel = grpc.secure_channel(target, grpc.ssl_channel_credentials()) if tls else grpc.insecure_channel(target)
     server = grpc.server(futures.ThreadPoolExecutor(max_workers=4))

@@ -29,7 +29,7 @@ from synapse.v1 import (
     p2p_pb2_grpc,
     payloads_pb2,
 )
-from synapse_crypto import Identity, key_id_of
+from synapse_crypto import Identity, key_id_of, self_certifying_agent_id
 
 TEXT = "Python speaks Synapse too. Every byte is signed."
 RPC_TIMEOUT = 30.0
@@ -150,7 +150,8 @@ def errors_name(code: int) -> str:
 
 def run(report: Reporter, url: str) -> None:
     identity = Identity.generate()
-    state = State(identity=identity, agent_id=f"py_interop_{uuid.uuid4().hex[:12]}")
+    # An id derived from the key: the server trusts it on first use (no trust store needed).
+    state = State(identity=identity, agent_id=self_certifying_agent_id(identity.public_key))
     target, tls = target_of(url)
     channel = grpc.secure_channel(target, grpc.ssl_channel_credentials()) if tls else grpc.insecure_channel(target)
     with channel:

@@ -54,6 +54,11 @@ def key_id_of(public_key: bytes) -> str:
     return b64url(hashlib.sha256(canonical.encode("utf-8")).digest())
 
 
+def self_certifying_agent_id(public_key: bytes) -> str:
+    """The agent id derived from the key (PROTOCOL.md §2.3): "agent_" and 32 hex digits of SHA-256(public key)."""
+    return "agent_" + hashlib.sha256(bytes(public_key)).hexdigest()[:32]
+
+
 def verify(public_key: bytes, signature: bytes, message: bytes) -> bool:
     """Pure Ed25519 verification; False for a bad signature or a malformed key."""
     if len(signature) != SIGNATURE_LENGTH or len(public_key) != PUBLIC_KEY_LENGTH:

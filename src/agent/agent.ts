@@ -110,7 +110,7 @@ export function createAgent(options: AgentOptions): Agent {
   const runner = new ExecutionRunner({ capabilities: provider, handlers: options.handlers, schemas, store, bus, recorder, config, logger, now, instanceId, leaseMs });
   const outbound = options.outbound ?? new OutboundPolicy();
   const callbacks = new CallbackSender({ store, bus, logger, outbound, maxRetries: config.maxRetries, retryBaseDelayMs: config.retryBaseDelayMs, instanceId, leaseMs, now });
-  const inbox = new CallbackInbox(store, bus);
+  const inbox = new CallbackInbox(store, bus, options.trust);
   const engine = new TaskEngine({ capabilities: provider, handlers: options.handlers, schemas, store, bus, recorder, runner, callbacks, outbound, logger, clockSkewMs, now, inbox });
   const reader = new TaskReader({
     store,

@@ -4,7 +4,7 @@
 import { createHash } from "node:crypto";
 import { mkdir, readFile, writeFile } from "node:fs/promises";
 import { join } from "node:path";
-import { loadOrCreateKey, type AgentKey } from "../crypto/keys.js";
+import { loadOrCreateKey, selfCertifyingAgentId, type AgentKey } from "../crypto/keys.js";
 
 export interface AgentIdentity {
   agentId: string;
@@ -25,8 +25,13 @@ export const IDENTITY_FILE = "identity.json";
 /** Keys of other agents pinned on first use, where agents kept them before the store did (imported once). */
 export const PINNED_KEYS_FILE = "pinned-keys.json";
 
-/** A readable default id derived from the key, so it is stable with the key. */
+/** The default id: derived from the key (self-certifying, see selfCertifyingAgentId), so it is stable with the key. */
 export function defaultAgentId(key: AgentKey): string {
+  return selfCertifyingAgentId(key.publicKey);
+}
+
+/** The shorter id earlier versions derived from the key (48 bits: too short to certify anything). */
+function earlierDefaultAgentId(key: AgentKey): string {
   return `agent_${createHash("sha256").update(key.publicKey).digest("hex").slice(0, 12)}`;
 }
 
@@ -86,8 +91,10 @@ export async function loadOrCreateIdentity(
   const { key, created } = await readKey(join(dir, KEY_FILE));
   const path = join(dir, IDENTITY_FILE);
   const stored = await readIdentityFile(path);
+  // An identity kept with the earlier, shorter derived id moves to the self-certifying one.
+  const storedId = stored.agent_id === earlierDefaultAgentId(key) ? undefined : stored.agent_id;
   const identity: AgentIdentity = {
-    agentId: overrides.agentId ?? stored.agent_id ?? defaultAgentId(key),
+    agentId: overrides.agentId ?? storedId ?? defaultAgentId(key),
     agentName: overrides.agentName ?? stored.agent_name ?? "Synapse reference agent",
     systemId: overrides.systemId ?? stored.system_id ?? "synapse",
     key,

@@ -6,6 +6,7 @@ import { create } from "@bufbuild/protobuf";
 import { ErrorCode } from "../../gen/synapse/v1/errors_pb.js";
 import { AckPayloadSchema, TaskState } from "../../gen/synapse/v1/payloads_pb.js";
 import type { OpenedEnvelope } from "../envelope/open.js";
+import type { TrustPolicy } from "../envelope/trust.js";
 import { protocolError } from "../protocol/errors.js";
 import { stateAfterEvent } from "../protocol/event-state.js";
 import { isTerminal, stateName } from "../protocol/state-machine.js";
@@ -17,15 +18,28 @@ export interface InboxEvent {
   state: TaskState;
 }
 
+/** The executor a requester chose (by URL) and the key it declared there. */
+export interface ExpectedExecutor {
+  agentId: string;
+  keyId: string;
+  publicKey: Uint8Array;
+}
+
 export class CallbackInbox {
   constructor(
     private readonly store: TaskStore,
     private readonly bus: TaskEventBus,
+    private readonly trust: TrustPolicy,
   ) {}
 
-  /** Expects the events of a task this agent is about to request from `executorAgentId`. */
-  expect(executorAgentId: string, taskId: string): Promise<void> {
-    return this.store.expectOutbound({ taskId, executorAgentId, state: TaskState.PENDING, lastSequence: 0 });
+  /**
+   * Expects the events of a task this agent is about to request from the
+   * executor. The agent vouches for the executor's key, so that its pushes
+   * are trusted even when its id is not self-certifying.
+   */
+  async expect(executor: ExpectedExecutor, taskId: string): Promise<void> {
+    await this.trust.vouch?.(executor.agentId, executor.keyId, executor.publicKey);
+    await this.store.expectOutbound({ taskId, executorAgentId: executor.agentId, state: TaskState.PENDING, lastSequence: 0 });
   }
 
   async get(executorAgentId: string, taskId: string): Promise<OutboundTask | undefined> {

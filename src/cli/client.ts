@@ -25,7 +25,8 @@ export async function openClient(url: string, values: { home?: string; protocol?
     baseUrl: url,
     identity,
     transport: { protocol: parseProtocol(values.protocol) },
-    trust: await PinnedKeys.open(join(home, KNOWN_AGENTS_FILE)),
+    // Like SSH's known_hosts: the agent at the URL the user gave is pinned, whatever its id's form.
+    trust: await PinnedKeys.open(join(home, KNOWN_AGENTS_FILE), { firstUse: "any" }),
   });
 }
 

@@ -140,7 +140,8 @@ export class SynapseClient {
     if (keyIdOf(capabilities.publicKey) !== capabilities.keyId) {
       throw protocolError(ErrorCode.SIGNATURE_INVALID, `${options.baseUrl} declares a key id that does not match its public key`);
     }
-    const base = options.trust ?? PinnedKeys.inMemory();
+    // The executor is the agent at the URL the caller chose: its id may be pinned whatever its form.
+    const base = options.trust ?? PinnedKeys.inMemory({ firstUse: "any" });
     // The declared key is what replies will be checked against.
     const verdict = await base.check(capabilities.agentId, capabilities.keyId, capabilities.publicKey);
     if (verdict.kind === "conflict") {
@@ -213,7 +214,7 @@ export class SynapseClient {
       callbackUrl: this.options.callback?.url ?? "",
     });
     // Expect the pushes before asking, so that not even the first one is refused.
-    await this.options.callback?.inbox.expect(this.executor.agentId, taskId);
+    await this.options.callback?.inbox.expect(this.executor, taskId);
     const envelope = this.envelope(MessageType.TASK_REQUEST, request, {
       taskId,
       idempotencyKey: options.idempotencyKey,

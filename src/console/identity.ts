@@ -30,7 +30,8 @@ export async function loadOrCreateIdentity(storage: Storage = sessionStorage): P
   const stored = readStored(storage);
   if (stored !== undefined) {
     const seed = fromBase64Url(stored.seed);
-    if (seed.byteLength === nacl.sign.seedLength) return identityFromSeed(seed, stored.agentId);
+    // The id is derived from the key again: an id stored by an earlier page is not trusted on first use.
+    if (seed.byteLength === nacl.sign.seedLength) return identityFromSeed(seed);
   }
   const seed = nacl.randomBytes(nacl.sign.seedLength);
   const identity = await identityFromSeed(seed);

@@ -30,7 +30,7 @@ export async function keyIdOf(publicKey: Uint8Array): Promise<string> {
 /** The identity of a 32-byte seed; without an agent id, one derived from the key. */
 export async function identityFromSeed(seed: Uint8Array, agentId?: string): Promise<ConsoleIdentity> {
   const { publicKey, secretKey } = nacl.sign.keyPair.fromSeed(seed);
-  // Like the Node side's defaultAgentId: stable with the key, readable.
-  const id = agentId ?? `console_${toHex(await sha256(Uint8Array.from(publicKey))).slice(0, 12)}`;
+  // Self-certifying, as the Node side's defaultAgentId: "agent_" and 32 hex digits of SHA-256(public key).
+  const id = agentId ?? `agent_${toHex(await sha256(Uint8Array.from(publicKey))).slice(0, 32)}`;
   return { agentId: id, systemId: CONSOLE_SYSTEM_ID, secretKey, publicKey, keyId: await keyIdOf(publicKey) };
 }

@@ -34,6 +34,24 @@ export function keyIdOf(publicKey: Uint8Array): string {
   return createHash("sha256").update(canonical).digest("base64url");
 }
 
+/** Hex digits of SHA-256(public key) in a self-certifying agent id: 128 bits. */
+const SELF_CERTIFYING_HEX = 32;
+
+/**
+ * The agent id derived from a public key: "agent_" and the first 32 hex
+ * digits (128 bits) of SHA-256 over the raw 32-byte key. No other key
+ * yields it (finding one is a 2^128 search), so a receiver may trust it on
+ * first use without anyone vouching for the name.
+ */
+export function selfCertifyingAgentId(publicKey: Uint8Array): string {
+  return `agent_${createHash("sha256").update(publicKey).digest("hex").slice(0, SELF_CERTIFYING_HEX)}`;
+}
+
+/** Whether an agent id is the one derived from this public key. */
+export function isSelfCertifying(agentId: string, publicKey: Uint8Array): boolean {
+  return publicKey.byteLength === PUBLIC_KEY_LENGTH && agentId === selfCertifyingAgentId(publicKey);
+}
+
 export function keyFromSeed(seed: Uint8Array, ed: Ed25519 = defaultEd25519): AgentKey {
   if (seed.byteLength !== SEED_LENGTH) {
     throw new RangeError(`Ed25519 seed must be ${SEED_LENGTH} bytes`);

@@ -124,7 +124,12 @@ export async function open(envelope: Envelope, options: OpenOptions): Promise<Op
     });
   }
   if (verdict.kind === "unknown") {
-    throw protocolError(ErrorCode.UNKNOWN_SENDER, `agent ${header.sender.agentId} with key ${keyId} is not trusted`);
+    throw protocolError(
+      ErrorCode.UNKNOWN_SENDER,
+      `agent ${header.sender.agentId} with key ${keyId} is not trusted: an agent id is trusted on first use only when it is derived from its key ` +
+        "(agent_ and the first 32 hex digits of SHA-256 of the public key); any other must be in the receiver's trust store or registry",
+      { details: { agent_id: header.sender.agentId, key_id: keyId } },
+    );
   }
   if (options.self !== undefined && header.receiver?.agentId !== options.self) {
     throw protocolError(ErrorCode.WRONG_RECEIVER, `message is addressed to ${header.receiver?.agentId || "nobody"}, not ${options.self}`);

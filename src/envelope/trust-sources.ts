@@ -4,7 +4,7 @@
 import { readFile } from "node:fs/promises";
 import { ErrorCode } from "../../gen/synapse/v1/errors_pb.js";
 import { fromBase64Url } from "../crypto/encoding.js";
-import { keyIdOf } from "../crypto/keys.js";
+import { isSelfCertifying, keyIdOf } from "../crypto/keys.js";
 import { protocolError } from "../protocol/errors.js";
 import { JsonFilePinStore } from "../store/file-pins.js";
 import { MemoryPinStore } from "../store/memory/registry.js";
@@ -60,28 +60,49 @@ export class TrustStore implements TrustPolicy {
 const PIN_CACHE_LIMIT = 10_000;
 
 /**
+ * Which agent ids may be pinned on first use. "self-certifying" (an agent's
+ * policy for its senders): only ids derived from the key itself, so nobody
+ * can claim a name before its owner does; any other id must come from a
+ * trust store or a registry. "any" (a requester's policy for the executor it
+ * chose to connect to, by URL, like an SSH known_hosts file).
+ */
+export type FirstUse = "self-certifying" | "any";
+
+export interface PinnedKeysOptions {
+  firstUse?: FirstUse;
+  now?: () => number;
+}
+
+/**
  * Trust on first use: the first key an agent id is seen with (in a message
  * that passed every check) is pinned in the store, shared by every
- * instance, and required from then on.
+ * instance, and required from then on. Ids pinned by earlier versions keep
+ * their pins.
  */
 export class PinnedKeys implements TrustPolicy {
   /** Pins never change once made, so any pin read may be kept (a bounded number of them), by agent and by key. */
   private readonly cache = new Map<string, PinnedKey>();
   private readonly byKeyId = new Map<string, PinnedKey>();
 
+  private readonly firstUse: FirstUse;
+  private readonly now: () => number;
+
   constructor(
     private readonly pins: PinStore,
-    private readonly now: () => number = Date.now,
-  ) {}
+    options: PinnedKeysOptions = {},
+  ) {
+    this.firstUse = options.firstUse ?? "self-certifying";
+    this.now = options.now ?? Date.now;
+  }
 
   /** Pins kept in a JSON file (created when the first key is pinned): a command-line user's known agents. */
-  static async open(path: string): Promise<PinnedKeys> {
-    return new PinnedKeys(await JsonFilePinStore.open(path));
+  static async open(path: string, options: PinnedKeysOptions = {}): Promise<PinnedKeys> {
+    return new PinnedKeys(await JsonFilePinStore.open(path), options);
   }
 
   /** Pins held in memory only. */
-  static inMemory(): PinnedKeys {
-    return new PinnedKeys(new MemoryPinStore());
+  static inMemory(options: PinnedKeysOptions = {}): PinnedKeys {
+    return new PinnedKeys(new MemoryPinStore(), options);
   }
 
   private remember(pin: PinnedKey): PinnedKey {
@@ -111,14 +132,24 @@ export class PinnedKeys implements TrustPolicy {
     return pin === undefined ? undefined : this.remember(pin).publicKey;
   }
 
-  async check(agentId: string, keyId: string): Promise<TrustVerdict> {
+  async check(agentId: string, keyId: string, publicKey: Uint8Array): Promise<TrustVerdict> {
     const pin = await this.pinned(agentId);
-    if (pin === undefined) return { kind: "trusted" }; // first use
-    return pin.keyId === keyId ? { kind: "trusted" } : { kind: "conflict", expectedKeyId: pin.keyId };
+    if (pin !== undefined) return pin.keyId === keyId ? { kind: "trusted" } : { kind: "conflict", expectedKeyId: pin.keyId };
+    // First use: only a name the key itself certifies, unless any name may be pinned.
+    return this.firstUse === "any" || isSelfCertifying(agentId, publicKey) ? { kind: "trusted" } : { kind: "unknown" };
   }
 
   async accepted(agentId: string, keyId: string, publicKey: Uint8Array): Promise<void> {
     if (this.cache.get(agentId)?.keyId === keyId) return;
+    if (this.firstUse !== "any" && !isSelfCertifying(agentId, publicKey) && (await this.pinned(agentId)) === undefined) return; // vouched for elsewhere
+    await this.pin(agentId, keyId, publicKey);
+  }
+
+  async vouch(agentId: string, keyId: string, publicKey: Uint8Array): Promise<void> {
+    if (this.cache.get(agentId)?.keyId !== keyId) await this.pin(agentId, keyId, publicKey);
+  }
+
+  private async pin(agentId: string, keyId: string, publicKey: Uint8Array): Promise<void> {
     const held = this.remember(await this.pins.pin({ agentId, keyId, publicKey, pinnedAtMs: this.now() }));
     // Another first use (at another instance, say) pinned a different key a moment earlier: that one holds.
     if (held.keyId !== keyId) {
@@ -155,5 +186,9 @@ export class TrustChain implements TrustPolicy {
 
   async accepted(agentId: string, keyId: string, publicKey: Uint8Array): Promise<void> {
     for (const source of this.sources) await source.accepted?.(agentId, keyId, publicKey);
+  }
+
+  async vouch(agentId: string, keyId: string, publicKey: Uint8Array): Promise<void> {
+    for (const source of this.sources) await source.vouch?.(agentId, keyId, publicKey);
   }
 }

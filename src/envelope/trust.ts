@@ -17,6 +17,11 @@ export interface TrustPolicy {
   check(agentId: string, keyId: string, publicKey: Uint8Array): TrustVerdict | Promise<TrustVerdict>;
   /** Called once a message from the agent has passed every check (pinning records here). */
   accepted?(agentId: string, keyId: string, publicKey: Uint8Array): void | Promise<void>;
+  /**
+   * This agent's own code vouches for a key (a requester expecting callbacks
+   * from the executor it chose): a pinning policy pins it, whatever the id's form.
+   */
+  vouch?(agentId: string, keyId: string, publicKey: Uint8Array): void | Promise<void>;
 }
 
 /** Believes any correctly signed message: only for reading, never for acting. */

@@ -5,6 +5,22 @@ import { Code, ConnectError, createClient, type Client } from "@connectrpc/conne
 import { RegistryService } from "../../gen/synapse/v1/registry_pb.js";
 import { createTransport } from "../client/transport.js";
 import type { TrustPolicy, TrustVerdict } from "../envelope/trust.js";
+import type { DirectoryStorage } from "../store/registry-storage.js";
+
+/** The directory of a registry this server hosts: the key an agent registered with is trusted for its id. */
+export class DirectoryTrust implements TrustPolicy {
+  constructor(private readonly directory: DirectoryStorage) {}
+
+  async publicKeyFor(keyId: string): Promise<Uint8Array | undefined> {
+    return (await this.directory.findAgentByKeyId(keyId))?.publicKey;
+  }
+
+  async check(agentId: string, keyId: string): Promise<TrustVerdict> {
+    const entry = await this.directory.getAgent(agentId);
+    if (entry === undefined) return { kind: "unknown" };
+    return entry.keyId === keyId ? { kind: "trusted" } : { kind: "conflict", expectedKeyId: entry.keyId };
+  }
+}
 
 export class RegistryTrust implements TrustPolicy {
   private readonly client: Client<typeof RegistryService>;

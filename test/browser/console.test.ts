@@ -60,7 +60,7 @@ describe("operator console in Chromium", () => {
     const types = await Promise.all((await page.getByTestId("task-types").locator("li").all()).map((item) => item.getAttribute("data-task-type")));
     expect(types).toEqual(declared.supportedTaskTypes.map((taskType) => taskType.type));
     expect(await page.getByTestId("task-payload").inputValue()).toContain('"text"');
-    expect(await page.getByTestId("requester-id").textContent()).toMatch(/^console_[0-9a-f]{12}$/);
+    expect(await page.getByTestId("requester-id").textContent()).toMatch(/^agent_[0-9a-f]{32}$/);
   });
 
   it("submits a text_analysis task and shows every event verified and the result", async () => {

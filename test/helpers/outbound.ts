@@ -93,11 +93,12 @@ export interface GrpcOnlyAgent {
 }
 
 /** An agent whose CapabilitiesService and P2PService are served over gRPC on h2c only, on loopback. */
-export async function startGrpcOnlyAgent(agentId: string): Promise<GrpcOnlyAgent> {
+/** A gRPC-only agent; without a name its id is derived from its key (trusted on first use). */
+export async function startGrpcOnlyAgent(agentId?: string): Promise<GrpcOnlyAgent> {
   const { identity } = await loadOrCreateIdentity(await tempDir(), { agentId });
   const agent = createAgent({
     identity,
-    capabilities: defaultAgentCapabilities({ agentName: agentId, supportedTaskTypes: [...REFERENCE_TASK_TYPES] }),
+    capabilities: defaultAgentCapabilities({ agentName: agentId ?? "grpc only agent", supportedTaskTypes: [...REFERENCE_TASK_TYPES] }),
     handlers: referenceHandlers(),
     trust: PinnedKeys.inMemory(),
   });

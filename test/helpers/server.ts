@@ -13,10 +13,12 @@ import { REFERENCE_TASK_TYPES } from "../../src/agent/reference/task-types.js";
 import { defaultAgentCapabilities, type P2PConfig } from "../../src/capabilities/defaults.js";
 import { SynapseClient, type ClientOptions } from "../../src/client/requester.js";
 import type { TrustPolicy } from "../../src/envelope/trust.js";
-import { PinnedKeys } from "../../src/envelope/trust-sources.js";
+import { PinnedKeys, TrustChain } from "../../src/envelope/trust-sources.js";
 import { silentLogger } from "../../src/log.js";
 import type { OutboundPolicy } from "../../src/net/outbound-policy.js";
 import { Registry } from "../../src/registry/registry.js";
+import { DirectoryTrust } from "../../src/registry/registry-trust.js";
+import { memoryStorage } from "../../src/store/memory/index.js";
 import { startServer, type RunningServer, type ServerOptions } from "../../src/server/server.js";
 import type { Storage } from "../../src/store/storage.js";
 
@@ -58,12 +60,16 @@ export async function startTestServer(options: TestServerOptions = {}): Promise<
     ...(options.maxFileSize !== undefined ? { maxFileSize: BigInt(options.maxFileSize) } : {}),
     ...options.capabilities,
   });
+  // A hosted registry keeps its state beside the agent's, and vouches for the agents registered with it.
+  const storage = options.storage ?? (options.registry ? memoryStorage() : undefined);
+  const pinned = storage ? new PinnedKeys(storage.pins) : PinnedKeys.inMemory();
+  const defaultTrust = options.registry && storage ? new TrustChain([new DirectoryTrust(storage.directory), pinned]) : pinned;
   const agent = createAgent({
     identity,
     capabilities,
     handlers: options.handlers ?? referenceHandlers(),
-    trust: options.trust ?? (options.storage ? new PinnedKeys(options.storage.pins) : PinnedKeys.inMemory()),
-    store: options.storage?.tasks,
+    trust: options.trust ?? defaultTrust,
+    store: storage?.tasks,
     config: options.config,
     clockSkewMs: options.clockSkewMs,
     logger: options.logger,
@@ -78,7 +84,7 @@ export async function startTestServer(options: TestServerOptions = {}): Promise<
         leaseMs: options.registry.leaseMs,
         dropAfterMs: options.registry.dropAfterMs,
         outbound: agent.outbound,
-        storage: options.storage ? { directory: options.storage.directory, catalogue: options.storage.catalogue, messages: options.storage.tasks } : undefined,
+        storage: storage ? { directory: storage.directory, catalogue: storage.catalogue, messages: storage.tasks } : undefined,
       })
     : undefined;
   const { maxConnections, headerTimeoutMs, bodyTimeoutMs, idleTimeoutMs, writeTimeoutMs } = options;

@@ -8,7 +8,7 @@ import type { TrustPolicy } from "../../envelope/trust.js";
 import { PinnedKeys, TrustChain, TrustStore } from "../../envelope/trust-sources.js";
 import { joinRegistry } from "../../registry/join.js";
 import { Registry } from "../../registry/registry.js";
-import { RegistryTrust } from "../../registry/registry-trust.js";
+import { DirectoryTrust, RegistryTrust } from "../../registry/registry-trust.js";
 import { REFERENCE_TASK_TYPES } from "../../agent/reference/task-types.js";
 import { loadOrCreateIdentity, PINNED_KEYS_FILE } from "../../agent/identity.js";
 import { createLogger, type Logger } from "../../log.js";
@@ -81,12 +81,20 @@ Connections are bounded so that slow or stalled clients cannot hold the port:
 A timeout of 0 turns it off.`;
 
 /**
- * Pinning on first use by default; a trust-store file makes trust explicit;
- * a registry's key directory is asked before pinning decides.
+ * Pinning on first use by default (self-certifying ids only); a trust-store
+ * file makes trust explicit; a registry's key directory (a remote one, or
+ * the one this server hosts) is asked before pinning decides.
  */
-async function trustPolicy(pins: PinStore, trustStore: string | undefined, tofu: boolean, registryUrl: string | undefined): Promise<TrustPolicy> {
+async function trustPolicy(
+  pins: PinStore,
+  trustStore: string | undefined,
+  tofu: boolean,
+  registryUrl: string | undefined,
+  hosted: TrustPolicy | undefined,
+): Promise<TrustPolicy> {
   const sources: TrustPolicy[] = [];
   if (trustStore !== undefined) sources.push(await TrustStore.load(trustStore));
+  if (hosted !== undefined) sources.push(hosted);
   if (registryUrl !== undefined) sources.push(new RegistryTrust(registryUrl));
   if (trustStore === undefined || tofu) sources.push(new PinnedKeys(pins));
   return sources.length === 1 ? sources[0]! : new TrustChain(sources);
@@ -191,11 +199,13 @@ export async function serve(argv: string[]): Promise<number> {
   logger.info({ store: storage.kind, location: storage.location }, "state store open");
   try {
     await importPinFile(dataDir, storage.pins, logger);
+    // A registry this server hosts vouches for the agents registered with it.
+    const hostedDirectory = values.registry ? new DirectoryTrust(storage.directory) : undefined;
     const agent = createAgent({
       identity,
       capabilities,
       handlers: referenceHandlers(),
-      trust: await trustPolicy(storage.pins, values["trust-store"], Boolean(values.tofu), values["trust-registry"] ?? values.join),
+      trust: await trustPolicy(storage.pins, values["trust-store"], Boolean(values.tofu), values["trust-registry"] ?? values.join, hostedDirectory),
       store: storage.tasks,
       config,
       clockSkewMs: seconds("clock-skew"),
