@@ -32,7 +32,7 @@ export interface TestServerOptions extends Partial<Omit<ServerOptions, "capabili
   trust?: TrustPolicy;
   clockSkewMs?: number;
   /** Host a registry beside the agent. */
-  registry?: { leaseMs?: number; dropAfterMs?: number };
+  registry?: { leaseMs?: number; dropAfterMs?: number; admins?: readonly string[] };
   /** The outbound policy of the agent's callbacks and the registry's confirmations. */
   outbound?: OutboundPolicy;
 }
@@ -61,7 +61,7 @@ export async function startTestServer(options: TestServerOptions = {}): Promise<
     outbound: options.outbound,
   });
   const registry = options.registry
-    ? new Registry({ logger: silentLogger, clockSkewMs: agent.clockSkewMs, leaseMs: options.registry.leaseMs, dropAfterMs: options.registry.dropAfterMs, outbound: agent.outbound })
+    ? new Registry({ logger: silentLogger, clockSkewMs: agent.clockSkewMs, leaseMs: options.registry.leaseMs, dropAfterMs: options.registry.dropAfterMs, admins: options.registry.admins, outbound: agent.outbound })
     : undefined;
   const { maxConnections, headerTimeoutMs, bodyTimeoutMs, idleTimeoutMs, writeTimeoutMs } = options;
   const limits = { maxConnections, headerTimeoutMs, bodyTimeoutMs, idleTimeoutMs, writeTimeoutMs };
