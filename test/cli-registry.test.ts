@@ -1,5 +1,6 @@
-// The README's registry walkthrough as a user types it: a registry, two
-// agents that join it, then agents, compliance, capability and audit.
+// The README's registry walkthrough as a user types it: an operator key, a
+// registry that names it admin, two agents that join it, then agents,
+// compliance, capability, permissions and audit.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { runCli, startServe, type ServeProcess } from "./helpers/cli.js";
 import { tempDir } from "./helpers/server.js";
@@ -8,9 +9,17 @@ let registry: ServeProcess;
 let first: ServeProcess;
 let second: ServeProcess;
 let env: NodeJS.ProcessEnv;
+let ops: string;
+
+/** The key id `synapse keygen` prints, as the README reads it. */
+async function keyIdOf(home: string): Promise<string> {
+  const shown = await runCli(["keygen", "--home", home]);
+  return /^key id: *(\S+)$/m.exec(shown.stdout)![1]!;
+}
 
 beforeAll(async () => {
-  registry = await startServe(["--data-dir", await tempDir(), "--registry"]);
+  ops = await tempDir("synapse-ops-");
+  registry = await startServe(["--data-dir", await tempDir(), "--registry", "--registry-admin", await keyIdOf(ops)]);
   first = await startServe(["--data-dir", await tempDir(), "--join", registry.url, "--agent-id", "agent_one"]);
   second = await startServe(["--data-dir", await tempDir(), "--join", registry.url, "--agent-id", "agent_two"]);
   env = { SYNAPSE_HOME: await tempDir("synapse-cli-home-") };
@@ -44,33 +53,67 @@ describe("registry walkthrough", () => {
     expect(JSON.parse(agent.stdout)).toMatchObject({ evaluation: { compliant: true }, complianceLevel: "COMPLIANCE_BASIC" });
   });
 
-  it("registers a governed capability, matches it by ontology, and audits its changes", async () => {
-    const registered = await cli("capability", "register", registry.url, "--file", "docs/examples/duplicate-invoice-rule.json", "--json");
+  it("the operator registers a capability and grants permissions; matching counts them; a stranger cannot change it; all audited", async () => {
+    const registered = await cli("capability", "register", registry.url, "--file", "docs/examples/duplicate-invoice-rule.json", "--home", ops, "--json");
     expect(registered.code).toBe(0);
     const id = (JSON.parse(registered.stdout) as { capabilities: Array<{ id: string }> }).capabilities[0]!.id;
     expect(id).toBe("cap_duplicate_invoice_rule_v1_9");
+    // Without the operator's key, a static capability is refused.
+    const notAdmin = await cli("capability", "register", registry.url, "--file", "docs/examples/duplicate-invoice-rule.json");
+    expect(notAdmin.code).toBe(1);
+    expect(notAdmin.stderr).toContain("(permission_denied)");
 
-    const matched = await cli(
-      "capability", "match", registry.url,
-      "--next-step", "run_rule", "--domain", "reimbursement", "--scenario", "invoice_validation", "--intent", "explain",
-      "--risk-signal", "duplicate_invoice", "--permission", "reimbursement:read", "--permission", "risk:write",
-    );
+    const rule = ["--next-step", "run_rule", "--domain", "reimbursement", "--scenario", "invoice_validation", "--intent", "explain", "--risk-signal", "duplicate_invoice"];
+    // Listing permissions you were not granted adds nothing.
+    const ungranted = await cli("capability", "match", registry.url, ...rule, "--permission", "reimbursement:read", "--permission", "risk:write");
+    expect(ungranted.stdout).toContain("permissions counted: none");
+    expect(ungranted.stdout).toContain("no capability matches");
+
+    const me = await keyIdOf(env.SYNAPSE_HOME!);
+    const granted = await cli("permissions", "grant", registry.url, me, "--permission", "reimbursement:read", "--permission", "risk:write", "--reason", "risk analyst", "--home", ops);
+    expect(granted.code).toBe(0);
+    expect(granted.stdout).toContain(`${me}  reimbursement:read, risk:write  (risk analyst)`);
+    const mine = await cli("permissions", "list", registry.url, "--mine");
+    expect(mine.stdout).toContain("reimbursement:read, risk:write");
+    const selfGrant = await cli("permissions", "grant", registry.url, me, "--permission", "admin:all");
+    expect([selfGrant.code, selfGrant.stderr.includes("only a registry admin may")]).toEqual([1, true]);
+
+    const matched = await cli("capability", "match", registry.url, ...rule);
+    expect(matched.stdout).toContain("permissions counted: reimbursement:read, risk:write");
     expect(matched.stdout).toContain(`#1 ${id}`);
     expect(matched.stdout).toContain("step 1 next_step run_rule: rule capability");
-    const withoutPermission = await cli("capability", "match", registry.url, "--domain", "reimbursement", "--permission", "reimbursement:read");
-    expect(withoutPermission.stdout).toContain("no capability matches");
+    const narrowed = await cli("capability", "match", registry.url, "--domain", "reimbursement", "--permission", "reimbursement:read");
+    expect(narrowed.stdout).toContain("no capability matches");
+    const anonymous = await cli("capability", "match", registry.url, "--domain", "reimbursement", "--anonymous");
+    expect(anonymous.stdout).toContain("no capability matches");
 
-    const offline = await cli("capability", "status", registry.url, id, "--status", "offline", "--reason", "audit review", "--json");
-    expect(offline.code).toBe(0);
+    // You hold permissions to use it, not to change it.
+    const stranger = await cli("capability", "status", registry.url, id, "--status", "offline", "--reason", "under review");
+    expect(stranger.code).toBe(1);
+    expect(stranger.stderr).toMatch(/^synapse: \[permission_denied\] agent \S+ \(key \S+\) may not change capability cap_duplicate_invoice_rule_v1_9: it belongs to agent \S+ \(key \S+\); only its owner or a registry admin may \(permission_denied\)\n$/);
+
+    const deprecated = await cli("capability", "status", registry.url, id, "--status", "deprecated", "--reason", "v2 under review", "--home", ops, "--json");
+    expect(deprecated.code).toBe(0);
+    const still = await cli("capability", "match", registry.url, ...rule);
+    expect(still.stdout).toContain(`#1 ${id}`);
+    expect(still.stdout).toContain("step 7 status: deprecated");
+
     const audit = await cli("audit", registry.url, "--capability", id);
-    expect(audit.stdout).toContain("CAPABILITY_STATUS_ACTIVE -> CAPABILITY_STATUS_OFFLINE (audit review)");
+    expect(audit.stdout).toContain("REFUSED SetCapabilityStatus cap_duplicate_invoice_rule_v1_9 CAPABILITY_STATUS_ACTIVE -> CAPABILITY_STATUS_OFFLINE");
+    expect(audit.stdout).toContain("CAPABILITY_STATUS_ACTIVE -> CAPABILITY_STATUS_DEPRECATED (v2 under review)");
 
-    const broken = await runCli(["capability", "register", registry.url, "--file", "-"], {
+    const broken = await runCli(["capability", "register", registry.url, "--file", "-", "--home", ops], {
       env,
       input: JSON.stringify({ code: "x", name: "x", capability_type: "CAPABILITY_TYPE_SKILL", input_schema: "{}", output_schema: "{}", risk_level: "RISK_LEVEL_LOW", version: "1", status: "CAPABILITY_STATUS_ACTIVE" }),
     });
     expect(broken.code).toBe(1);
     expect(broken.stderr).toContain("owner");
+  });
+
+  it("refuses a --registry-admin that is not a key id", async () => {
+    const refused = await runCli(["serve", "--port", "0", "--data-dir", await tempDir(), "--registry", "--registry-admin", "agent_one"]);
+    expect(refused.code).toBe(2);
+    expect(refused.stderr).toContain("--registry-admin takes a key id");
   });
 
   it("lists the agents' task types in the catalogue", async () => {

@@ -36,6 +36,7 @@ let registry: TestServer;
 let rpc: Client<typeof RegistryService>;
 let alpha: TestServer;
 let beta: TestServer;
+let catalogueAdmin: Awaited<ReturnType<typeof requesterIdentity>>;
 const memberships: Membership[] = [];
 
 const join = async (server: TestServer) => {
@@ -45,7 +46,8 @@ const join = async (server: TestServer) => {
 };
 
 beforeAll(async () => {
-  registry = await startTestServer({ agentId: "registry_main", registry: { leaseMs: 2000 } });
+  catalogueAdmin = await requesterIdentity();
+  registry = await startTestServer({ agentId: "registry_main", registry: { leaseMs: 2000, admins: [catalogueAdmin.key.keyId] } });
   rpc = createClient(RegistryService, createGrpcTransport({ baseUrl: registry.url }));
   alpha = await startTestServer({ agentId: "agent_alpha" });
   beta = await startTestServer({
@@ -269,9 +271,11 @@ describe("compliance and the catalogue over RPC", () => {
     expect(match.candidates[0]?.reasons.join("\n")).toContain("intent");
   });
 
-  it("needs a bearer token to write, enforces governance, audits, and matches by ontology with permissions", async () => {
-    const writer = await requesterIdentity();
+  it("needs a bearer token to write, enforces governance, audits, and matches by ontology with granted permissions", async () => {
+    const writer = catalogueAdmin;
     const headers = { Authorization: `Bearer ${await issueToken(writer.key, { agentId: writer.agentId, audience: "registry_main" })}` };
+    const reader = await requesterIdentity();
+    const readerHeaders = { Authorization: `Bearer ${await issueToken(reader.key, { agentId: reader.agentId, audience: "registry_main" })}` };
     const rule = {
       code: "duplicate_invoice_rule",
       name: "Duplicate invoice rule",
@@ -297,13 +301,15 @@ describe("compliance and the catalogue over RPC", () => {
     expect(stored.id).toBe("cap_duplicate_invoice_rule_v1_9");
 
     const ontology = { domain: "reimbursement", scenario: "invoice_validation", intent: "explain", riskSignals: ["duplicate_invoice"], nextStep: "run_rule" };
-    const allowed = await rpc.matchCapabilities({ ontology, permissions: ["reimbursement:read", "risk:write"] });
+    await rpc.setPermissionGrant({ keyId: reader.key.keyId, permissions: ["reimbursement:read", "risk:write"], reason: "analyst" }, { headers });
+    const allowed = await rpc.matchCapabilities({ ontology }, { headers: readerHeaders });
     expect(allowed.candidates.map((c) => c.capability?.id)).toEqual([stored.id]);
-    const denied = await rpc.matchCapabilities({ ontology, permissions: ["reimbursement:read"] });
-    expect(denied.candidates).toEqual([]);
+    expect(allowed.permissionsApplied).toEqual(["reimbursement:read", "risk:write"]);
+    const narrowed = await rpc.matchCapabilities({ ontology, permissions: ["reimbursement:read"] }, { headers: readerHeaders });
+    expect(narrowed.candidates).toEqual([]);
 
     await rpc.setCapabilityStatus({ id: stored.id, status: CapabilityStatus.OFFLINE, reason: "maintenance" }, { headers });
-    expect((await rpc.matchCapabilities({ ontology, permissions: ["reimbursement:read", "risk:write"] })).candidates).toEqual([]);
+    expect((await rpc.matchCapabilities({ ontology }, { headers: readerHeaders })).candidates).toEqual([]);
     const audit = await rpc.listAuditEvents({ capabilityId: stored.id });
     expect(audit.events.map((e) => [e.actor, e.from, e.to])).toEqual([
       [writer.agentId, "", "v1.9"],

@@ -310,13 +310,52 @@ for (const kind of storeKinds()) {
       expect((await storage.catalogue.listAudit(4, undefined, 1)).map((e) => e.sequence)).toEqual([5]);
     });
 
+    it("the catalogue's permission grants: put, replace, delete, with the operation's other writes", async () => {
+      const { create } = await import("@bufbuild/protobuf");
+      const { AuditEventSchema, PermissionGrantSchema } = await import("../gen/synapse/v1/registry_pb.js");
+      const grant = (keyId: string, permissions: string[]) => create(PermissionGrantSchema, { keyId, permissions, reason: "r" });
+      await storage.catalogue.update(() => ({ result: undefined, capabilities: [], events: [create(AuditEventSchema, { reason: "granted" })], grants: [grant("k1", ["a:read"]), grant("*", ["b:read"])] }));
+      await storage.catalogue.update((state) => {
+        expect(state.getGrant("k1")?.permissions).toEqual(["a:read"]);
+        return { result: undefined, capabilities: [], events: [], grants: [grant("k1", ["a:read", "c:write"])] };
+      });
+      let state = await storage.catalogue.read();
+      expect(state.getGrant("k1")?.permissions).toEqual(["a:read", "c:write"]);
+      expect([...state.grants()].map((g) => g.keyId).sort()).toEqual(["*", "k1"]);
+      // A throw writes no grant either.
+      await expect(
+        storage.catalogue.update(() => {
+          throw new Error("refused");
+        }),
+      ).rejects.toThrow("refused");
+      // No permissions: deleted.
+      await storage.catalogue.update(() => ({ result: undefined, capabilities: [], events: [], grants: [grant("*", [])] }));
+      state = await storage.catalogue.read();
+      expect(state.getGrant("*")).toBeUndefined();
+      expect([...state.grants()].map((g) => g.keyId)).toEqual(["k1"]);
+      expect(state.lastAuditSequence()).toBe(1);
+      // Another instance on a shared store sees them.
+      if (kind.name === "postgres") {
+        const other = await kind.reopen!();
+        try {
+          expect((await other.catalogue.read()).getGrant("k1")?.permissions).toEqual(["a:read", "c:write"]);
+          await other.catalogue.update(() => ({ result: undefined, capabilities: [], events: [], grants: [grant("k2", ["d:read"])] }));
+          expect((await storage.catalogue.read()).getGrant("k2")?.permissions).toEqual(["d:read"]);
+        } finally {
+          await other.close();
+        }
+      }
+    });
+
     // Memory forgets by design; the durable stores must not.
     if (kind.reopen !== undefined) it("keeps everything across a close and reopen", async () => {
       await store.createTask(newTask("t1", { idempotencyKey: "k" }), signedEvent("t1", 1), { message: { scope: "p2p", messageId: "m1", senderAgentId: "r", digest: "d", keepUntilMs: 99_999 } });
       await store.commit("t1", 1, { progress: 3 }, signedEvent("t1", 2));
       await store.putResult("t1", new Uint8Array([9, 8, 7]));
       await storage.pins.pin({ agentId: "a1", keyId: "k1", publicKey: new Uint8Array(32), pinnedAtMs: 1 });
-      await storage.catalogue.update(() => ({ result: undefined, capabilities: [], events: [] }));
+      const { create } = await import("@bufbuild/protobuf");
+      const { PermissionGrantSchema } = await import("../gen/synapse/v1/registry_pb.js");
+      await storage.catalogue.update(() => ({ result: undefined, capabilities: [], events: [], grants: [create(PermissionGrantSchema, { keyId: "k1", permissions: ["a:read"] })] }));
       await storage.close();
       storage = await kind.reopen!();
       store = storage.tasks;
@@ -325,6 +364,7 @@ for (const kind of storeKinds()) {
       expect(await store.getMessage("p2p", "m1")).toMatchObject({ digest: "d" });
       expect([...(await store.readResult("t1", 0, 10))]).toEqual([9, 8, 7]);
       expect(await storage.pins.getPin("a1")).toMatchObject({ keyId: "k1" });
+      expect((await storage.catalogue.read()).getGrant("k1")?.permissions).toEqual(["a:read"]);
       await expect(store.createTask(newTask("t2", { idempotencyKey: "k" }), signedEvent("t2", 1))).rejects.toEqual(conflict("idempotency_key"));
     });
   });

@@ -1,78 +1,65 @@
 // The governed capability catalogue of seed 003: GovernedCapability records
-// under the governance rules of §8, their audit trail, and matching an
-// Ontology to ranked candidates (§4, §5, with the health degradation of §7).
-//
-// Matching, as implemented here (seed 003 §5 lists 8 steps without saying
-// which filter and which rank):
-//   Steps 6-8 are filters. 6: permission_required must be a subset of the
-//   caller's permissions. 7: status must be ACTIVE or DEPRECATED (INACTIVE
-//   and OFFLINE are never matched: "下线能力不能被 Orchestrator 调用").
-//   8: only the current version of each code: the ACTIVE one, or when none
-//   is active the newest DEPRECATED one.
-//   Step 2 is a filter when ontology.domain is set: a capability with another
-//   non-empty domain is out; an empty capability domain matches any domain
-//   but scores below an exact match.
-//   Steps 1, 3, 4, 5 rank, and a candidate must match at least one of those
-//   the ontology gives (1: next_step maps to the capability type; 3: scenario
-//   in scenarios; 4: shared risk signals; 5: intent in intents). With none of
-//   them given, every capability that passes the filters is a candidate.
-//   The score is lexicographic in step order, one decimal digit group each:
-//     step 1 type 100000 | step 3 scenario 10000 | step 4 100 per shared
-//     signal (at most 99 counted) | step 5 intent 10 | step 2 exact domain 1
-//   so e.g. 110111 = type, scenario, one signal, intent, exact domain.
-//   Final order: health (HEALTHY/UNSPECIFIED, DEGRADED, UNHEALTHY; §7 step 5),
-//   then non-deprecated before DEPRECATED, then score descending, then code.
-//
-// Versions belong to a lineage: the code together with the providing agent
-// (agent_id, empty for static entries). Supersession (one ACTIVE version
-// per lineage) and step 8 work per lineage, so two agents offering the same
-// task type are two candidates, not one replacing the other.
+// under the governance rules of §8 (governance.ts), who may change them
+// (catalogue-access.ts), the permissions the registry grants (grants.ts),
+// their audit trail, and matching an Ontology to ranked candidates
+// (matching.ts).
 //
 // Storage: every operation runs alone against the current records
-// (CatalogueStorage.update), validates first and then hands back all its
+// (CatalogueStorage.update), checks first and then hands back all its
 // record writes and audit events to commit at once, so a refused operation
-// changes nothing, also with several registry instances on one store.
-import { clone, create, type JsonObject } from "@bufbuild/protobuf";
-import { timestampFromMs, type Timestamp } from "@bufbuild/protobuf/wkt";
+// changes nothing but the audit trail (its REFUSED event), also with several
+// registry instances on one store.
+import { clone, create } from "@bufbuild/protobuf";
 import { Code } from "@connectrpc/connect";
-import { Ajv } from "ajv";
-import { RiskLevel, type SupportedTaskType } from "../../gen/synapse/v1/capabilities_pb.js";
+import type { SupportedTaskType } from "../../gen/synapse/v1/capabilities_pb.js";
 import { ErrorCode } from "../../gen/synapse/v1/errors_pb.js";
 import {
   AuditEventKind,
   AuditEventSchema,
   CapabilityHealth,
-  CapabilityMatchSchema,
   CapabilityStatus,
   CapabilityType,
   GovernedCapabilitySchema,
+  PermissionGrantSchema,
   type AuditEvent,
   type CapabilityMatch,
   type GovernedCapability,
   type Ontology,
+  type PermissionGrant,
 } from "../../gen/synapse/v1/registry_pb.js";
+import { silentLogger, type Logger } from "../log.js";
 import { protocolError } from "../protocol/errors.js";
 import { MemoryCatalogueStorage } from "../store/memory/registry.js";
-import type { CatalogueState, CatalogueStorage, CatalogueWrites } from "../store/registry-storage.js";
+import type { CatalogueState, CatalogueStorage } from "../store/registry-storage.js";
+import { actorKeyId, actorName, CatalogueAccess, owns, Refusal, type Actor, type CallerIdentity } from "./catalogue-access.js";
+import { Batch } from "./catalogue-batch.js";
+import { compareListKeys, compareStrings, compareVersions, decodeAuditCursor, decodeKeyCursor, decodeListCursor, encodeToken, listKey, pageSizeOf } from "./catalogue-order.js";
+import { checkGovernance, governanceError, isKnownStatus, statusName } from "./governance.js";
+import { checkGranteeKeyId, grantedPermissions, normalPermissions, stageGrant } from "./grants.js";
+import { DEFAULT_MATCH_LIMIT, isMatchable, rankCandidates, sameLineage } from "./matching.js";
+import { capabilityFromTaskType, defaultCapabilityId } from "./task-capabilities.js";
+
+export { checkGovernance } from "./governance.js";
+export { capabilityFromTaskType, defaultCapabilityId, DEFAULT_TASK_CAPABILITY_VERSION } from "./task-capabilities.js";
+export { compareVersions } from "./catalogue-order.js";
+export type { Actor, CallerIdentity } from "./catalogue-access.js";
 
 /** The actor of changes the registry makes itself (supersession, leases). */
 export const REGISTRY_ACTOR = "registry";
 
-export const DEFAULT_TASK_CAPABILITY_VERSION = "1.0.0";
 const DEFAULT_LIST_PAGE_SIZE = 50;
 const MAX_LIST_PAGE_SIZE = 500;
 const DEFAULT_AUDIT_PAGE_SIZE = 100;
 const MAX_AUDIT_PAGE_SIZE = 1000;
-const DEFAULT_MATCH_LIMIT = 20;
-const MAX_MATCH_LIMIT = 500;
 
-// Score weights (see the header): each step owns its own decimal digits.
-const SCORE_TYPE = 100_000;
-const SCORE_SCENARIO = 10_000;
-const SCORE_RISK_SIGNAL = 100;
-const MAX_COUNTED_SIGNALS = 99;
-const SCORE_INTENT = 10;
-const SCORE_EXACT_DOMAIN = 1;
+/** The operations' names, as audit events record them: the RPC each serves. */
+const ACTION = {
+  register: "RegisterCapability",
+  setStatus: "SetCapabilityStatus",
+  grant: "SetPermissionGrant",
+  sync: "Register",
+  retire: "Deregister",
+} as const;
 
 // ---------------------------------------------------------------------------
 // Queries
@@ -81,6 +68,9 @@ export interface CatalogueOptions {
   /** Milliseconds since the epoch; injectable for tests. */
   now?: () => number;
   storage?: CatalogueStorage;
+  /** Key ids of the registry's operators, who may change any capability and the grants. */
+  admins?: Iterable<string>;
+  logger?: Logger;
 }
 
 export interface ListCapabilitiesQuery {
@@ -115,31 +105,39 @@ export interface AuditPage {
   nextPageToken: string;
 }
 
+export interface GrantPage {
+  grants: PermissionGrant[];
+  /** Empty on the last page. */
+  nextPageToken: string;
+}
+
 // ---------------------------------------------------------------------------
 // The catalogue
 
 export class CapabilityCatalogue {
   private readonly now: () => number;
   private readonly storage: CatalogueStorage;
+  readonly access: CatalogueAccess;
+  private readonly logger: Logger;
 
   constructor(options: CatalogueOptions = {}) {
     this.now = options.now ?? Date.now;
     this.storage = options.storage ?? new MemoryCatalogueStorage();
+    this.access = new CatalogueAccess(options.admins);
+    this.logger = options.logger ?? silentLogger;
   }
 
   /**
    * Adds a capability, or a new state of an existing id, under the rules of
-   * seed 003 §8; each refusal is INVALID_ARGUMENT naming its rule in
-   * ErrorDetail.details.rule. Audited: REGISTERED for a new id; VERSION_CHANGED
-   * and STATUS_CHANGED for an existing one. An ACTIVE registration makes the
-   * other ACTIVE version of its code INACTIVE.
+   * seed 003 §8; each broken rule is INVALID_ARGUMENT naming it in
+   * ErrorDetail.details.rule. Only the lineage's owner or an admin (see
+   * catalogue-access.ts) may; a refusal is PERMISSION_DENIED, audited.
+   * Audited: REGISTERED for a new id; VERSION_CHANGED and STATUS_CHANGED for
+   * an existing one. An ACTIVE registration makes the other ACTIVE version of
+   * its code INACTIVE.
    */
-  register(capability: GovernedCapability, actor: string): Promise<GovernedCapability> {
-    return this.storage.update((state) => {
-      const batch = this.batch(state);
-      const stored = this.stage(batch, capability, actor);
-      return batch.writes(clone(GovernedCapabilitySchema, stored));
-    });
+  register(capability: GovernedCapability, actor: Actor): Promise<GovernedCapability> {
+    return this.guarded(ACTION.register, (batch) => clone(GovernedCapabilitySchema, this.stage(batch, capability, actor)));
   }
 
   async get(id: string): Promise<GovernedCapability | undefined> {
@@ -173,106 +171,68 @@ export class CapabilityCatalogue {
 
   /**
    * Changes a capability's status (audited as STATUS_CHANGED: who, when,
-   * from, to, why) and, unless `health` is UNSPECIFIED, its health.
-   * Activating a version supersedes the other ACTIVE one of its code.
+   * from, to, why) and, unless `health` is UNSPECIFIED, its health. The
+   * owner or an admin only. Activating a version supersedes the other ACTIVE
+   * one of its code.
    */
-  async setStatus(id: string, status: CapabilityStatus, reason: string, actor: string, health: CapabilityHealth = CapabilityHealth.UNSPECIFIED): Promise<GovernedCapability> {
+  async setStatus(id: string, status: CapabilityStatus, reason: string, actor: Actor, health: CapabilityHealth = CapabilityHealth.UNSPECIFIED): Promise<GovernedCapability> {
     if (!isKnownStatus(status)) throw governanceError("status_required", "a capability needs a status: active, inactive, offline or deprecated");
     if (CapabilityHealth[health] === undefined) {
       throw protocolError(ErrorCode.INVALID_PARAMS, `unknown capability health ${health}`, { details: { field: "health" } });
     }
-    return this.storage.update((state) => this.applyStatus(this.batch(state), id, status, reason, actor, health));
-  }
-
-  private applyStatus(batch: Batch, id: string, status: CapabilityStatus, reason: string, actor: string, health: CapabilityHealth): CatalogueWrites<GovernedCapability> {
-    if (batch.get(id) === undefined) throw notFound(id);
-    const record = batch.edit(id);
-    const statusChanged = record.status !== status;
-    if (statusChanged) {
-      batch.audit(AuditEventKind.STATUS_CHANGED, record, actor, statusName(record.status), statusName(status), reason);
-      record.status = status;
-    }
-    const healthChanged = health !== CapabilityHealth.UNSPECIFIED && record.health !== health;
-    if (healthChanged) record.health = health;
-    if (statusChanged || healthChanged) record.updatedAt = batch.timestamp;
-    if (statusChanged && status === CapabilityStatus.ACTIVE) this.supersede(batch, record, actor);
-    return batch.writes(clone(GovernedCapabilitySchema, record));
+    return this.guarded(ACTION.setStatus, (batch) => {
+      const current = batch.get(id);
+      if (current === undefined) throw notFound(id);
+      this.access.authorizeChange(actor, current, statusName(current.status), statusName(status));
+      const record = batch.edit(id);
+      const statusChanged = record.status !== status;
+      if (statusChanged) {
+        batch.audit(AuditEventKind.STATUS_CHANGED, record, actor, statusName(record.status), statusName(status), reason);
+        record.status = status;
+      }
+      const healthChanged = health !== CapabilityHealth.UNSPECIFIED && record.health !== health;
+      if (healthChanged) record.health = health;
+      if (statusChanged || healthChanged) record.updatedAt = batch.timestamp;
+      if (statusChanged && status === CapabilityStatus.ACTIVE) this.supersede(batch, record, actor);
+      return clone(GovernedCapabilitySchema, record);
+    });
   }
 
   /**
-   * The candidates for an ontology and the caller's permissions, best first
-   * (the 8 steps of seed 003 §5 as the header of this file interprets them).
-   * An unrecognised next_step is INVALID_ARGUMENT.
+   * The candidates for an ontology and the permissions held, best first (the
+   * 8 steps of seed 003 §5, see matching.ts). The caller decides what is
+   * held: the registry's RPC passes what it grants (permissionsOf).
    */
   async match(ontology: Ontology, permissions: readonly string[], limit = DEFAULT_MATCH_LIMIT): Promise<CapabilityMatch[]> {
-    if (limit < 0) throw protocolError(ErrorCode.INVALID_PARAMS, "limit must not be negative", { details: { field: "limit" } });
-    const max = Math.min(limit === 0 ? DEFAULT_MATCH_LIMIT : limit, MAX_MATCH_LIMIT);
+    return rankCandidates((await this.storage.read()).capabilities(), ontology, permissions, limit);
+  }
 
-    const nextStep = ontology.nextStep.trim();
-    const wantedType = nextStep ? typeOfNextStep(nextStep) : undefined;
-    const domain = normal(ontology.domain);
-    const scenario = normal(ontology.scenario);
-    const intent = normal(ontology.intent);
-    const signals = [...new Set(ontology.riskSignals.map(normal).filter((signal) => signal !== ""))];
-    const ranksGiven = wantedType !== undefined || scenario !== "" || intent !== "" || signals.length > 0;
-    const held = new Set(permissions);
+  /** What the registry grants a caller (its key's grant and "*"), sorted; nothing for an anonymous one. */
+  async permissionsOf(caller: CallerIdentity | undefined): Promise<string[]> {
+    return grantedPermissions(await this.storage.read(), caller);
+  }
 
-    const scored: Array<{ record: GovernedCapability; score: number; reasons: string[] }> = [];
-    // Steps 7 and 8 first: only the current, matchable version of each lineage.
-    for (const record of currentVersions((await this.storage.read()).capabilities())) {
-      // Step 6.
-      if (!record.permissionRequired.every((permission) => held.has(permission))) continue;
-      // Step 2 (a filter only when a domain is given).
-      const ownDomain = normal(record.domain);
-      if (domain !== "" && ownDomain !== "" && ownDomain !== domain) continue;
+  /** Replaces the permissions granted to a key id or "*" (none removes the grant). Admins only; audited as GRANT_CHANGED. */
+  setGrant(keyId: string, permissions: readonly string[], reason: string, actor: Actor): Promise<PermissionGrant> {
+    return this.guarded(ACTION.grant, (batch) => {
+      this.access.authorizeGrant(actor, keyId, (batch.getGrant(keyId)?.permissions ?? []).join(","), permissions.join(","));
+      checkGranteeKeyId(keyId);
+      return clone(PermissionGrantSchema, stageGrant(batch, keyId, normalPermissions(permissions), reason, actor));
+    });
+  }
 
-      const typeHit = wantedType !== undefined && record.capabilityType === wantedType;
-      const scenarioHit = scenario !== "" && record.scenarios.some((s) => normal(s) === scenario);
-      const ownSignals = new Set(record.riskSignals.map(normal));
-      const shared = signals.filter((signal) => ownSignals.has(signal));
-      const intentHit = intent !== "" && record.intents.some((i) => normal(i) === intent);
-      if (ranksGiven && !(typeHit || scenarioHit || shared.length > 0 || intentHit)) continue;
-
-      const exactDomain = domain !== "" && ownDomain === domain;
-      const score =
-        (typeHit ? SCORE_TYPE : 0) +
-        (scenarioHit ? SCORE_SCENARIO : 0) +
-        Math.min(shared.length, MAX_COUNTED_SIGNALS) * SCORE_RISK_SIGNAL +
-        (intentHit ? SCORE_INTENT : 0) +
-        (exactDomain ? SCORE_EXACT_DOMAIN : 0);
-
-      const reasons: string[] = [];
-      if (wantedType !== undefined) {
-        reasons.push(`step 1 next_step ${nextStep}: ${typeLabel(record.capabilityType)} capability${typeHit ? "" : `, not ${typeLabel(wantedType)}`}`);
-      }
-      if (domain !== "") reasons.push(`step 2 domain ${domain}: ${exactDomain ? "matched" : "any domain"}`);
-      if (scenario !== "") reasons.push(`step 3 scenario ${scenario}: ${scenarioHit ? "matched" : "not served"}`);
-      if (signals.length > 0) reasons.push(`step 4 risk_signals ${signals.join(",")}: ${shared.length > 0 ? `matched ${shared.join(",")}` : "none matched"}`);
-      if (intent !== "") reasons.push(`step 5 intent ${intent}: ${intentHit ? "matched" : "not served"}`);
-      reasons.push(`step 6 permissions: ${record.permissionRequired.length > 0 ? "covered" : "none required"}`);
-      reasons.push(`step 7 status: ${statusLabel(record.status)}`);
-      reasons.push(`step 8 version ${record.version}: current`);
-      if (healthRank(record.health) > 0) reasons.push(`health: ${healthLabel(record.health)}, ranked after healthier capabilities`);
-      scored.push({ record, score, reasons });
-    }
-
-    scored.sort(
-      (a, b) =>
-        healthRank(a.record.health) - healthRank(b.record.health) ||
-        deprecatedRank(a.record) - deprecatedRank(b.record) ||
-        b.score - a.score ||
-        compareStrings(a.record.code, b.record.code) ||
-        compareStrings(a.record.agentId, b.record.agentId) ||
-        compareStrings(a.record.id, b.record.id),
-    );
-    return scored.slice(0, max).map((entry, index) =>
-      create(CapabilityMatchSchema, {
-        capability: clone(GovernedCapabilitySchema, entry.record),
-        rank: index + 1,
-        score: entry.score,
-        reasons: entry.reasons,
-      }),
-    );
+  /** Grants ordered by key id, of one key when given. */
+  async listGrants(query: { keyId?: string; pageSize?: number; pageToken?: string } = {}): Promise<GrantPage> {
+    const size = pageSizeOf(query.pageSize, DEFAULT_AUDIT_PAGE_SIZE, MAX_AUDIT_PAGE_SIZE);
+    const after = query.pageToken ? decodeKeyCursor(query.pageToken) : undefined;
+    const selected = [...(await this.storage.read()).grants()]
+      .filter((grant) => (!query.keyId || grant.keyId === query.keyId) && (after === undefined || compareStrings(grant.keyId, after) > 0))
+      .sort((a, b) => compareStrings(a.keyId, b.keyId));
+    const page = selected.slice(0, size);
+    return {
+      grants: page.map((grant) => clone(PermissionGrantSchema, grant)),
+      nextPageToken: selected.length > page.length ? encodeToken({ k: page[page.length - 1]!.keyId }) : "",
+    };
   }
 
   /** The audit trail, oldest first. */
@@ -289,67 +249,71 @@ export class CapabilityCatalogue {
    * Lists what an agent provides: registers or updates each capability (with
    * agent_id set; an empty id defaults to "cap_<agent>_<code>_<version>"),
    * and takes its ACTIVE or DEPRECATED capabilities no longer listed OFFLINE.
-   * All or nothing: one refused capability refuses the whole list. Returns
-   * the ids in the order given.
+   * A capability whose lineage belongs to another identity (the same agent id
+   * under another key) is left out, audited as REFUSED; otherwise all or
+   * nothing: one capability breaking a rule refuses the whole list. Returns
+   * the ids listed, in the order given.
    */
-  syncAgent(agentId: string, capabilities: readonly GovernedCapability[], actor: string): Promise<string[]> {
+  syncAgent(agentId: string, capabilities: readonly GovernedCapability[], actor: Actor): Promise<string[]> {
     requireAgentId(agentId);
-    return this.storage.update((state) => this.applySync(this.batch(state), agentId, capabilities, actor));
-  }
-
-  private applySync(batch: Batch, agentId: string, capabilities: readonly GovernedCapability[], actor: string): CatalogueWrites<string[]> {
-    const ids: string[] = [];
-    for (const capability of capabilities) {
-      const input = clone(GovernedCapabilitySchema, capability);
-      input.agentId = agentId;
-      ids.push(this.stage(batch, input, actor).id);
-    }
-    const listed = new Set(ids);
-    for (const record of batch.all()) {
-      if (record.agentId !== agentId || listed.has(record.id) || !isMatchable(record.status)) continue;
-      this.changeStatus(batch, record.id, CapabilityStatus.OFFLINE, `no longer provided by agent ${agentId}`, actor);
-    }
-    return batch.writes(ids);
+    return this.guarded(ACTION.sync, (batch) => {
+      const ids: string[] = [];
+      for (const capability of capabilities) {
+        const input = clone(GovernedCapabilitySchema, capability);
+        input.agentId = agentId;
+        try {
+          ids.push(this.stage(batch, input, actor).id);
+        } catch (error) {
+          if (!(error instanceof Refusal)) throw error;
+          this.recordRefusal(batch, error, ACTION.sync);
+        }
+      }
+      const listed = new Set(ids);
+      for (const record of batch.all()) {
+        if (record.agentId !== agentId || listed.has(record.id) || !isMatchable(record.status)) continue;
+        if (typeof actor !== "string" && !owns(actor, record)) continue;
+        this.changeStatus(batch, record.id, CapabilityStatus.OFFLINE, `no longer provided by agent ${agentId}`, actor);
+      }
+      return ids;
+    });
   }
 
   /**
    * Sets the health of every capability an agent provides (it follows the
-   * agent's lease). Health is not a governed field, so it is not audited.
-   * Returns the ids whose health changed.
+   * agent's lease); with `keyId`, only those of the agent under that key.
+   * Health is not a governed field, so it is not audited. Returns the ids
+   * whose health changed.
    */
-  setAgentHealth(agentId: string, health: CapabilityHealth, actor: string): Promise<string[]> {
+  setAgentHealth(agentId: string, health: CapabilityHealth, actor: Actor, keyId = ""): Promise<string[]> {
     requireAgentId(agentId); // an empty id would select every static capability
     void actor; // kept for the caller's symmetry with the audited changes; AuditEventKind has no health kind
-    return this.storage.update((state) => this.applyHealth(this.batch(state), agentId, health));
+    return this.storage.update((state) => {
+      const batch = this.batch(state, "");
+      const changed: string[] = [];
+      for (const record of batch.all()) {
+        if (!providedBy(record, agentId, keyId) || record.health === health) continue;
+        const edited = batch.edit(record.id);
+        edited.health = health;
+        edited.updatedAt = batch.timestamp;
+        changed.push(record.id);
+      }
+      return batch.writes(changed.sort(compareStrings));
+    });
   }
 
-  private applyHealth(batch: Batch, agentId: string, health: CapabilityHealth): CatalogueWrites<string[]> {
-    const changed: string[] = [];
-    for (const record of batch.all()) {
-      if (record.agentId !== agentId || record.health === health) continue;
-      const edited = batch.edit(record.id);
-      edited.health = health;
-      edited.updatedAt = batch.timestamp;
-      changed.push(record.id);
-    }
-    return batch.writes(changed.sort(compareStrings));
-  }
-
-  /** Takes every capability of an agent OFFLINE (audited). Returns the ids changed. */
-  retireAgent(agentId: string, reason: string, actor: string): Promise<string[]> {
+  /** Takes every capability of an agent (with `keyId`, under that key) OFFLINE, audited. Returns the ids changed. */
+  retireAgent(agentId: string, reason: string, actor: Actor, keyId = ""): Promise<string[]> {
     requireAgentId(agentId);
-    return this.storage.update((state) => this.applyRetire(this.batch(state), agentId, reason, actor));
-  }
-
-  private applyRetire(batch: Batch, agentId: string, reason: string, actor: string): CatalogueWrites<string[]> {
-    const changed: string[] = [];
-    const sorted = batch.all().sort((a, b) => compareStrings(a.id, b.id));
-    for (const record of sorted) {
-      if (record.agentId !== agentId || record.status === CapabilityStatus.OFFLINE) continue;
-      this.changeStatus(batch, record.id, CapabilityStatus.OFFLINE, reason || `agent ${agentId} retired`, actor);
-      changed.push(record.id);
-    }
-    return batch.writes(changed);
+    return this.guarded(ACTION.retire, (batch) => {
+      const changed: string[] = [];
+      for (const record of batch.all().sort((a, b) => compareStrings(a.id, b.id))) {
+        if (!providedBy(record, agentId, keyId) || record.status === CapabilityStatus.OFFLINE) continue;
+        this.access.authorizeChange(actor, record, statusName(record.status), statusName(CapabilityStatus.OFFLINE));
+        this.changeStatus(batch, record.id, CapabilityStatus.OFFLINE, reason || `agent ${agentId} retired`, actor);
+        changed.push(record.id);
+      }
+      return changed;
+    });
   }
 
   /** The catalogue entry an agent's task type declares (see capabilityFromTaskType). */
@@ -359,21 +323,54 @@ export class CapabilityCatalogue {
 
   // -------------------------------------------------------------------------
 
-  private batch(state: CatalogueState): Batch {
-    return new Batch(state, this.now());
+  private batch(state: CatalogueState, action: string): Batch {
+    return new Batch(state, this.now(), action);
   }
 
-  /** Validates one registration and stages its record and audit events in the batch. */
-  private stage(batch: Batch, input: GovernedCapability, actor: string): GovernedCapability {
-    checkGovernance(input);
+  /**
+   * Runs one operation. A Refusal commits only its REFUSED audit event and
+   * then answers PERMISSION_DENIED; any other error commits nothing.
+   */
+  private async guarded<T>(action: string, work: (batch: Batch) => T): Promise<T> {
+    const outcome = await this.storage.update((state) => {
+      const batch = this.batch(state, action);
+      try {
+        return batch.writes<{ ok: true; value: T } | { ok: false; refusal: Refusal }>({ ok: true, value: work(batch) });
+      } catch (error) {
+        if (!(error instanceof Refusal)) throw error;
+        const refused = this.batch(state, action);
+        this.recordRefusal(refused, error, action);
+        return refused.writes<{ ok: false; refusal: Refusal }>({ ok: false, refusal: error });
+      }
+    });
+    if (outcome.ok) return outcome.value;
+    throw outcome.refusal.toConnectError(action);
+  }
+
+  private recordRefusal(batch: Batch, refusal: Refusal, action: string): void {
+    const { change, caller } = refusal;
+    batch.audit(AuditEventKind.REFUSED, { id: change.capabilityId, code: change.capabilityCode }, caller, change.from, change.to, refusal.message, change.granteeKeyId);
+    this.logger.warn(
+      { actor: actorName(caller), actor_key_id: actorKeyId(caller), action, capability_id: change.capabilityId, grantee_key_id: change.granteeKeyId, rule: refusal.rule },
+      "catalogue change refused",
+    );
+  }
+
+  /** Checks who may make one registration, validates it, and stages its record and audit events in the batch. */
+  private stage(batch: Batch, input: GovernedCapability, actor: Actor): GovernedCapability {
     const record = clone(GovernedCapabilitySchema, input);
     if (record.id.trim() === "") record.id = defaultCapabilityId(record);
     const previous = batch.get(record.id);
+    const lineage = batch.all().filter((other) => sameLineage(other, record));
+    const owner = this.access.authorizeRegistration(actor, record, previous, lineage);
+    checkGovernance(record);
     if (previous !== undefined && (previous.code !== record.code || previous.agentId !== record.agentId)) {
       throw governanceError("id_in_use", `capability id ${record.id} belongs to code ${previous.code}${previous.agentId ? ` of agent ${previous.agentId}` : ""}`, {
         id: record.id,
       });
     }
+    record.ownerAgentId = owner.agentId;
+    record.ownerKeyId = owner.keyId;
     record.createdAt = previous?.createdAt ?? batch.timestamp;
     record.updatedAt = batch.timestamp;
     batch.put(record);
@@ -390,7 +387,7 @@ export class CapabilityCatalogue {
   }
 
   /** Makes the other ACTIVE versions of the record's lineage INACTIVE and records the code's version change. */
-  private supersede(batch: Batch, current: GovernedCapability, actor: string): void {
+  private supersede(batch: Batch, current: GovernedCapability, actor: Actor): void {
     const older = batch
       .all()
       .filter((record) => record.id !== current.id && sameLineage(record, current) && record.status === CapabilityStatus.ACTIVE)
@@ -403,7 +400,7 @@ export class CapabilityCatalogue {
     }
   }
 
-  private changeStatus(batch: Batch, id: string, status: CapabilityStatus, reason: string, actor: string): void {
+  private changeStatus(batch: Batch, id: string, status: CapabilityStatus, reason: string, actor: Actor): void {
     const record = batch.edit(id);
     if (record.status === status) return;
     batch.audit(AuditEventKind.STATUS_CHANGED, record, actor, statusName(record.status), statusName(status), reason);
@@ -412,101 +409,9 @@ export class CapabilityCatalogue {
   }
 }
 
-/**
- * The mapping of registry.proto's CapabilityGovernance comment: a task type
- * with governance becomes a CAPABILITY_TYPE_TASK capability (code = task
- * type, version "1.0.0" unless set, ACTIVE). A task type's empty schemas
- * mean "any object" (input) and "unconstrained" (output), so they are listed
- * as exactly those schemas. Undefined when the task type has no governance.
- */
-export function capabilityFromTaskType(agentId: string, taskType: SupportedTaskType): GovernedCapability | undefined {
-  const governance = taskType.governance;
-  if (governance === undefined) return undefined;
-  return create(GovernedCapabilitySchema, {
-    code: taskType.type,
-    name: taskType.name,
-    capabilityType: CapabilityType.TASK,
-    domain: governance.domain,
-    scenarios: [...governance.scenarios],
-    intents: [...governance.intents],
-    inputSchema: taskType.inputSchema || '{"type":"object"}',
-    outputSchema: taskType.outputSchema || "{}",
-    permissionRequired: [...governance.permissionRequired],
-    riskLevel: governance.riskLevel,
-    owner: governance.owner,
-    reviewer: governance.reviewer,
-    version: governance.version || DEFAULT_TASK_CAPABILITY_VERSION,
-    status: CapabilityStatus.ACTIVE,
-    requiresConfirmation: governance.requiresConfirmation,
-    riskSignals: [...governance.riskSignals],
-    agentId,
-    taskType: taskType.type,
-  });
-}
-
-/** "cap_<code>_<version>", or "cap_<agent>_<code>_<version>" for an agent's capability; the version's characters outside [a-z0-9_] become "_". */
-export function defaultCapabilityId(capability: Pick<GovernedCapability, "code" | "version" | "agentId">): string {
-  const version = capability.version.replace(/[^a-z0-9_]/g, "_");
-  return capability.agentId ? `cap_${capability.agentId}_${capability.code}_${version}` : `cap_${capability.code}_${version}`;
-}
-
-// ---------------------------------------------------------------------------
-// Governance (seed 003 §8)
-
-// One compiler for every check; compiled schemas are removed again so that
-// registrations neither accumulate in it nor clash on a reused $id.
-const ajv = new Ajv({ allErrors: true, strict: false, addUsedSchema: false });
-
-/**
- * Throws the INVALID_ARGUMENT refusal (details.rule) for the first rule of
- * seed 003 §8 a capability breaks; register runs it, and callers may run it
- * first to leave out a bad entry (it cannot check that an id is in use).
- */
-export function checkGovernance(capability: GovernedCapability): void {
-  if (blank(capability.code)) throw governanceError("code_required", "a capability needs a code");
-  if (blank(capability.version)) throw governanceError("version_required", "a capability needs a version");
-  if (capability.capabilityType === CapabilityType.UNSPECIFIED || CapabilityType[capability.capabilityType] === undefined) {
-    throw governanceError("capability_type_required", "a capability needs a type: rule, skill, mcp, task, database_query, knowledge_search, report_generator or notification");
-  }
-  if (blank(capability.owner)) throw governanceError("owner_required", "every capability must have an owner (所有能力必须有 owner)");
-  if (capability.riskLevel === RiskLevel.UNSPECIFIED || RiskLevel[capability.riskLevel] === undefined) {
-    throw governanceError("risk_level_required", "a capability needs a risk level: low, medium or high");
-  }
-  if (capability.riskLevel === RiskLevel.HIGH && blank(capability.reviewer)) {
-    throw governanceError("high_risk_requires_reviewer", "a high-risk capability must have a reviewer (高风险能力必须有 reviewer)");
-  }
-  checkSchema("input_schema", capability.inputSchema);
-  checkSchema("output_schema", capability.outputSchema);
-  if (!isKnownStatus(capability.status)) {
-    throw governanceError("status_required", "every capability must have a status (所有能力必须有状态): active, inactive, offline or deprecated");
-  }
-}
-
-function checkSchema(field: "input_schema" | "output_schema", text: string): void {
-  if (blank(text)) {
-    throw governanceError(`${field}_required`, `every capability must have an ${field.replace("_", " ")} (所有能力必须有输入输出 schema)`, { schema: field });
-  }
-  let schema: unknown;
-  try {
-    schema = JSON.parse(text);
-  } catch (error) {
-    throw governanceError("schema_invalid", `${field} is not JSON: ${messageOf(error)}`, { schema: field, error: messageOf(error) });
-  }
-  if (typeof schema !== "boolean" && (typeof schema !== "object" || schema === null || Array.isArray(schema))) {
-    throw governanceError("schema_invalid", `${field} must be a JSON Schema object or boolean`, { schema: field, error: "not an object or boolean" });
-  }
-  try {
-    ajv.compile(schema);
-  } catch (error) {
-    throw governanceError("schema_invalid", `${field} is not a valid JSON Schema: ${messageOf(error)}`, { schema: field, error: messageOf(error) });
-  } finally {
-    // Not when it has an $id: removeSchema would also drop a registered schema of that id (the meta-schema, say).
-    if (typeof schema === "object" && !("$id" in schema)) ajv.removeSchema(schema);
-  }
-}
-
-function governanceError(rule: string, message: string, more: JsonObject = {}) {
-  return protocolError(ErrorCode.INVALID_PARAMS, message, { details: { rule, ...more } });
+/** Whether an agent provides the record; with a key id, under that key (records an admin listed for the agent have none). */
+function providedBy(record: GovernedCapability, agentId: string, keyId: string): boolean {
+  return record.agentId === agentId && (keyId === "" || record.ownerKeyId === "" || record.ownerKeyId === keyId);
 }
 
 function notFound(id: string) {
@@ -514,282 +419,5 @@ function notFound(id: string) {
 }
 
 function requireAgentId(agentId: string): void {
-  if (blank(agentId)) throw protocolError(ErrorCode.INVALID_PARAMS, "agent_id is required", { details: { field: "agent_id" } });
-}
-
-// ---------------------------------------------------------------------------
-// The staged changes of one operation
-
-class Batch {
-  private readonly staged = new Map<string, GovernedCapability>();
-  private readonly events: AuditEvent[] = [];
-
-  constructor(
-    private readonly storage: CatalogueState,
-    private readonly nowMs: number,
-  ) {}
-
-  /** The operation's time; a fresh message each time, so no two records share one. */
-  get timestamp(): Timestamp {
-    return timestampFromMs(this.nowMs);
-  }
-
-  get(id: string): GovernedCapability | undefined {
-    return this.staged.get(id) ?? this.storage.getCapability(id);
-  }
-
-  /** A staged copy of a record to change; the stored one stays untouched until commit. */
-  edit(id: string): GovernedCapability {
-    const staged = this.staged.get(id);
-    if (staged !== undefined) return staged;
-    const stored = this.storage.getCapability(id);
-    if (stored === undefined) throw new Error(`no capability ${id} to edit`);
-    const copy = clone(GovernedCapabilitySchema, stored);
-    this.staged.set(id, copy);
-    return copy;
-  }
-
-  put(record: GovernedCapability): void {
-    this.staged.set(record.id, record);
-  }
-
-  /** Every record as it will be after commit. */
-  all(): GovernedCapability[] {
-    const out = [...this.storage.capabilities()].map((record) => this.staged.get(record.id) ?? record);
-    for (const record of this.staged.values()) if (this.storage.getCapability(record.id) === undefined) out.push(record);
-    return out;
-  }
-
-  audit(kind: AuditEventKind, capability: GovernedCapability, actor: string, from: string, to: string, reason: string): void {
-    const sequence = this.storage.lastAuditSequence() + this.events.length + 1;
-    this.events.push(
-      create(AuditEventSchema, {
-        id: `audit-${String(sequence).padStart(6, "0")}`,
-        kind,
-        capabilityId: capability.id,
-        capabilityCode: capability.code,
-        actor,
-        at: this.timestamp,
-        from,
-        to,
-        reason,
-      }),
-    );
-  }
-
-  /** What the operation writes, with its result, for CatalogueStorage.update to commit. */
-  writes<T>(result: T): CatalogueWrites<T> {
-    return { result, capabilities: [...this.staged.values()], events: this.events };
-  }
-}
-
-// ---------------------------------------------------------------------------
-// Matching helpers
-
-const NEXT_STEPS: Record<string, CapabilityType> = {
-  run_rule: CapabilityType.RULE,
-  use_skill: CapabilityType.SKILL,
-  call_mcp: CapabilityType.MCP,
-  run_task: CapabilityType.TASK,
-  query_database: CapabilityType.DATABASE_QUERY,
-  search_knowledge: CapabilityType.KNOWLEDGE_SEARCH,
-  generate_report: CapabilityType.REPORT_GENERATOR,
-  notify: CapabilityType.NOTIFICATION,
-};
-
-/** run_rule, …, or a type name ("rule", "RULE", "CAPABILITY_TYPE_RULE"); anything else is refused. */
-function typeOfNextStep(nextStep: string): CapabilityType {
-  const key = nextStep.trim().toLowerCase();
-  const mapped = NEXT_STEPS[key];
-  if (mapped !== undefined) return mapped;
-  const name = key.toUpperCase().replace(/^CAPABILITY_TYPE_/, "");
-  const byName = (CapabilityType as unknown as Record<string, CapabilityType | string | undefined>)[name];
-  if (typeof byName === "number" && byName !== CapabilityType.UNSPECIFIED) return byName;
-  throw protocolError(ErrorCode.INVALID_PARAMS, `unknown next_step ${nextStep}: use ${Object.keys(NEXT_STEPS).join(", ")} or a capability type`, {
-    details: { field: "next_step", value: nextStep },
-  });
-}
-
-/** Steps 7 and 8: per lineage, the ACTIVE version, else the newest DEPRECATED one. */
-function currentVersions(records: Iterable<GovernedCapability>): GovernedCapability[] {
-  const best = new Map<string, GovernedCapability>();
-  for (const record of records) {
-    if (!isMatchable(record.status)) continue;
-    const key = lineageKey(record);
-    const held = best.get(key);
-    if (held === undefined || preferAsCurrent(record, held)) best.set(key, record);
-  }
-  return [...best.values()];
-}
-
-/** ACTIVE beats DEPRECATED; between equals, the newer version (then the larger id, to be deterministic). */
-function preferAsCurrent(candidate: GovernedCapability, held: GovernedCapability): boolean {
-  const candidateActive = candidate.status === CapabilityStatus.ACTIVE;
-  const heldActive = held.status === CapabilityStatus.ACTIVE;
-  if (candidateActive !== heldActive) return candidateActive;
-  return (compareVersions(candidate.version, held.version) || compareStrings(candidate.id, held.id)) > 0;
-}
-
-function isMatchable(status: CapabilityStatus): boolean {
-  return status === CapabilityStatus.ACTIVE || status === CapabilityStatus.DEPRECATED;
-}
-
-function healthRank(health: CapabilityHealth): number {
-  switch (health) {
-    case CapabilityHealth.DEGRADED:
-      return 1;
-    case CapabilityHealth.UNHEALTHY:
-      return 2;
-    default:
-      return 0;
-  }
-}
-
-function deprecatedRank(record: GovernedCapability): number {
-  return record.status === CapabilityStatus.DEPRECATED ? 1 : 0;
-}
-
-function lineageKey(record: GovernedCapability): string {
-  return `${record.agentId}\u0000${record.code}`;
-}
-
-function sameLineage(a: GovernedCapability, b: GovernedCapability): boolean {
-  return a.code === b.code && a.agentId === b.agentId;
-}
-
-// ---------------------------------------------------------------------------
-// Ordering, paging, names
-
-/**
- * Versions in natural order: a leading "v" is ignored, digit runs compare
- * as numbers (v1.9 < v1.10), and a pre-release suffix sorts first
- * (1.0.0-beta < 1.0.0). Equal-looking versions fall back to plain text order.
- */
-export function compareVersions(a: string, b: string): number {
-  const left = versionTokens(a);
-  const right = versionTokens(b);
-  const common = Math.min(left.length, right.length);
-  for (let i = 0; i < common; i++) {
-    const x = left[i]!;
-    const y = right[i]!;
-    if (x === y) continue;
-    const xNumber = /^\d+$/.test(x);
-    const yNumber = /^\d+$/.test(y);
-    if (xNumber && yNumber) return compareDigits(x, y);
-    // 1.0.0-beta against 1.0.0.1: the pre-release is older.
-    if (x.startsWith("-") !== y.startsWith("-")) return x.startsWith("-") ? -1 : 1;
-    return compareStrings(x, y);
-  }
-  if (left.length !== right.length) {
-    const longerIsLeft = left.length > right.length;
-    const extra = (longerIsLeft ? left : right)[common]!;
-    const longerIsNewer = !extra.startsWith("-");
-    return longerIsLeft === longerIsNewer ? 1 : -1;
-  }
-  return compareStrings(a, b);
-}
-
-function versionTokens(version: string): string[] {
-  return version.trim().toLowerCase().replace(/^v/, "").match(/\d+|\D+/g) ?? [];
-}
-
-function compareDigits(a: string, b: string): number {
-  const x = a.replace(/^0+(?=\d)/, "");
-  const y = b.replace(/^0+(?=\d)/, "");
-  return x.length - y.length || compareStrings(x, y);
-}
-
-function compareStrings(a: string, b: string): number {
-  return a < b ? -1 : a > b ? 1 : 0;
-}
-
-interface ListKey {
-  c: string;
-  v: string;
-  a: string;
-  i: string;
-}
-
-function listKey(record: GovernedCapability): ListKey {
-  return { c: record.code, v: record.version, a: record.agentId, i: record.id };
-}
-
-function compareListKeys(x: ListKey, y: ListKey): number {
-  return compareStrings(x.c, y.c) || compareVersions(x.v, y.v) || compareStrings(x.a, y.a) || compareStrings(x.i, y.i);
-}
-
-function encodeToken(cursor: object): string {
-  return Buffer.from(JSON.stringify(cursor)).toString("base64url");
-}
-
-function decodeToken(token: string): unknown {
-  try {
-    return JSON.parse(Buffer.from(token, "base64url").toString("utf8")) as unknown;
-  } catch {
-    return undefined;
-  }
-}
-
-function decodeListCursor(token: string): ListKey {
-  const value = decodeToken(token);
-  if (typeof value === "object" && value !== null) {
-    const { c, v, a, i } = value as Record<string, unknown>;
-    if (typeof c === "string" && typeof v === "string" && typeof a === "string" && typeof i === "string") return { c, v, a, i };
-  }
-  throw badToken();
-}
-
-function decodeAuditCursor(token: string): number {
-  const value = decodeToken(token);
-  if (typeof value === "object" && value !== null) {
-    const { s } = value as Record<string, unknown>;
-    if (typeof s === "number" && Number.isSafeInteger(s) && s >= 0) return s;
-  }
-  throw badToken();
-}
-
-function badToken() {
-  return protocolError(ErrorCode.INVALID_PARAMS, "page_token is not one this registry issued", { details: { field: "page_token" } });
-}
-
-function pageSizeOf(requested: number | undefined, fallback: number, max: number): number {
-  const size = requested ?? 0;
-  if (!Number.isInteger(size) || size < 0) {
-    throw protocolError(ErrorCode.INVALID_PARAMS, "page_size must be a non-negative integer", { details: { field: "page_size" } });
-  }
-  return Math.min(size === 0 ? fallback : size, max);
-}
-
-function isKnownStatus(status: CapabilityStatus): boolean {
-  return status !== CapabilityStatus.UNSPECIFIED && CapabilityStatus[status] !== undefined;
-}
-
-/** The enum value's full name, "CAPABILITY_STATUS_ACTIVE", as audit events record it. */
-function statusName(status: CapabilityStatus): string {
-  const name = CapabilityStatus[status] as string | undefined;
-  return name === undefined ? String(status) : `CAPABILITY_STATUS_${name}`;
-}
-
-function statusLabel(status: CapabilityStatus): string {
-  return (CapabilityStatus[status] as string | undefined)?.toLowerCase() ?? String(status);
-}
-
-function typeLabel(type: CapabilityType): string {
-  return (CapabilityType[type] as string | undefined)?.toLowerCase() ?? String(type);
-}
-
-function healthLabel(health: CapabilityHealth): string {
-  return (CapabilityHealth[health] as string | undefined)?.toLowerCase() ?? String(health);
-}
-
-function normal(text: string): string {
-  return text.trim().toLowerCase();
-}
-
-function blank(text: string): boolean {
-  return text.trim() === "";
-}
-
-function messageOf(error: unknown): string {
-  return error instanceof Error ? error.message : String(error);
+  if (agentId.trim() === "") throw protocolError(ErrorCode.INVALID_PARAMS, "agent_id is required", { details: { field: "agent_id" } });
 }

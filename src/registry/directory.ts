@@ -161,7 +161,8 @@ export class AgentDirectory implements TrustPolicy {
         return [];
       }
     });
-    const capabilityIds = await this.options.catalogue.syncAgent(agentId, capabilities, agentId);
+    // The registration's signer owns what it lists; a lineage another key of this id owns is left out (audited).
+    const capabilityIds = await this.options.catalogue.syncAgent(agentId, capabilities, { agentId, keyId });
     this.options.logger.info({ agent_id: agentId, endpoint: registration.endpointUrl, compliance: level }, "agent registered");
     return { agent, capabilityIds };
   }
@@ -180,7 +181,7 @@ export class AgentDirectory implements TrustPolicy {
       // Another instance (a sweep, say) may have changed the entry meanwhile: then read it again.
       const updated = await this.storage.updateAgent({ ...entry, agent, leaseUntilMs: nowMs + this.options.leaseMs }, entry.version);
       if (updated === undefined) continue;
-      if (wasUnhealthy) await this.options.catalogue.setAgentHealth(entry.agentId, CapabilityHealth.HEALTHY, REGISTRY_ACTOR);
+      if (wasUnhealthy) await this.options.catalogue.setAgentHealth(entry.agentId, CapabilityHealth.HEALTHY, REGISTRY_ACTOR, entry.keyId);
       return agent;
     }
   }
@@ -188,7 +189,7 @@ export class AgentDirectory implements TrustPolicy {
   async deregister(opened: OpenedEnvelope, reason: string): Promise<string> {
     const entry = await this.requireOwnEntry(opened);
     await this.storage.deleteAgent(entry.agentId);
-    await this.options.catalogue.retireAgent(entry.agentId, reason || "deregistered", entry.agentId);
+    await this.options.catalogue.retireAgent(entry.agentId, reason || "deregistered", { agentId: entry.agentId, keyId: entry.keyId }, entry.keyId);
     this.options.logger.info({ agent_id: entry.agentId, reason }, "agent deregistered");
     return entry.agentId;
   }
@@ -212,12 +213,12 @@ export class AgentDirectory implements TrustPolicy {
       const id = entry.agentId;
       if (nowMs >= entry.leaseUntilMs + this.options.dropAfterMs) {
         if (!(await this.storage.deleteAgent(id, entry.version))) continue;
-        await this.options.catalogue.retireAgent(id, "lease expired; dropped", REGISTRY_ACTOR);
+        await this.options.catalogue.retireAgent(id, "lease expired; dropped", REGISTRY_ACTOR, entry.keyId);
         this.options.logger.info({ agent_id: id }, "agent dropped after missing its heartbeats");
       } else if (nowMs >= entry.leaseUntilMs && entry.agent.health === AgentHealth.HEALTHY) {
         const agent = create(RegisteredAgentSchema, { ...entry.agent, health: AgentHealth.UNHEALTHY });
         if ((await this.storage.updateAgent({ ...entry, agent }, entry.version)) === undefined) continue;
-        await this.options.catalogue.setAgentHealth(id, CapabilityHealth.UNHEALTHY, REGISTRY_ACTOR);
+        await this.options.catalogue.setAgentHealth(id, CapabilityHealth.UNHEALTHY, REGISTRY_ACTOR, entry.keyId);
         this.options.logger.warn({ agent_id: id }, "agent missed its heartbeat; unhealthy");
       }
     }

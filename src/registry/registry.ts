@@ -27,6 +27,12 @@ export interface RegistryOptions {
   clockSkewMs: number;
   /** How registrations are confirmed; by default GetCapabilities and GetSupportedInterfaces at the endpoint. */
   confirm?: (endpointUrl: string) => Promise<AgentSelfReport>;
+  /**
+   * Key ids (RFC 7638 thumbprints) of the registry's operators: they may
+   * change any capability and the permission grants. Every instance sharing
+   * a store should name the same ones.
+   */
+  admins?: readonly string[];
   /** Where confirmation calls may go; by default public addresses, and loopback while the server listens on loopback only. */
   outbound?: OutboundPolicy;
   now?: () => number;
@@ -71,7 +77,7 @@ export class Registry {
       return { directory: memory.directory, catalogue: memory.catalogue, messages: memory.tasks };
     })();
     this.messages = storage.messages;
-    this.catalogue = new CapabilityCatalogue({ now: this.now, storage: storage.catalogue });
+    this.catalogue = new CapabilityCatalogue({ now: this.now, storage: storage.catalogue, admins: options.admins, logger: options.logger });
     this.directory = new AgentDirectory({
       storage: storage.directory,
       catalogue: this.catalogue,

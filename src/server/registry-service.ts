@@ -1,5 +1,7 @@
 // RegistryService over RPC: signed envelopes for the directory, bearer
-// tokens for catalogue writes, public reads.
+// tokens for catalogue writes (whom the catalogue then authorizes: the
+// owner or an admin key), public reads; matching counts the permissions
+// granted to the bearer token's key, if one is sent.
 import { create } from "@bufbuild/protobuf";
 import { durationFromMs } from "@bufbuild/protobuf/wkt";
 import { Code, type ServiceImpl } from "@connectrpc/connect";
@@ -14,12 +16,14 @@ import {
   HeartbeatResponseSchema,
   ListAuditEventsResponseSchema,
   ListCapabilitiesResponseSchema,
+  ListPermissionGrantsResponseSchema,
   MatchCapabilitiesResponseSchema,
   OntologySchema,
   RegisterCapabilityResponseSchema,
   RegisterResponseSchema,
   RegistryService,
   SetCapabilityStatusResponseSchema,
+  SetPermissionGrantResponseSchema,
   type AgentDeregistrationPayload,
 } from "../../gen/synapse/v1/registry_pb.js";
 import { evaluateCompliance } from "../capabilities/compliance.js";
@@ -108,7 +112,7 @@ export function registryService(registry: Registry, host: RegistryHost): Service
     async registerCapability(request, ctx) {
       const caller = await authenticate(bearer, ctx);
       if (request.capability === undefined) throw protocolError(ErrorCode.MESSAGE_FORMAT_INVALID, "capability is required");
-      return create(RegisterCapabilityResponseSchema, { capability: await registry.catalogue.register(request.capability, caller.agentId) });
+      return create(RegisterCapabilityResponseSchema, { capability: await registry.catalogue.register(request.capability, caller) });
     },
 
     async getCapability(request) {
@@ -131,14 +135,20 @@ export function registryService(registry: Registry, host: RegistryHost): Service
 
     async setCapabilityStatus(request, ctx) {
       const caller = await authenticate(bearer, ctx);
-      const capability = await registry.catalogue.setStatus(request.id, request.status, request.reason, caller.agentId, request.health || undefined);
+      const capability = await registry.catalogue.setStatus(request.id, request.status, request.reason, caller, request.health || undefined);
       return create(SetCapabilityStatusResponseSchema, { capability });
     },
 
-    async matchCapabilities(request) {
+    async matchCapabilities(request, ctx) {
       const limit = request.limit < 0 ? 0 : request.limit || 20;
       const ontology = request.ontology ?? create(OntologySchema);
-      return create(MatchCapabilitiesResponseSchema, { candidates: await registry.catalogue.match(ontology, request.permissions, limit) });
+      // Anonymous callers hold nothing; a token that is sent must verify (no silent downgrade).
+      const caller = ctx.requestHeader.has("authorization") ? await authenticate(bearer, ctx) : undefined;
+      const granted = await registry.catalogue.permissionsOf(caller);
+      // The request's list can only narrow what is granted.
+      const asked = new Set(request.permissions);
+      const applied = asked.size > 0 ? granted.filter((permission) => asked.has(permission)) : granted;
+      return create(MatchCapabilitiesResponseSchema, { candidates: await registry.catalogue.match(ontology, applied, limit), permissionsApplied: applied });
     },
 
     async listAuditEvents(request) {
@@ -148,6 +158,20 @@ export function registryService(registry: Registry, host: RegistryHost): Service
         pageToken: request.pageToken || undefined,
       });
       return create(ListAuditEventsResponseSchema, { events: page.events, nextPageToken: page.nextPageToken });
+    },
+
+    async setPermissionGrant(request, ctx) {
+      const caller = await authenticate(bearer, ctx);
+      return create(SetPermissionGrantResponseSchema, { grant: await registry.catalogue.setGrant(request.keyId, request.permissions, request.reason, caller) });
+    },
+
+    async listPermissionGrants(request) {
+      const page = await registry.catalogue.listGrants({
+        keyId: request.keyId || undefined,
+        pageSize: pageSize(request.pageSize, 100, 1000),
+        pageToken: request.pageToken || undefined,
+      });
+      return create(ListPermissionGrantsResponseSchema, page);
     },
   };
 }

@@ -1,7 +1,8 @@
 // What a registry keeps: the agent directory (entries with their leases and
 // the key each id is bound to) and the governed capability catalogue (its
-// records and the audit trail). Several registry instances may share it.
-import type { AuditEvent, GovernedCapability, RegisteredAgent } from "../../gen/synapse/v1/registry_pb.js";
+// records, the permission grants and the audit trail). Several registry
+// instances may share it.
+import type { AuditEvent, GovernedCapability, PermissionGrant, RegisteredAgent } from "../../gen/synapse/v1/registry_pb.js";
 
 export interface DirectoryEntry {
   readonly agentId: string;
@@ -43,13 +44,22 @@ export interface CatalogueState {
   capabilities(): Iterable<GovernedCapability>;
   /** The sequence of the newest audit event; 0 when there is none. */
   lastAuditSequence(): number;
+  /** The permissions granted to a key id (or "*"), if any. */
+  getGrant(keyId: string): PermissionGrant | undefined;
+  /** Every grant, in any order. */
+  grants(): Iterable<PermissionGrant>;
 }
 
-/** One operation's writes: records to put and audit events to append (sequences following lastAuditSequence). */
+/**
+ * One operation's writes: records to put, grants to put (one without
+ * permissions is deleted), and audit events to append (sequences following
+ * lastAuditSequence).
+ */
 export interface CatalogueWrites<T> {
   result: T;
   capabilities: readonly GovernedCapability[];
   events: readonly AuditEvent[];
+  grants?: readonly PermissionGrant[];
 }
 
 export interface CatalogueStorage {

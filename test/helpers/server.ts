@@ -35,7 +35,7 @@ export interface TestServerOptions extends Partial<Omit<ServerOptions, "capabili
   trust?: TrustPolicy;
   clockSkewMs?: number;
   /** Host a registry beside the agent. */
-  registry?: { leaseMs?: number; dropAfterMs?: number };
+  registry?: { leaseMs?: number; dropAfterMs?: number; admins?: readonly string[] };
   /** The outbound policy of the agent's callbacks and the registry's confirmations. */
   outbound?: OutboundPolicy;
   /** Retention of finished tasks, and how often it runs. */
@@ -83,6 +83,7 @@ export async function startTestServer(options: TestServerOptions = {}): Promise<
         clockSkewMs: agent.clockSkewMs,
         leaseMs: options.registry.leaseMs,
         dropAfterMs: options.registry.dropAfterMs,
+        admins: options.registry.admins,
         outbound: agent.outbound,
         storage: storage ? { directory: storage.directory, catalogue: storage.catalogue, messages: storage.tasks } : undefined,
       })

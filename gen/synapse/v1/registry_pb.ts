@@ -16,7 +16,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file synapse/v1/registry.proto.
  */
 export const file_synapse_v1_registry: GenFile = /*@__PURE__*/
-  fileDesc("ChlzeW5hcHNlL3YxL3JlZ2lzdHJ5LnByb3RvEgpzeW5hcHNlLnYxIq8BChhBZ2VudFJlZ2lzdHJhdGlvblBheWxvYWQSMwoMY2FwYWJpbGl0aWVzGAEgASgLMh0uc3luYXBzZS52MS5BZ2VudENhcGFiaWxpdGllcxI0CgppbnRlcmZhY2VzGAIgAygLMiAuc3luYXBzZS52MS5JbXBsZW1lbnRlZEludGVyZmFjZRIUCgxlbmRwb2ludF91cmwYAyABKAkSEgoKcHVibGljX2tleRgEIAEoDCIsChpBZ2VudERlcmVnaXN0cmF0aW9uUGF5bG9hZBIOCgZyZWFzb24YASABKAkiwwMKD1JlZ2lzdGVyZWRBZ2VudBIzCgxjYXBhYmlsaXRpZXMYASABKAsyHS5zeW5hcHNlLnYxLkFnZW50Q2FwYWJpbGl0aWVzEjQKCmludGVyZmFjZXMYAiADKAsyIC5zeW5hcHNlLnYxLkltcGxlbWVudGVkSW50ZXJmYWNlEhQKDGVuZHBvaW50X3VybBgDIAEoCRI0Cgpjb21wbGlhbmNlGAQgASgLMiAuc3luYXBzZS52MS5Db21wbGlhbmNlRXZhbHVhdGlvbhIwChBjb21wbGlhbmNlX2xldmVsGAUgASgOMhYuc3luYXBzZS52MS5Db21wbGlhbmNlEicKBmhlYWx0aBgGIAEoDjIXLnN5bmFwc2UudjEuQWdlbnRIZWFsdGgSMQoNcmVnaXN0ZXJlZF9hdBgHIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASNQoRbGFzdF9oZWFydGJlYXRfYXQYCCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEjQKEGxlYXNlX2V4cGlyZXNfYXQYCSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIuIEChJHb3Zlcm5lZENhcGFiaWxpdHkSCgoCaWQYASABKAkSDAoEY29kZRgCIAEoCRIMCgRuYW1lGAMgASgJEjMKD2NhcGFiaWxpdHlfdHlwZRgEIAEoDjIaLnN5bmFwc2UudjEuQ2FwYWJpbGl0eVR5cGUSDgoGZG9tYWluGAUgASgJEhEKCXNjZW5hcmlvcxgGIAMoCRIPCgdpbnRlbnRzGAcgAygJEhQKDGlucHV0X3NjaGVtYRgIIAEoCRIVCg1vdXRwdXRfc2NoZW1hGAkgASgJEhsKE3Blcm1pc3Npb25fcmVxdWlyZWQYCiADKAkSKQoKcmlza19sZXZlbBgLIAEoDjIVLnN5bmFwc2UudjEuUmlza0xldmVsEg0KBW93bmVyGAwgASgJEhAKCHJldmlld2VyGA0gASgJEg8KB3ZlcnNpb24YDiABKAkSLAoGc3RhdHVzGA8gASgOMhwuc3luYXBzZS52MS5DYXBhYmlsaXR5U3RhdHVzEh0KFXJlcXVpcmVzX2NvbmZpcm1hdGlvbhgQIAEoCBIsCgZoZWFsdGgYESABKA4yHC5zeW5hcHNlLnYxLkNhcGFiaWxpdHlIZWFsdGgSLgoKY3JlYXRlZF9hdBgSIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLgoKdXBkYXRlZF9hdBgTIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASFAoMcmlza19zaWduYWxzGBQgAygJEhAKCGFnZW50X2lkGBUgASgJEhEKCXRhc2tfdHlwZRgWIAEoCSLTAQoKQXVkaXRFdmVudBIKCgJpZBgBIAEoCRIoCgRraW5kGAIgASgOMhouc3luYXBzZS52MS5BdWRpdEV2ZW50S2luZBIVCg1jYXBhYmlsaXR5X2lkGAMgASgJEhcKD2NhcGFiaWxpdHlfY29kZRgEIAEoCRINCgVhY3RvchgFIAEoCRImCgJhdBgGIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASDAoEZnJvbRgHIAEoCRIKCgJ0bxgIIAEoCRIOCgZyZWFzb24YCSABKAkiZQoIT250b2xvZ3kSEQoJbmV4dF9zdGVwGAEgASgJEg4KBmRvbWFpbhgCIAEoCRIQCghzY2VuYXJpbxgDIAEoCRIOCgZpbnRlbnQYBCABKAkSFAoMcmlza19zaWduYWxzGAUgAygJInMKD0NhcGFiaWxpdHlNYXRjaBIyCgpjYXBhYmlsaXR5GAEgASgLMh4uc3luYXBzZS52MS5Hb3Zlcm5lZENhcGFiaWxpdHkSDAoEcmFuaxgCIAEoBRIPCgdyZWFzb25zGAMgAygJEg0KBXNjb3JlGAQgASgFIjkKD1JlZ2lzdGVyUmVxdWVzdBImCghlbnZlbG9wZRgBIAEoCzIULnN5bmFwc2UudjEuRW52ZWxvcGUijQEKEFJlZ2lzdGVyUmVzcG9uc2USKgoFYWdlbnQYASABKAsyGy5zeW5hcHNlLnYxLlJlZ2lzdGVyZWRBZ2VudBI1ChJoZWFydGJlYXRfaW50ZXJ2YWwYAiABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SFgoOY2FwYWJpbGl0eV9pZHMYAyADKAkiOwoRRGVyZWdpc3RlclJlcXVlc3QSJgoIZW52ZWxvcGUYASABKAsyFC5zeW5hcHNlLnYxLkVudmVsb3BlIiYKEkRlcmVnaXN0ZXJSZXNwb25zZRIQCghhZ2VudF9pZBgBIAEoCSI6ChBIZWFydGJlYXRSZXF1ZXN0EiYKCGVudmVsb3BlGAEgASgLMhQuc3luYXBzZS52MS5FbnZlbG9wZSJyChFIZWFydGJlYXRSZXNwb25zZRI0ChBsZWFzZV9leHBpcmVzX2F0GAEgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBInCgZoZWFsdGgYAiABKA4yFy5zeW5hcHNlLnYxLkFnZW50SGVhbHRoIogCChFGaW5kQWdlbnRzUmVxdWVzdBIRCgl0YXNrX3R5cGUYASABKAkSEgoKY2FwYWJpbGl0eRgCIAEoCRIUCgxjb250ZW50X3R5cGUYAyABKAkSMQoOdHJhbnNwb3J0X21vZGUYBCABKA4yGS5zeW5hcHNlLnYxLlRyYW5zcG9ydE1vZGUSEQoJaW50ZXJmYWNlGAUgASgJEi4KDm1pbl9jb21wbGlhbmNlGAYgASgOMhYuc3luYXBzZS52MS5Db21wbGlhbmNlEhkKEWluY2x1ZGVfdW5oZWFsdGh5GAcgASgIEhEKCXBhZ2Vfc2l6ZRgIIAEoBRISCgpwYWdlX3Rva2VuGAkgASgJIloKEkZpbmRBZ2VudHNSZXNwb25zZRIrCgZhZ2VudHMYASADKAsyGy5zeW5hcHNlLnYxLlJlZ2lzdGVyZWRBZ2VudBIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkiIwoPR2V0QWdlbnRSZXF1ZXN0EhAKCGFnZW50X2lkGAEgASgJIj4KEEdldEFnZW50UmVzcG9uc2USKgoFYWdlbnQYASABKAsyGy5zeW5hcHNlLnYxLlJlZ2lzdGVyZWRBZ2VudCJjChlFdmFsdWF0ZUNvbXBsaWFuY2VSZXF1ZXN0EjQKCmludGVyZmFjZXMYASADKAsyIC5zeW5hcHNlLnYxLkltcGxlbWVudGVkSW50ZXJmYWNlEhAKCGFnZW50X2lkGAIgASgJIqABChpFdmFsdWF0ZUNvbXBsaWFuY2VSZXNwb25zZRI0CgpldmFsdWF0aW9uGAEgASgLMiAuc3luYXBzZS52MS5Db21wbGlhbmNlRXZhbHVhdGlvbhIwChBjb21wbGlhbmNlX2xldmVsGAIgASgOMhYuc3luYXBzZS52MS5Db21wbGlhbmNlEhoKEnVua25vd25faW50ZXJmYWNlcxgDIAMoCSJPChlSZWdpc3RlckNhcGFiaWxpdHlSZXF1ZXN0EjIKCmNhcGFiaWxpdHkYASABKAsyHi5zeW5hcHNlLnYxLkdvdmVybmVkQ2FwYWJpbGl0eSJQChpSZWdpc3RlckNhcGFiaWxpdHlSZXNwb25zZRIyCgpjYXBhYmlsaXR5GAEgASgLMh4uc3luYXBzZS52MS5Hb3Zlcm5lZENhcGFiaWxpdHkiIgoUR2V0Q2FwYWJpbGl0eVJlcXVlc3QSCgoCaWQYASABKAkiSwoVR2V0Q2FwYWJpbGl0eVJlc3BvbnNlEjIKCmNhcGFiaWxpdHkYASABKAsyHi5zeW5hcHNlLnYxLkdvdmVybmVkQ2FwYWJpbGl0eSLDAQoXTGlzdENhcGFiaWxpdGllc1JlcXVlc3QSMwoPY2FwYWJpbGl0eV90eXBlGAEgASgOMhouc3luYXBzZS52MS5DYXBhYmlsaXR5VHlwZRIOCgZkb21haW4YAiABKAkSLgoIc3RhdHVzZXMYAyADKA4yHC5zeW5hcHNlLnYxLkNhcGFiaWxpdHlTdGF0dXMSDAoEY29kZRgEIAEoCRIRCglwYWdlX3NpemUYBSABKAUSEgoKcGFnZV90b2tlbhgGIAEoCSJpChhMaXN0Q2FwYWJpbGl0aWVzUmVzcG9uc2USNAoMY2FwYWJpbGl0aWVzGAEgAygLMh4uc3luYXBzZS52MS5Hb3Zlcm5lZENhcGFiaWxpdHkSFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJIpQBChpTZXRDYXBhYmlsaXR5U3RhdHVzUmVxdWVzdBIKCgJpZBgBIAEoCRIsCgZzdGF0dXMYAiABKA4yHC5zeW5hcHNlLnYxLkNhcGFiaWxpdHlTdGF0dXMSDgoGcmVhc29uGAMgASgJEiwKBmhlYWx0aBgEIAEoDjIcLnN5bmFwc2UudjEuQ2FwYWJpbGl0eUhlYWx0aCJRChtTZXRDYXBhYmlsaXR5U3RhdHVzUmVzcG9uc2USMgoKY2FwYWJpbGl0eRgBIAEoCzIeLnN5bmFwc2UudjEuR292ZXJuZWRDYXBhYmlsaXR5ImYKGE1hdGNoQ2FwYWJpbGl0aWVzUmVxdWVzdBImCghvbnRvbG9neRgBIAEoCzIULnN5bmFwc2UudjEuT250b2xvZ3kSEwoLcGVybWlzc2lvbnMYAiADKAkSDQoFbGltaXQYAyABKAUiTAoZTWF0Y2hDYXBhYmlsaXRpZXNSZXNwb25zZRIvCgpjYW5kaWRhdGVzGAEgAygLMhsuc3luYXBzZS52MS5DYXBhYmlsaXR5TWF0Y2giVgoWTGlzdEF1ZGl0RXZlbnRzUmVxdWVzdBIVCg1jYXBhYmlsaXR5X2lkGAEgASgJEhEKCXBhZ2Vfc2l6ZRgCIAEoBRISCgpwYWdlX3Rva2VuGAMgASgJIloKF0xpc3RBdWRpdEV2ZW50c1Jlc3BvbnNlEiYKBmV2ZW50cxgBIAMoCzIWLnN5bmFwc2UudjEuQXVkaXRFdmVudBIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkqYQoLQWdlbnRIZWFsdGgSHAoYQUdFTlRfSEVBTFRIX1VOU1BFQ0lGSUVEEAASGAoUQUdFTlRfSEVBTFRIX0hFQUxUSFkQARIaChZBR0VOVF9IRUFMVEhfVU5IRUFMVEhZEAIqqwIKDkNhcGFiaWxpdHlUeXBlEh8KG0NBUEFCSUxJVFlfVFlQRV9VTlNQRUNJRklFRBAAEhgKFENBUEFCSUxJVFlfVFlQRV9SVUxFEAESGQoVQ0FQQUJJTElUWV9UWVBFX1NLSUxMEAISFwoTQ0FQQUJJTElUWV9UWVBFX01DUBADEhgKFENBUEFCSUxJVFlfVFlQRV9UQVNLEAQSIgoeQ0FQQUJJTElUWV9UWVBFX0RBVEFCQVNFX1FVRVJZEAUSJAogQ0FQQUJJTElUWV9UWVBFX0tOT1dMRURHRV9TRUFSQ0gQBhIkCiBDQVBBQklMSVRZX1RZUEVfUkVQT1JUX0dFTkVSQVRPUhAHEiAKHENBUEFCSUxJVFlfVFlQRV9OT1RJRklDQVRJT04QCCq0AQoQQ2FwYWJpbGl0eVN0YXR1cxIhCh1DQVBBQklMSVRZX1NUQVRVU19VTlNQRUNJRklFRBAAEhwKGENBUEFCSUxJVFlfU1RBVFVTX0FDVElWRRABEh4KGkNBUEFCSUxJVFlfU1RBVFVTX0lOQUNUSVZFEAISHQoZQ0FQQUJJTElUWV9TVEFUVVNfT0ZGTElORRADEiAKHENBUEFCSUxJVFlfU1RBVFVTX0RFUFJFQ0FURUQQBCqVAQoQQ2FwYWJpbGl0eUhlYWx0aBIhCh1DQVBBQklMSVRZX0hFQUxUSF9VTlNQRUNJRklFRBAAEh0KGUNBUEFCSUxJVFlfSEVBTFRIX0hFQUxUSFkQARIeChpDQVBBQklMSVRZX0hFQUxUSF9ERUdSQURFRBACEh8KG0NBUEFCSUxJVFlfSEVBTFRIX1VOSEVBTFRIWRADKp4BCg5BdWRpdEV2ZW50S2luZBIgChxBVURJVF9FVkVOVF9LSU5EX1VOU1BFQ0lGSUVEEAASHwobQVVESVRfRVZFTlRfS0lORF9SRUdJU1RFUkVEEAESJAogQVVESVRfRVZFTlRfS0lORF9WRVJTSU9OX0NIQU5HRUQQAhIjCh9BVURJVF9FVkVOVF9LSU5EX1NUQVRVU19DSEFOR0VEEAMyywgKD1JlZ2lzdHJ5U2VydmljZRJFCghSZWdpc3RlchIbLnN5bmFwc2UudjEuUmVnaXN0ZXJSZXF1ZXN0Ghwuc3luYXBzZS52MS5SZWdpc3RlclJlc3BvbnNlEksKCkRlcmVnaXN0ZXISHS5zeW5hcHNlLnYxLkRlcmVnaXN0ZXJSZXF1ZXN0Gh4uc3luYXBzZS52MS5EZXJlZ2lzdGVyUmVzcG9uc2USSAoJSGVhcnRiZWF0Ehwuc3luYXBzZS52MS5IZWFydGJlYXRSZXF1ZXN0Gh0uc3luYXBzZS52MS5IZWFydGJlYXRSZXNwb25zZRJQCgpGaW5kQWdlbnRzEh0uc3luYXBzZS52MS5GaW5kQWdlbnRzUmVxdWVzdBoeLnN5bmFwc2UudjEuRmluZEFnZW50c1Jlc3BvbnNlIgOQAgESSgoIR2V0QWdlbnQSGy5zeW5hcHNlLnYxLkdldEFnZW50UmVxdWVzdBocLnN5bmFwc2UudjEuR2V0QWdlbnRSZXNwb25zZSIDkAIBEmgKEkV2YWx1YXRlQ29tcGxpYW5jZRIlLnN5bmFwc2UudjEuRXZhbHVhdGVDb21wbGlhbmNlUmVxdWVzdBomLnN5bmFwc2UudjEuRXZhbHVhdGVDb21wbGlhbmNlUmVzcG9uc2UiA5ACARJjChJSZWdpc3RlckNhcGFiaWxpdHkSJS5zeW5hcHNlLnYxLlJlZ2lzdGVyQ2FwYWJpbGl0eVJlcXVlc3QaJi5zeW5hcHNlLnYxLlJlZ2lzdGVyQ2FwYWJpbGl0eVJlc3BvbnNlElkKDUdldENhcGFiaWxpdHkSIC5zeW5hcHNlLnYxLkdldENhcGFiaWxpdHlSZXF1ZXN0GiEuc3luYXBzZS52MS5HZXRDYXBhYmlsaXR5UmVzcG9uc2UiA5ACARJiChBMaXN0Q2FwYWJpbGl0aWVzEiMuc3luYXBzZS52MS5MaXN0Q2FwYWJpbGl0aWVzUmVxdWVzdBokLnN5bmFwc2UudjEuTGlzdENhcGFiaWxpdGllc1Jlc3BvbnNlIgOQAgESZgoTU2V0Q2FwYWJpbGl0eVN0YXR1cxImLnN5bmFwc2UudjEuU2V0Q2FwYWJpbGl0eVN0YXR1c1JlcXVlc3QaJy5zeW5hcHNlLnYxLlNldENhcGFiaWxpdHlTdGF0dXNSZXNwb25zZRJlChFNYXRjaENhcGFiaWxpdGllcxIkLnN5bmFwc2UudjEuTWF0Y2hDYXBhYmlsaXRpZXNSZXF1ZXN0GiUuc3luYXBzZS52MS5NYXRjaENhcGFiaWxpdGllc1Jlc3BvbnNlIgOQAgESXwoPTGlzdEF1ZGl0RXZlbnRzEiIuc3luYXBzZS52MS5MaXN0QXVkaXRFdmVudHNSZXF1ZXN0GiMuc3luYXBzZS52MS5MaXN0QXVkaXRFdmVudHNSZXNwb25zZSIDkAIBYgZwcm90bzM", [file_google_protobuf_duration, file_google_protobuf_timestamp, file_synapse_v1_capabilities, file_synapse_v1_envelope]);
+  fileDesc("ChlzeW5hcHNlL3YxL3JlZ2lzdHJ5LnByb3RvEgpzeW5hcHNlLnYxIq8BChhBZ2VudFJlZ2lzdHJhdGlvblBheWxvYWQSMwoMY2FwYWJpbGl0aWVzGAEgASgLMh0uc3luYXBzZS52MS5BZ2VudENhcGFiaWxpdGllcxI0CgppbnRlcmZhY2VzGAIgAygLMiAuc3luYXBzZS52MS5JbXBsZW1lbnRlZEludGVyZmFjZRIUCgxlbmRwb2ludF91cmwYAyABKAkSEgoKcHVibGljX2tleRgEIAEoDCIsChpBZ2VudERlcmVnaXN0cmF0aW9uUGF5bG9hZBIOCgZyZWFzb24YASABKAkiwwMKD1JlZ2lzdGVyZWRBZ2VudBIzCgxjYXBhYmlsaXRpZXMYASABKAsyHS5zeW5hcHNlLnYxLkFnZW50Q2FwYWJpbGl0aWVzEjQKCmludGVyZmFjZXMYAiADKAsyIC5zeW5hcHNlLnYxLkltcGxlbWVudGVkSW50ZXJmYWNlEhQKDGVuZHBvaW50X3VybBgDIAEoCRI0Cgpjb21wbGlhbmNlGAQgASgLMiAuc3luYXBzZS52MS5Db21wbGlhbmNlRXZhbHVhdGlvbhIwChBjb21wbGlhbmNlX2xldmVsGAUgASgOMhYuc3luYXBzZS52MS5Db21wbGlhbmNlEicKBmhlYWx0aBgGIAEoDjIXLnN5bmFwc2UudjEuQWdlbnRIZWFsdGgSMQoNcmVnaXN0ZXJlZF9hdBgHIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASNQoRbGFzdF9oZWFydGJlYXRfYXQYCCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEjQKEGxlYXNlX2V4cGlyZXNfYXQYCSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIpAFChJHb3Zlcm5lZENhcGFiaWxpdHkSCgoCaWQYASABKAkSDAoEY29kZRgCIAEoCRIMCgRuYW1lGAMgASgJEjMKD2NhcGFiaWxpdHlfdHlwZRgEIAEoDjIaLnN5bmFwc2UudjEuQ2FwYWJpbGl0eVR5cGUSDgoGZG9tYWluGAUgASgJEhEKCXNjZW5hcmlvcxgGIAMoCRIPCgdpbnRlbnRzGAcgAygJEhQKDGlucHV0X3NjaGVtYRgIIAEoCRIVCg1vdXRwdXRfc2NoZW1hGAkgASgJEhsKE3Blcm1pc3Npb25fcmVxdWlyZWQYCiADKAkSKQoKcmlza19sZXZlbBgLIAEoDjIVLnN5bmFwc2UudjEuUmlza0xldmVsEg0KBW93bmVyGAwgASgJEhAKCHJldmlld2VyGA0gASgJEg8KB3ZlcnNpb24YDiABKAkSLAoGc3RhdHVzGA8gASgOMhwuc3luYXBzZS52MS5DYXBhYmlsaXR5U3RhdHVzEh0KFXJlcXVpcmVzX2NvbmZpcm1hdGlvbhgQIAEoCBIsCgZoZWFsdGgYESABKA4yHC5zeW5hcHNlLnYxLkNhcGFiaWxpdHlIZWFsdGgSLgoKY3JlYXRlZF9hdBgSIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLgoKdXBkYXRlZF9hdBgTIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASFAoMcmlza19zaWduYWxzGBQgAygJEhAKCGFnZW50X2lkGBUgASgJEhEKCXRhc2tfdHlwZRgWIAEoCRIWCg5vd25lcl9hZ2VudF9pZBgXIAEoCRIUCgxvd25lcl9rZXlfaWQYGCABKAkikQIKCkF1ZGl0RXZlbnQSCgoCaWQYASABKAkSKAoEa2luZBgCIAEoDjIaLnN5bmFwc2UudjEuQXVkaXRFdmVudEtpbmQSFQoNY2FwYWJpbGl0eV9pZBgDIAEoCRIXCg9jYXBhYmlsaXR5X2NvZGUYBCABKAkSDQoFYWN0b3IYBSABKAkSJgoCYXQYBiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEgwKBGZyb20YByABKAkSCgoCdG8YCCABKAkSDgoGcmVhc29uGAkgASgJEhQKDGFjdG9yX2tleV9pZBgKIAEoCRIOCgZhY3Rpb24YCyABKAkSFgoOZ3JhbnRlZV9rZXlfaWQYDCABKAkiigEKD1Blcm1pc3Npb25HcmFudBIOCgZrZXlfaWQYASABKAkSEwoLcGVybWlzc2lvbnMYAiADKAkSDgoGcmVhc29uGAMgASgJEhIKCnVwZGF0ZWRfYnkYBCABKAkSLgoKdXBkYXRlZF9hdBgFIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiZQoIT250b2xvZ3kSEQoJbmV4dF9zdGVwGAEgASgJEg4KBmRvbWFpbhgCIAEoCRIQCghzY2VuYXJpbxgDIAEoCRIOCgZpbnRlbnQYBCABKAkSFAoMcmlza19zaWduYWxzGAUgAygJInMKD0NhcGFiaWxpdHlNYXRjaBIyCgpjYXBhYmlsaXR5GAEgASgLMh4uc3luYXBzZS52MS5Hb3Zlcm5lZENhcGFiaWxpdHkSDAoEcmFuaxgCIAEoBRIPCgdyZWFzb25zGAMgAygJEg0KBXNjb3JlGAQgASgFIjkKD1JlZ2lzdGVyUmVxdWVzdBImCghlbnZlbG9wZRgBIAEoCzIULnN5bmFwc2UudjEuRW52ZWxvcGUijQEKEFJlZ2lzdGVyUmVzcG9uc2USKgoFYWdlbnQYASABKAsyGy5zeW5hcHNlLnYxLlJlZ2lzdGVyZWRBZ2VudBI1ChJoZWFydGJlYXRfaW50ZXJ2YWwYAiABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SFgoOY2FwYWJpbGl0eV9pZHMYAyADKAkiOwoRRGVyZWdpc3RlclJlcXVlc3QSJgoIZW52ZWxvcGUYASABKAsyFC5zeW5hcHNlLnYxLkVudmVsb3BlIiYKEkRlcmVnaXN0ZXJSZXNwb25zZRIQCghhZ2VudF9pZBgBIAEoCSI6ChBIZWFydGJlYXRSZXF1ZXN0EiYKCGVudmVsb3BlGAEgASgLMhQuc3luYXBzZS52MS5FbnZlbG9wZSJyChFIZWFydGJlYXRSZXNwb25zZRI0ChBsZWFzZV9leHBpcmVzX2F0GAEgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBInCgZoZWFsdGgYAiABKA4yFy5zeW5hcHNlLnYxLkFnZW50SGVhbHRoIogCChFGaW5kQWdlbnRzUmVxdWVzdBIRCgl0YXNrX3R5cGUYASABKAkSEgoKY2FwYWJpbGl0eRgCIAEoCRIUCgxjb250ZW50X3R5cGUYAyABKAkSMQoOdHJhbnNwb3J0X21vZGUYBCABKA4yGS5zeW5hcHNlLnYxLlRyYW5zcG9ydE1vZGUSEQoJaW50ZXJmYWNlGAUgASgJEi4KDm1pbl9jb21wbGlhbmNlGAYgASgOMhYuc3luYXBzZS52MS5Db21wbGlhbmNlEhkKEWluY2x1ZGVfdW5oZWFsdGh5GAcgASgIEhEKCXBhZ2Vfc2l6ZRgIIAEoBRISCgpwYWdlX3Rva2VuGAkgASgJIloKEkZpbmRBZ2VudHNSZXNwb25zZRIrCgZhZ2VudHMYASADKAsyGy5zeW5hcHNlLnYxLlJlZ2lzdGVyZWRBZ2VudBIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkiIwoPR2V0QWdlbnRSZXF1ZXN0EhAKCGFnZW50X2lkGAEgASgJIj4KEEdldEFnZW50UmVzcG9uc2USKgoFYWdlbnQYASABKAsyGy5zeW5hcHNlLnYxLlJlZ2lzdGVyZWRBZ2VudCJjChlFdmFsdWF0ZUNvbXBsaWFuY2VSZXF1ZXN0EjQKCmludGVyZmFjZXMYASADKAsyIC5zeW5hcHNlLnYxLkltcGxlbWVudGVkSW50ZXJmYWNlEhAKCGFnZW50X2lkGAIgASgJIqABChpFdmFsdWF0ZUNvbXBsaWFuY2VSZXNwb25zZRI0CgpldmFsdWF0aW9uGAEgASgLMiAuc3luYXBzZS52MS5Db21wbGlhbmNlRXZhbHVhdGlvbhIwChBjb21wbGlhbmNlX2xldmVsGAIgASgOMhYuc3luYXBzZS52MS5Db21wbGlhbmNlEhoKEnVua25vd25faW50ZXJmYWNlcxgDIAMoCSJPChlSZWdpc3RlckNhcGFiaWxpdHlSZXF1ZXN0EjIKCmNhcGFiaWxpdHkYASABKAsyHi5zeW5hcHNlLnYxLkdvdmVybmVkQ2FwYWJpbGl0eSJQChpSZWdpc3RlckNhcGFiaWxpdHlSZXNwb25zZRIyCgpjYXBhYmlsaXR5GAEgASgLMh4uc3luYXBzZS52MS5Hb3Zlcm5lZENhcGFiaWxpdHkiIgoUR2V0Q2FwYWJpbGl0eVJlcXVlc3QSCgoCaWQYASABKAkiSwoVR2V0Q2FwYWJpbGl0eVJlc3BvbnNlEjIKCmNhcGFiaWxpdHkYASABKAsyHi5zeW5hcHNlLnYxLkdvdmVybmVkQ2FwYWJpbGl0eSLDAQoXTGlzdENhcGFiaWxpdGllc1JlcXVlc3QSMwoPY2FwYWJpbGl0eV90eXBlGAEgASgOMhouc3luYXBzZS52MS5DYXBhYmlsaXR5VHlwZRIOCgZkb21haW4YAiABKAkSLgoIc3RhdHVzZXMYAyADKA4yHC5zeW5hcHNlLnYxLkNhcGFiaWxpdHlTdGF0dXMSDAoEY29kZRgEIAEoCRIRCglwYWdlX3NpemUYBSABKAUSEgoKcGFnZV90b2tlbhgGIAEoCSJpChhMaXN0Q2FwYWJpbGl0aWVzUmVzcG9uc2USNAoMY2FwYWJpbGl0aWVzGAEgAygLMh4uc3luYXBzZS52MS5Hb3Zlcm5lZENhcGFiaWxpdHkSFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJIpQBChpTZXRDYXBhYmlsaXR5U3RhdHVzUmVxdWVzdBIKCgJpZBgBIAEoCRIsCgZzdGF0dXMYAiABKA4yHC5zeW5hcHNlLnYxLkNhcGFiaWxpdHlTdGF0dXMSDgoGcmVhc29uGAMgASgJEiwKBmhlYWx0aBgEIAEoDjIcLnN5bmFwc2UudjEuQ2FwYWJpbGl0eUhlYWx0aCJRChtTZXRDYXBhYmlsaXR5U3RhdHVzUmVzcG9uc2USMgoKY2FwYWJpbGl0eRgBIAEoCzIeLnN5bmFwc2UudjEuR292ZXJuZWRDYXBhYmlsaXR5ImYKGE1hdGNoQ2FwYWJpbGl0aWVzUmVxdWVzdBImCghvbnRvbG9neRgBIAEoCzIULnN5bmFwc2UudjEuT250b2xvZ3kSEwoLcGVybWlzc2lvbnMYAiADKAkSDQoFbGltaXQYAyABKAUiaQoZTWF0Y2hDYXBhYmlsaXRpZXNSZXNwb25zZRIvCgpjYW5kaWRhdGVzGAEgAygLMhsuc3luYXBzZS52MS5DYXBhYmlsaXR5TWF0Y2gSGwoTcGVybWlzc2lvbnNfYXBwbGllZBgCIAMoCSJWChZMaXN0QXVkaXRFdmVudHNSZXF1ZXN0EhUKDWNhcGFiaWxpdHlfaWQYASABKAkSEQoJcGFnZV9zaXplGAIgASgFEhIKCnBhZ2VfdG9rZW4YAyABKAkiWgoXTGlzdEF1ZGl0RXZlbnRzUmVzcG9uc2USJgoGZXZlbnRzGAEgAygLMhYuc3luYXBzZS52MS5BdWRpdEV2ZW50EhcKD25leHRfcGFnZV90b2tlbhgCIAEoCSJQChlTZXRQZXJtaXNzaW9uR3JhbnRSZXF1ZXN0Eg4KBmtleV9pZBgBIAEoCRITCgtwZXJtaXNzaW9ucxgCIAMoCRIOCgZyZWFzb24YAyABKAkiSAoaU2V0UGVybWlzc2lvbkdyYW50UmVzcG9uc2USKgoFZ3JhbnQYASABKAsyGy5zeW5hcHNlLnYxLlBlcm1pc3Npb25HcmFudCJUChtMaXN0UGVybWlzc2lvbkdyYW50c1JlcXVlc3QSDgoGa2V5X2lkGAEgASgJEhEKCXBhZ2Vfc2l6ZRgCIAEoBRISCgpwYWdlX3Rva2VuGAMgASgJImQKHExpc3RQZXJtaXNzaW9uR3JhbnRzUmVzcG9uc2USKwoGZ3JhbnRzGAEgAygLMhsuc3luYXBzZS52MS5QZXJtaXNzaW9uR3JhbnQSFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJKmEKC0FnZW50SGVhbHRoEhwKGEFHRU5UX0hFQUxUSF9VTlNQRUNJRklFRBAAEhgKFEFHRU5UX0hFQUxUSF9IRUFMVEhZEAESGgoWQUdFTlRfSEVBTFRIX1VOSEVBTFRIWRACKqsCCg5DYXBhYmlsaXR5VHlwZRIfChtDQVBBQklMSVRZX1RZUEVfVU5TUEVDSUZJRUQQABIYChRDQVBBQklMSVRZX1RZUEVfUlVMRRABEhkKFUNBUEFCSUxJVFlfVFlQRV9TS0lMTBACEhcKE0NBUEFCSUxJVFlfVFlQRV9NQ1AQAxIYChRDQVBBQklMSVRZX1RZUEVfVEFTSxAEEiIKHkNBUEFCSUxJVFlfVFlQRV9EQVRBQkFTRV9RVUVSWRAFEiQKIENBUEFCSUxJVFlfVFlQRV9LTk9XTEVER0VfU0VBUkNIEAYSJAogQ0FQQUJJTElUWV9UWVBFX1JFUE9SVF9HRU5FUkFUT1IQBxIgChxDQVBBQklMSVRZX1RZUEVfTk9USUZJQ0FUSU9OEAgqtAEKEENhcGFiaWxpdHlTdGF0dXMSIQodQ0FQQUJJTElUWV9TVEFUVVNfVU5TUEVDSUZJRUQQABIcChhDQVBBQklMSVRZX1NUQVRVU19BQ1RJVkUQARIeChpDQVBBQklMSVRZX1NUQVRVU19JTkFDVElWRRACEh0KGUNBUEFCSUxJVFlfU1RBVFVTX09GRkxJTkUQAxIgChxDQVBBQklMSVRZX1NUQVRVU19ERVBSRUNBVEVEEAQqlQEKEENhcGFiaWxpdHlIZWFsdGgSIQodQ0FQQUJJTElUWV9IRUFMVEhfVU5TUEVDSUZJRUQQABIdChlDQVBBQklMSVRZX0hFQUxUSF9IRUFMVEhZEAESHgoaQ0FQQUJJTElUWV9IRUFMVEhfREVHUkFERUQQAhIfChtDQVBBQklMSVRZX0hFQUxUSF9VTkhFQUxUSFkQAyrgAQoOQXVkaXRFdmVudEtpbmQSIAocQVVESVRfRVZFTlRfS0lORF9VTlNQRUNJRklFRBAAEh8KG0FVRElUX0VWRU5UX0tJTkRfUkVHSVNURVJFRBABEiQKIEFVRElUX0VWRU5UX0tJTkRfVkVSU0lPTl9DSEFOR0VEEAISIwofQVVESVRfRVZFTlRfS0lORF9TVEFUVVNfQ0hBTkdFRBADEhwKGEFVRElUX0VWRU5UX0tJTkRfUkVGVVNFRBAEEiIKHkFVRElUX0VWRU5UX0tJTkRfR1JBTlRfQ0hBTkdFRBAFMqAKCg9SZWdpc3RyeVNlcnZpY2USRQoIUmVnaXN0ZXISGy5zeW5hcHNlLnYxLlJlZ2lzdGVyUmVxdWVzdBocLnN5bmFwc2UudjEuUmVnaXN0ZXJSZXNwb25zZRJLCgpEZXJlZ2lzdGVyEh0uc3luYXBzZS52MS5EZXJlZ2lzdGVyUmVxdWVzdBoeLnN5bmFwc2UudjEuRGVyZWdpc3RlclJlc3BvbnNlEkgKCUhlYXJ0YmVhdBIcLnN5bmFwc2UudjEuSGVhcnRiZWF0UmVxdWVzdBodLnN5bmFwc2UudjEuSGVhcnRiZWF0UmVzcG9uc2USUAoKRmluZEFnZW50cxIdLnN5bmFwc2UudjEuRmluZEFnZW50c1JlcXVlc3QaHi5zeW5hcHNlLnYxLkZpbmRBZ2VudHNSZXNwb25zZSIDkAIBEkoKCEdldEFnZW50Ehsuc3luYXBzZS52MS5HZXRBZ2VudFJlcXVlc3QaHC5zeW5hcHNlLnYxLkdldEFnZW50UmVzcG9uc2UiA5ACARJoChJFdmFsdWF0ZUNvbXBsaWFuY2USJS5zeW5hcHNlLnYxLkV2YWx1YXRlQ29tcGxpYW5jZVJlcXVlc3QaJi5zeW5hcHNlLnYxLkV2YWx1YXRlQ29tcGxpYW5jZVJlc3BvbnNlIgOQAgESYwoSUmVnaXN0ZXJDYXBhYmlsaXR5EiUuc3luYXBzZS52MS5SZWdpc3RlckNhcGFiaWxpdHlSZXF1ZXN0GiYuc3luYXBzZS52MS5SZWdpc3RlckNhcGFiaWxpdHlSZXNwb25zZRJZCg1HZXRDYXBhYmlsaXR5EiAuc3luYXBzZS52MS5HZXRDYXBhYmlsaXR5UmVxdWVzdBohLnN5bmFwc2UudjEuR2V0Q2FwYWJpbGl0eVJlc3BvbnNlIgOQAgESYgoQTGlzdENhcGFiaWxpdGllcxIjLnN5bmFwc2UudjEuTGlzdENhcGFiaWxpdGllc1JlcXVlc3QaJC5zeW5hcHNlLnYxLkxpc3RDYXBhYmlsaXRpZXNSZXNwb25zZSIDkAIBEmYKE1NldENhcGFiaWxpdHlTdGF0dXMSJi5zeW5hcHNlLnYxLlNldENhcGFiaWxpdHlTdGF0dXNSZXF1ZXN0Gicuc3luYXBzZS52MS5TZXRDYXBhYmlsaXR5U3RhdHVzUmVzcG9uc2USZQoRTWF0Y2hDYXBhYmlsaXRpZXMSJC5zeW5hcHNlLnYxLk1hdGNoQ2FwYWJpbGl0aWVzUmVxdWVzdBolLnN5bmFwc2UudjEuTWF0Y2hDYXBhYmlsaXRpZXNSZXNwb25zZSIDkAIBEl8KD0xpc3RBdWRpdEV2ZW50cxIiLnN5bmFwc2UudjEuTGlzdEF1ZGl0RXZlbnRzUmVxdWVzdBojLnN5bmFwc2UudjEuTGlzdEF1ZGl0RXZlbnRzUmVzcG9uc2UiA5ACARJjChJTZXRQZXJtaXNzaW9uR3JhbnQSJS5zeW5hcHNlLnYxLlNldFBlcm1pc3Npb25HcmFudFJlcXVlc3QaJi5zeW5hcHNlLnYxLlNldFBlcm1pc3Npb25HcmFudFJlc3BvbnNlEm4KFExpc3RQZXJtaXNzaW9uR3JhbnRzEicuc3luYXBzZS52MS5MaXN0UGVybWlzc2lvbkdyYW50c1JlcXVlc3QaKC5zeW5hcHNlLnYxLkxpc3RQZXJtaXNzaW9uR3JhbnRzUmVzcG9uc2UiA5ACAWIGcHJvdG8z", [file_google_protobuf_duration, file_google_protobuf_timestamp, file_synapse_v1_capabilities, file_synapse_v1_envelope]);
 
 /**
  * AgentRegistrationPayload is what an agent registers (the payload of a
@@ -331,6 +331,30 @@ export type GovernedCapability = Message<"synapse.v1.GovernedCapability"> & {
    * @generated from field: string task_type = 22;
    */
   taskType: string;
+
+  /**
+   * The agent id of the identity that controls this record: the one that
+   * registered it (for an agent's task types, that agent). Not to be
+   * confused with owner, the accountable team. Set by the registry; ignored
+   * in requests. Only this identity or a registry admin key may register
+   * new versions of the code, change the status, or retire it. Empty on a
+   * capability nobody registered over RPC (seeded in-process): only registry
+   * admins may change those.
+   *
+   * @generated from field: string owner_agent_id = 23;
+   */
+  ownerAgentId: string;
+
+  /**
+   * The key id (RFC 7638 thumbprint) the owner authenticated with: the owner
+   * is recognised by this key, not by its agent id alone. Empty when a
+   * registry admin listed the capability for another agent (owner_agent_id
+   * is then agent_id): that agent is recognised by the key the registry
+   * trusts for it (directory, trust store or pin).
+   *
+   * @generated from field: string owner_key_id = 24;
+   */
+  ownerKeyId: string;
 };
 
 /**
@@ -375,8 +399,9 @@ export type AuditEvent = Message<"synapse.v1.AuditEvent"> & {
   capabilityCode: string;
 
   /**
-   * Who made the change: the agent id of the bearer token, or
-   * "registry" for changes the registry made itself (leases, supersession).
+   * Who made (or attempted) the change: the agent id of the bearer token or
+   * of the agent's signed registration, or "registry" for changes the
+   * registry made itself (leases, supersession).
    *
    * @generated from field: string actor = 5;
    */
@@ -409,6 +434,32 @@ export type AuditEvent = Message<"synapse.v1.AuditEvent"> & {
    * @generated from field: string reason = 9;
    */
   reason: string;
+
+  /**
+   * The key id the actor authenticated with (RFC 7638 thumbprint); empty for
+   * "registry" and for changes made in-process.
+   *
+   * @generated from field: string actor_key_id = 10;
+   */
+  actorKeyId: string;
+
+  /**
+   * The operation that made or attempted the change: "RegisterCapability",
+   * "SetCapabilityStatus", "SetPermissionGrant", "Register" (an agent's
+   * registration listing its task types) or "Deregister" (an agent withdrawn,
+   * or dropped when its lease ran out); empty for events recorded before
+   * this field existed.
+   *
+   * @generated from field: string action = 11;
+   */
+  action: string;
+
+  /**
+   * GRANT_CHANGED, and REFUSED grant changes: the key id whose grant it is.
+   *
+   * @generated from field: string grantee_key_id = 12;
+   */
+  granteeKeyId: string;
 };
 
 /**
@@ -417,6 +468,59 @@ export type AuditEvent = Message<"synapse.v1.AuditEvent"> & {
  */
 export const AuditEventSchema: GenMessage<AuditEvent> = /*@__PURE__*/
   messageDesc(file_synapse_v1_registry, 4);
+
+/**
+ * PermissionGrant is what the registry grants one key: the permissions that
+ * MatchCapabilities counts for a caller authenticating with it (seed 003
+ * §5 step 6, §7 step 3). Registry admins manage grants.
+ *
+ * @generated from message synapse.v1.PermissionGrant
+ */
+export type PermissionGrant = Message<"synapse.v1.PermissionGrant"> & {
+  /**
+   * The grantee's key id (RFC 7638 thumbprint, as `synapse keygen` prints),
+   * or "*" for every authenticated caller.
+   *
+   * @generated from field: string key_id = 1;
+   */
+  keyId: string;
+
+  /**
+   * The permissions granted, for example "reimbursement:read"; sorted, no
+   * duplicates.
+   *
+   * @generated from field: repeated string permissions = 2;
+   */
+  permissions: string[];
+
+  /**
+   * Why, as the admin said when it last changed.
+   *
+   * @generated from field: string reason = 3;
+   */
+  reason: string;
+
+  /**
+   * The agent id of the admin who last changed it.
+   *
+   * @generated from field: string updated_by = 4;
+   */
+  updatedBy: string;
+
+  /**
+   * When it last changed.
+   *
+   * @generated from field: google.protobuf.Timestamp updated_at = 5;
+   */
+  updatedAt?: Timestamp | undefined;
+};
+
+/**
+ * Describes the message synapse.v1.PermissionGrant.
+ * Use `create(PermissionGrantSchema)` to create a new message.
+ */
+export const PermissionGrantSchema: GenMessage<PermissionGrant> = /*@__PURE__*/
+  messageDesc(file_synapse_v1_registry, 5);
 
 /**
  * Ontology is what a caller knows about its next step (seed 003 §4).
@@ -468,7 +572,7 @@ export type Ontology = Message<"synapse.v1.Ontology"> & {
  * Use `create(OntologySchema)` to create a new message.
  */
 export const OntologySchema: GenMessage<Ontology> = /*@__PURE__*/
-  messageDesc(file_synapse_v1_registry, 5);
+  messageDesc(file_synapse_v1_registry, 6);
 
 /**
  * CapabilityMatch is one candidate of a match, with why it matched.
@@ -510,7 +614,7 @@ export type CapabilityMatch = Message<"synapse.v1.CapabilityMatch"> & {
  * Use `create(CapabilityMatchSchema)` to create a new message.
  */
 export const CapabilityMatchSchema: GenMessage<CapabilityMatch> = /*@__PURE__*/
-  messageDesc(file_synapse_v1_registry, 6);
+  messageDesc(file_synapse_v1_registry, 7);
 
 /**
  * RegisterRequest carries the signed registration.
@@ -531,7 +635,7 @@ export type RegisterRequest = Message<"synapse.v1.RegisterRequest"> & {
  * Use `create(RegisterRequestSchema)` to create a new message.
  */
 export const RegisterRequestSchema: GenMessage<RegisterRequest> = /*@__PURE__*/
-  messageDesc(file_synapse_v1_registry, 7);
+  messageDesc(file_synapse_v1_registry, 8);
 
 /**
  * RegisterResponse is the directory entry.
@@ -566,7 +670,7 @@ export type RegisterResponse = Message<"synapse.v1.RegisterResponse"> & {
  * Use `create(RegisterResponseSchema)` to create a new message.
  */
 export const RegisterResponseSchema: GenMessage<RegisterResponse> = /*@__PURE__*/
-  messageDesc(file_synapse_v1_registry, 8);
+  messageDesc(file_synapse_v1_registry, 9);
 
 /**
  * DeregisterRequest carries the signed withdrawal.
@@ -587,7 +691,7 @@ export type DeregisterRequest = Message<"synapse.v1.DeregisterRequest"> & {
  * Use `create(DeregisterRequestSchema)` to create a new message.
  */
 export const DeregisterRequestSchema: GenMessage<DeregisterRequest> = /*@__PURE__*/
-  messageDesc(file_synapse_v1_registry, 9);
+  messageDesc(file_synapse_v1_registry, 10);
 
 /**
  * DeregisterResponse confirms the withdrawal.
@@ -608,7 +712,7 @@ export type DeregisterResponse = Message<"synapse.v1.DeregisterResponse"> & {
  * Use `create(DeregisterResponseSchema)` to create a new message.
  */
 export const DeregisterResponseSchema: GenMessage<DeregisterResponse> = /*@__PURE__*/
-  messageDesc(file_synapse_v1_registry, 10);
+  messageDesc(file_synapse_v1_registry, 11);
 
 /**
  * HeartbeatRequest carries a signed heartbeat.
@@ -629,7 +733,7 @@ export type HeartbeatRequest = Message<"synapse.v1.HeartbeatRequest"> & {
  * Use `create(HeartbeatRequestSchema)` to create a new message.
  */
 export const HeartbeatRequestSchema: GenMessage<HeartbeatRequest> = /*@__PURE__*/
-  messageDesc(file_synapse_v1_registry, 11);
+  messageDesc(file_synapse_v1_registry, 12);
 
 /**
  * HeartbeatResponse reports the renewed lease.
@@ -657,7 +761,7 @@ export type HeartbeatResponse = Message<"synapse.v1.HeartbeatResponse"> & {
  * Use `create(HeartbeatResponseSchema)` to create a new message.
  */
 export const HeartbeatResponseSchema: GenMessage<HeartbeatResponse> = /*@__PURE__*/
-  messageDesc(file_synapse_v1_registry, 12);
+  messageDesc(file_synapse_v1_registry, 13);
 
 /**
  * FindAgentsRequest filters the directory; every set filter must hold.
@@ -734,7 +838,7 @@ export type FindAgentsRequest = Message<"synapse.v1.FindAgentsRequest"> & {
  * Use `create(FindAgentsRequestSchema)` to create a new message.
  */
 export const FindAgentsRequestSchema: GenMessage<FindAgentsRequest> = /*@__PURE__*/
-  messageDesc(file_synapse_v1_registry, 13);
+  messageDesc(file_synapse_v1_registry, 14);
 
 /**
  * FindAgentsResponse is one page, healthy agents first.
@@ -762,7 +866,7 @@ export type FindAgentsResponse = Message<"synapse.v1.FindAgentsResponse"> & {
  * Use `create(FindAgentsResponseSchema)` to create a new message.
  */
 export const FindAgentsResponseSchema: GenMessage<FindAgentsResponse> = /*@__PURE__*/
-  messageDesc(file_synapse_v1_registry, 14);
+  messageDesc(file_synapse_v1_registry, 15);
 
 /**
  * GetAgentRequest names an agent.
@@ -783,7 +887,7 @@ export type GetAgentRequest = Message<"synapse.v1.GetAgentRequest"> & {
  * Use `create(GetAgentRequestSchema)` to create a new message.
  */
 export const GetAgentRequestSchema: GenMessage<GetAgentRequest> = /*@__PURE__*/
-  messageDesc(file_synapse_v1_registry, 15);
+  messageDesc(file_synapse_v1_registry, 16);
 
 /**
  * GetAgentResponse is the entry.
@@ -804,7 +908,7 @@ export type GetAgentResponse = Message<"synapse.v1.GetAgentResponse"> & {
  * Use `create(GetAgentResponseSchema)` to create a new message.
  */
 export const GetAgentResponseSchema: GenMessage<GetAgentResponse> = /*@__PURE__*/
-  messageDesc(file_synapse_v1_registry, 16);
+  messageDesc(file_synapse_v1_registry, 17);
 
 /**
  * EvaluateComplianceRequest names what to evaluate.
@@ -832,7 +936,7 @@ export type EvaluateComplianceRequest = Message<"synapse.v1.EvaluateComplianceRe
  * Use `create(EvaluateComplianceRequestSchema)` to create a new message.
  */
 export const EvaluateComplianceRequestSchema: GenMessage<EvaluateComplianceRequest> = /*@__PURE__*/
-  messageDesc(file_synapse_v1_registry, 17);
+  messageDesc(file_synapse_v1_registry, 18);
 
 /**
  * EvaluateComplianceResponse is the verdict.
@@ -867,7 +971,7 @@ export type EvaluateComplianceResponse = Message<"synapse.v1.EvaluateComplianceR
  * Use `create(EvaluateComplianceResponseSchema)` to create a new message.
  */
 export const EvaluateComplianceResponseSchema: GenMessage<EvaluateComplianceResponse> = /*@__PURE__*/
-  messageDesc(file_synapse_v1_registry, 18);
+  messageDesc(file_synapse_v1_registry, 19);
 
 /**
  * RegisterCapabilityRequest adds a capability.
@@ -888,7 +992,7 @@ export type RegisterCapabilityRequest = Message<"synapse.v1.RegisterCapabilityRe
  * Use `create(RegisterCapabilityRequestSchema)` to create a new message.
  */
 export const RegisterCapabilityRequestSchema: GenMessage<RegisterCapabilityRequest> = /*@__PURE__*/
-  messageDesc(file_synapse_v1_registry, 19);
+  messageDesc(file_synapse_v1_registry, 20);
 
 /**
  * RegisterCapabilityResponse is the stored capability.
@@ -909,7 +1013,7 @@ export type RegisterCapabilityResponse = Message<"synapse.v1.RegisterCapabilityR
  * Use `create(RegisterCapabilityResponseSchema)` to create a new message.
  */
 export const RegisterCapabilityResponseSchema: GenMessage<RegisterCapabilityResponse> = /*@__PURE__*/
-  messageDesc(file_synapse_v1_registry, 20);
+  messageDesc(file_synapse_v1_registry, 21);
 
 /**
  * GetCapabilityRequest names a capability.
@@ -930,7 +1034,7 @@ export type GetCapabilityRequest = Message<"synapse.v1.GetCapabilityRequest"> & 
  * Use `create(GetCapabilityRequestSchema)` to create a new message.
  */
 export const GetCapabilityRequestSchema: GenMessage<GetCapabilityRequest> = /*@__PURE__*/
-  messageDesc(file_synapse_v1_registry, 21);
+  messageDesc(file_synapse_v1_registry, 22);
 
 /**
  * GetCapabilityResponse is the capability.
@@ -951,7 +1055,7 @@ export type GetCapabilityResponse = Message<"synapse.v1.GetCapabilityResponse"> 
  * Use `create(GetCapabilityResponseSchema)` to create a new message.
  */
 export const GetCapabilityResponseSchema: GenMessage<GetCapabilityResponse> = /*@__PURE__*/
-  messageDesc(file_synapse_v1_registry, 22);
+  messageDesc(file_synapse_v1_registry, 23);
 
 /**
  * ListCapabilitiesRequest filters the catalogue.
@@ -1007,7 +1111,7 @@ export type ListCapabilitiesRequest = Message<"synapse.v1.ListCapabilitiesReques
  * Use `create(ListCapabilitiesRequestSchema)` to create a new message.
  */
 export const ListCapabilitiesRequestSchema: GenMessage<ListCapabilitiesRequest> = /*@__PURE__*/
-  messageDesc(file_synapse_v1_registry, 23);
+  messageDesc(file_synapse_v1_registry, 24);
 
 /**
  * ListCapabilitiesResponse is one page, ordered by code then version.
@@ -1035,7 +1139,7 @@ export type ListCapabilitiesResponse = Message<"synapse.v1.ListCapabilitiesRespo
  * Use `create(ListCapabilitiesResponseSchema)` to create a new message.
  */
 export const ListCapabilitiesResponseSchema: GenMessage<ListCapabilitiesResponse> = /*@__PURE__*/
-  messageDesc(file_synapse_v1_registry, 24);
+  messageDesc(file_synapse_v1_registry, 25);
 
 /**
  * SetCapabilityStatusRequest changes a status.
@@ -1077,7 +1181,7 @@ export type SetCapabilityStatusRequest = Message<"synapse.v1.SetCapabilityStatus
  * Use `create(SetCapabilityStatusRequestSchema)` to create a new message.
  */
 export const SetCapabilityStatusRequestSchema: GenMessage<SetCapabilityStatusRequest> = /*@__PURE__*/
-  messageDesc(file_synapse_v1_registry, 25);
+  messageDesc(file_synapse_v1_registry, 26);
 
 /**
  * SetCapabilityStatusResponse is the changed capability.
@@ -1098,7 +1202,7 @@ export type SetCapabilityStatusResponse = Message<"synapse.v1.SetCapabilityStatu
  * Use `create(SetCapabilityStatusResponseSchema)` to create a new message.
  */
 export const SetCapabilityStatusResponseSchema: GenMessage<SetCapabilityStatusResponse> = /*@__PURE__*/
-  messageDesc(file_synapse_v1_registry, 26);
+  messageDesc(file_synapse_v1_registry, 27);
 
 /**
  * MatchCapabilitiesRequest describes the caller's situation.
@@ -1114,7 +1218,10 @@ export type MatchCapabilitiesRequest = Message<"synapse.v1.MatchCapabilitiesRequ
   ontology?: Ontology | undefined;
 
   /**
-   * The permissions the caller holds; capabilities needing others are left out.
+   * At most these: when set, only the permissions the registry grants the
+   * caller that are also listed here count (to match for someone with fewer
+   * rights). A permission listed but not granted is ignored: listing one
+   * never adds it.
    *
    * @generated from field: repeated string permissions = 2;
    */
@@ -1133,7 +1240,7 @@ export type MatchCapabilitiesRequest = Message<"synapse.v1.MatchCapabilitiesRequ
  * Use `create(MatchCapabilitiesRequestSchema)` to create a new message.
  */
 export const MatchCapabilitiesRequestSchema: GenMessage<MatchCapabilitiesRequest> = /*@__PURE__*/
-  messageDesc(file_synapse_v1_registry, 27);
+  messageDesc(file_synapse_v1_registry, 28);
 
 /**
  * MatchCapabilitiesResponse ranks the candidates.
@@ -1147,6 +1254,15 @@ export type MatchCapabilitiesResponse = Message<"synapse.v1.MatchCapabilitiesRes
    * @generated from field: repeated synapse.v1.CapabilityMatch candidates = 1;
    */
   candidates: CapabilityMatch[];
+
+  /**
+   * The permissions matching counted (step 6): those granted to the
+   * caller's key and to "*", narrowed by the request's permissions; sorted.
+   * Empty without a bearer token.
+   *
+   * @generated from field: repeated string permissions_applied = 2;
+   */
+  permissionsApplied: string[];
 };
 
 /**
@@ -1154,7 +1270,7 @@ export type MatchCapabilitiesResponse = Message<"synapse.v1.MatchCapabilitiesRes
  * Use `create(MatchCapabilitiesResponseSchema)` to create a new message.
  */
 export const MatchCapabilitiesResponseSchema: GenMessage<MatchCapabilitiesResponse> = /*@__PURE__*/
-  messageDesc(file_synapse_v1_registry, 28);
+  messageDesc(file_synapse_v1_registry, 29);
 
 /**
  * ListAuditEventsRequest pages the audit trail.
@@ -1189,7 +1305,7 @@ export type ListAuditEventsRequest = Message<"synapse.v1.ListAuditEventsRequest"
  * Use `create(ListAuditEventsRequestSchema)` to create a new message.
  */
 export const ListAuditEventsRequestSchema: GenMessage<ListAuditEventsRequest> = /*@__PURE__*/
-  messageDesc(file_synapse_v1_registry, 29);
+  messageDesc(file_synapse_v1_registry, 30);
 
 /**
  * ListAuditEventsResponse is one page, oldest first.
@@ -1217,7 +1333,128 @@ export type ListAuditEventsResponse = Message<"synapse.v1.ListAuditEventsRespons
  * Use `create(ListAuditEventsResponseSchema)` to create a new message.
  */
 export const ListAuditEventsResponseSchema: GenMessage<ListAuditEventsResponse> = /*@__PURE__*/
-  messageDesc(file_synapse_v1_registry, 30);
+  messageDesc(file_synapse_v1_registry, 31);
+
+/**
+ * SetPermissionGrantRequest replaces one key's grant.
+ *
+ * @generated from message synapse.v1.SetPermissionGrantRequest
+ */
+export type SetPermissionGrantRequest = Message<"synapse.v1.SetPermissionGrantRequest"> & {
+  /**
+   * The grantee's key id (43 characters, RFC 7638 thumbprint), or "*" for
+   * every authenticated caller.
+   *
+   * @generated from field: string key_id = 1;
+   */
+  keyId: string;
+
+  /**
+   * The permissions to grant (at most 256, each 1 to 256 characters without
+   * whitespace); empty removes the grant.
+   *
+   * @generated from field: repeated string permissions = 2;
+   */
+  permissions: string[];
+
+  /**
+   * Why; recorded in the grant and the audit event.
+   *
+   * @generated from field: string reason = 3;
+   */
+  reason: string;
+};
+
+/**
+ * Describes the message synapse.v1.SetPermissionGrantRequest.
+ * Use `create(SetPermissionGrantRequestSchema)` to create a new message.
+ */
+export const SetPermissionGrantRequestSchema: GenMessage<SetPermissionGrantRequest> = /*@__PURE__*/
+  messageDesc(file_synapse_v1_registry, 32);
+
+/**
+ * SetPermissionGrantResponse is the grant as stored now.
+ *
+ * @generated from message synapse.v1.SetPermissionGrantResponse
+ */
+export type SetPermissionGrantResponse = Message<"synapse.v1.SetPermissionGrantResponse"> & {
+  /**
+   * The grant; no permissions when it was removed.
+   *
+   * @generated from field: synapse.v1.PermissionGrant grant = 1;
+   */
+  grant?: PermissionGrant | undefined;
+};
+
+/**
+ * Describes the message synapse.v1.SetPermissionGrantResponse.
+ * Use `create(SetPermissionGrantResponseSchema)` to create a new message.
+ */
+export const SetPermissionGrantResponseSchema: GenMessage<SetPermissionGrantResponse> = /*@__PURE__*/
+  messageDesc(file_synapse_v1_registry, 33);
+
+/**
+ * ListPermissionGrantsRequest pages the grants.
+ *
+ * @generated from message synapse.v1.ListPermissionGrantsRequest
+ */
+export type ListPermissionGrantsRequest = Message<"synapse.v1.ListPermissionGrantsRequest"> & {
+  /**
+   * Only this key's grant.
+   *
+   * @generated from field: string key_id = 1;
+   */
+  keyId: string;
+
+  /**
+   * Page size; 0 means 100; at most 1000.
+   *
+   * @generated from field: int32 page_size = 2;
+   */
+  pageSize: number;
+
+  /**
+   * The next_page_token of the previous page.
+   *
+   * @generated from field: string page_token = 3;
+   */
+  pageToken: string;
+};
+
+/**
+ * Describes the message synapse.v1.ListPermissionGrantsRequest.
+ * Use `create(ListPermissionGrantsRequestSchema)` to create a new message.
+ */
+export const ListPermissionGrantsRequestSchema: GenMessage<ListPermissionGrantsRequest> = /*@__PURE__*/
+  messageDesc(file_synapse_v1_registry, 34);
+
+/**
+ * ListPermissionGrantsResponse is one page, ordered by key id.
+ *
+ * @generated from message synapse.v1.ListPermissionGrantsResponse
+ */
+export type ListPermissionGrantsResponse = Message<"synapse.v1.ListPermissionGrantsResponse"> & {
+  /**
+   * The grants.
+   *
+   * @generated from field: repeated synapse.v1.PermissionGrant grants = 1;
+   */
+  grants: PermissionGrant[];
+
+  /**
+   * For the next page; empty on the last.
+   *
+   * @generated from field: string next_page_token = 2;
+   */
+  nextPageToken: string;
+};
+
+/**
+ * Describes the message synapse.v1.ListPermissionGrantsResponse.
+ * Use `create(ListPermissionGrantsResponseSchema)` to create a new message.
+ */
+export const ListPermissionGrantsResponseSchema: GenMessage<ListPermissionGrantsResponse> = /*@__PURE__*/
+  messageDesc(file_synapse_v1_registry, 35);
 
 /**
  * AgentHealth is a registered agent's lease state.
@@ -1451,6 +1688,23 @@ export enum AuditEventKind {
    * @generated from enum value: AUDIT_EVENT_KIND_STATUS_CHANGED = 3;
    */
   STATUS_CHANGED = 3,
+
+  /**
+   * A change was refused because the caller may not make it: action says
+   * what was attempted, from the value now, to the value asked for, reason
+   * why. The call answered PERMISSION_DENIED. Nothing else changed.
+   *
+   * @generated from enum value: AUDIT_EVENT_KIND_REFUSED = 4;
+   */
+  REFUSED = 4,
+
+  /**
+   * A registry admin changed a permission grant: grantee_key_id whose, from
+   * and to the permissions before and after (comma-separated, sorted).
+   *
+   * @generated from enum value: AUDIT_EVENT_KIND_GRANT_CHANGED = 5;
+   */
+  GRANT_CHANGED = 5,
 }
 
 /**
@@ -1462,8 +1716,11 @@ export const AuditEventKindSchema: GenEnum<AuditEventKind> = /*@__PURE__*/
 /**
  * RegistryService is the agent directory and the governed capability
  * catalogue. Writes that change the catalogue need a bearer token (see
- * P2PService); agent registration is authenticated by its signed envelope;
- * reads are public.
+ * P2PService) and authorization: a capability's owner or a registry admin
+ * key (docs/PROTOCOL.md §6.3); a refusal is PERMISSION_DENIED and audited.
+ * Agent registration is authenticated by its signed envelope; reads are
+ * public, and MatchCapabilities counts the permissions granted to the key of
+ * its bearer token, if any.
  *
  * @generated from service synapse.v1.RegistryService
  */
@@ -1535,7 +1792,10 @@ export const RegistryService: GenService<{
   },
   /**
    * Adds a capability (or a new version of one) under the governance rules
-   * of seed 003 §8; a rule broken is INVALID_ARGUMENT naming the rule.
+   * of seed 003 §8; a rule broken is INVALID_ARGUMENT naming the rule. A
+   * new code without agent_id (a static capability) needs a registry admin;
+   * a capability with agent_id needs that agent (or an admin); a new
+   * version or a re-registration needs the owner (or an admin).
    *
    * @generated from rpc synapse.v1.RegistryService.RegisterCapability
    */
@@ -1565,7 +1825,8 @@ export const RegistryService: GenService<{
     output: typeof ListCapabilitiesResponseSchema;
   },
   /**
-   * Changes a capability's status (and optionally its health); audited.
+   * Changes a capability's status (and optionally its health); audited. The
+   * owner or a registry admin only.
    *
    * @generated from rpc synapse.v1.RegistryService.SetCapabilityStatus
    */
@@ -1575,8 +1836,10 @@ export const RegistryService: GenService<{
     output: typeof SetCapabilityStatusResponseSchema;
   },
   /**
-   * Ranks the capabilities that fit an ontology and the caller's
-   * permissions, in the 8-step order of seed 003 §5.
+   * Ranks the capabilities that fit an ontology and the permissions the
+   * registry grants the caller, in the 8-step order of seed 003 §5. With
+   * no bearer token, only capabilities that need no permission match; a
+   * bearer token that does not verify is UNAUTHENTICATED.
    *
    * @generated from rpc synapse.v1.RegistryService.MatchCapabilities
    */
@@ -1594,6 +1857,27 @@ export const RegistryService: GenService<{
     methodKind: "unary";
     input: typeof ListAuditEventsRequestSchema;
     output: typeof ListAuditEventsResponseSchema;
+  },
+  /**
+   * Sets the permissions granted to a key, replacing what it had (none
+   * removes the grant). Registry admins only; audited as GRANT_CHANGED.
+   *
+   * @generated from rpc synapse.v1.RegistryService.SetPermissionGrant
+   */
+  setPermissionGrant: {
+    methodKind: "unary";
+    input: typeof SetPermissionGrantRequestSchema;
+    output: typeof SetPermissionGrantResponseSchema;
+  },
+  /**
+   * The permission grants, ordered by key id, paged.
+   *
+   * @generated from rpc synapse.v1.RegistryService.ListPermissionGrants
+   */
+  listPermissionGrants: {
+    methodKind: "unary";
+    input: typeof ListPermissionGrantsRequestSchema;
+    output: typeof ListPermissionGrantsResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_synapse_v1_registry, 0);

@@ -2,6 +2,7 @@
 import { capabilities } from "./capabilities.js";
 import { decode } from "./decode.js";
 import { keygen } from "./keygen.js";
+import { permissions } from "./permissions.js";
 import { agents, audit, capability, compliance } from "./registry.js";
 import { cancel, decide, provideInfo } from "./respond.js";
 import { serve } from "./serve.js";
@@ -34,4 +35,5 @@ export const commands: Record<string, Command> = {
   compliance: { summary: "evaluate interfaces against the 18 standard interfaces", run: compliance },
   capability: { summary: "register, list, change and match governed capabilities", run: capability },
   audit: { summary: "show a registry's capability audit trail", run: audit },
+  permissions: { summary: "grant, revoke and list the permissions a registry grants keys", run: permissions },
 };

@@ -6,6 +6,7 @@ import { readFile } from "node:fs/promises";
 import { CapabilitiesService, Compliance, TransportMode } from "../../../gen/synapse/v1/capabilities_pb.js";
 import {
   AgentHealth,
+  AuditEventKind,
   AuditEventSchema,
   CapabilityHealth,
   CapabilityMatchSchema,
@@ -39,14 +40,18 @@ export const capabilityUsage = `usage: synapse capability register REGISTRY_URL 
        synapse capability list     REGISTRY_URL [--domain D] [--code C] [--status S ...]
        synapse capability status   REGISTRY_URL ID --status active|inactive|offline|deprecated [--reason R] [--health healthy|degraded|unhealthy]
        synapse capability match    REGISTRY_URL [--next-step S] [--domain D] [--scenario S] [--intent I]
-                                   [--risk-signal X ...] [--permission P ...] [--limit N]
-Every form takes --json. register and status need your key (a bearer token is made from SYNAPSE_HOME).`;
+                                   [--risk-signal X ...] [--permission P ...] [--limit N] [--anonymous]
+Every form takes --json. register, status and match use your key (a bearer token is made from SYNAPSE_HOME).
+Only a capability's owner (the identity that registered it) or a registry admin key may
+register versions of it or change its status; capabilities without agent_id are added by admins.
+match counts the permissions the registry grants your key (see \`synapse permissions\`);
+--permission narrows them, it never adds one; --anonymous matches as nobody (no permissions).`;
 
 export const auditUsage = `usage: synapse audit REGISTRY_URL [--capability ID] [--page-size N] [--json]
 
 The catalogue's audit trail (who changed which version or status, when, from, to).`;
 
-function registry(url: string, protocol: string | undefined): Client<typeof RegistryService> {
+export function registry(url: string, protocol: string | undefined): Client<typeof RegistryService> {
   return createClient(RegistryService, createTransport(url, { protocol: parseProtocol(protocol) }));
 }
 
@@ -58,7 +63,7 @@ function enumValue<E extends Record<string, string | number>>(enumObject: E, pre
 }
 
 /** A bearer token for the registry, made with the user's key. */
-async function writeHeaders(url: string, values: { home?: string; protocol?: string }): Promise<Record<string, string>> {
+export async function writeHeaders(url: string, values: { home?: string; protocol?: string }): Promise<Record<string, string>> {
   const { identity } = await loadOrCreateIdentity(synapseHome(values.home), { agentName: "synapse command line" });
   const registryAgent = (await createClient(CapabilitiesService, createTransport(url, { protocol: parseProtocol(values.protocol) })).getCapabilities({})).capabilities;
   const token = await issueToken(identity.key, { agentId: identity.agentId, audience: registryAgent?.agentId ?? "" });
@@ -69,7 +74,8 @@ const lower = (name: string | undefined) => (name ?? "").toLowerCase();
 const levelName = (level: Compliance) => (level === Compliance.UNSPECIFIED ? "below basic" : lower(Compliance[level]));
 
 function describeCapability(capability: GovernedCapability): string {
-  return `${capability.id}  ${capability.code} ${capability.version}  ${lower(CapabilityStatus[capability.status])}  ${capability.domain || "-"}  owner ${capability.owner}`;
+  const by = capability.ownerAgentId || capability.agentId;
+  return `${capability.id}  ${capability.code} ${capability.version}  ${lower(CapabilityStatus[capability.status])}  ${capability.domain || "-"}  owner ${capability.owner}${by ? `  registered by ${by}` : ""}`;
 }
 
 export async function agents(argv: string[]): Promise<number> {
@@ -172,6 +178,7 @@ export async function capability(argv: string[]): Promise<number> {
       "risk-signal": { type: "string", multiple: true },
       permission: { type: "string", multiple: true },
       limit: { type: "string" },
+      anonymous: { type: "boolean" },
     },
     capabilityUsage,
   );
@@ -215,15 +222,19 @@ export async function capability(argv: string[]): Promise<number> {
       return 0;
     }
     case "match": {
-      const { candidates } = await client.matchCapabilities({
-        ontology: { nextStep: values["next-step"] ?? "", domain: values.domain ?? "", scenario: values.scenario ?? "", intent: values.intent ?? "", riskSignals: values["risk-signal"] ?? [] },
-        permissions: values.permission ?? [],
-        limit: integerOption(values.limit, "--limit") ?? 0,
-      });
+      const { candidates, permissionsApplied } = await client.matchCapabilities(
+        {
+          ontology: { nextStep: values["next-step"] ?? "", domain: values.domain ?? "", scenario: values.scenario ?? "", intent: values.intent ?? "", riskSignals: values["risk-signal"] ?? [] },
+          permissions: values.permission ?? [],
+          limit: integerOption(values.limit, "--limit") ?? 0,
+        },
+        values.anonymous ? {} : { headers: await writeHeaders(url, values) },
+      );
       if (values.json) {
-        printJson({ candidates: candidates.map((c) => toJson(CapabilityMatchSchema, c)) });
+        printJson({ candidates: candidates.map((c) => toJson(CapabilityMatchSchema, c)), permissions_applied: permissionsApplied });
         return 0;
       }
+      printLine(`permissions counted: ${permissionsApplied.length > 0 ? permissionsApplied.join(", ") : "none"}`);
       for (const candidate of candidates) {
         printLine(`#${candidate.rank} ${describeCapability(candidate.capability!)}  score ${candidate.score}`);
         for (const reason of candidate.reasons) printLine(`    ${reason}`);
@@ -250,7 +261,13 @@ export async function audit(argv: string[]): Promise<number> {
   }
   for (const event of page.events) {
     const at = event.at ? new Date(Number(event.at.seconds) * 1000).toISOString() : "";
-    printLine(`${event.id} ${at} ${event.actor}: ${event.capabilityId} ${event.from || "-"} -> ${event.to}${event.reason ? ` (${event.reason})` : ""}`);
+    const what =
+      event.kind === AuditEventKind.REFUSED
+        ? `REFUSED ${event.action} ${event.capabilityId || `grant of ${event.granteeKeyId}`}`
+        : event.kind === AuditEventKind.GRANT_CHANGED
+          ? `grant of ${event.granteeKeyId}`
+          : event.capabilityId;
+    printLine(`${event.id} ${at} ${event.actor}: ${what} ${event.from || "-"} -> ${event.to || "-"}${event.reason ? ` (${event.reason})` : ""}`);
   }
   return 0;
 }

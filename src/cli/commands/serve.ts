@@ -6,6 +6,7 @@ import { referenceHandlers } from "../../agent/reference/index.js";
 import { DEFAULT_MAX_FILE_SIZE, defaultAgentCapabilities, type P2PConfig } from "../../capabilities/defaults.js";
 import type { TrustPolicy } from "../../envelope/trust.js";
 import { PinnedKeys, TrustChain, TrustStore } from "../../envelope/trust-sources.js";
+import { isKeyId } from "../../registry/catalogue-access.js";
 import { joinRegistry } from "../../registry/join.js";
 import { Registry } from "../../registry/registry.js";
 import { DirectoryTrust, RegistryTrust } from "../../registry/registry-trust.js";
@@ -23,7 +24,7 @@ import { durationOption, integerOption, parse, UsageError } from "../args.js";
 export const serveUsage = `usage: synapse serve [--host H] [--port P] [--data-dir DIR] [--tls-cert FILE --tls-key FILE]
                      [--store sqlite|sqlite:PATH|postgres://...|memory] [--fsync normal|full] [--retention DURATION] [--run-lease SECONDS]
                      [--trust-store FILE [--tofu]] [--trust-registry URL] [--agent-id ID] [--agent-name NAME] [--system-id ID]
-                     [--registry [--lease SECONDS]] [--join URL [--advertise-url URL]]
+                     [--registry [--lease SECONDS] [--registry-admin KEY_ID]...] [--join URL [--advertise-url URL]]
                      [--allow-outbound CIDR|IP|HOST|*.DOMAIN]...
                      [--max-file-size BYTES] [--max-concurrent-tasks N] [--max-task-duration SECONDS]
                      [--task-timeout SECONDS] [--heartbeat-interval SECONDS] [--clock-skew SECONDS]
@@ -51,7 +52,12 @@ Senders' keys are pinned on first use (in the store). With
 registered there.
 
 --registry hosts RegistryService (agent directory and capability catalogue)
-beside the agent; agents must heartbeat within --lease (default 30 s). --join URL
+beside the agent; agents must heartbeat within --lease (default 30 s).
+--registry-admin KEY_ID (repeatable) names an operator key: the key id (the
+43-character RFC 7638 thumbprint \`synapse keygen\` prints), never an agent id.
+Admins may add static capabilities, change any capability and grant the
+permissions matching counts (\`synapse permissions\`); everyone else may change
+only the capabilities it registered. --join URL
 registers this agent at that registry on start (reachable at --advertise-url,
 default the listening URL), keeps the lease, and deregisters on shutdown.
 
@@ -138,6 +144,7 @@ export async function serve(argv: string[]): Promise<number> {
       "trust-registry": { type: "string" },
       registry: { type: "boolean" },
       lease: { type: "string" },
+      "registry-admin": { type: "string", multiple: true },
       store: { type: "string" },
       fsync: { type: "string" },
       retention: { type: "string" },
@@ -155,6 +162,13 @@ export async function serve(argv: string[]): Promise<number> {
   }
   if ((values["tls-cert"] === undefined) !== (values["tls-key"] === undefined)) {
     throw new UsageError(`--tls-cert and --tls-key go together\n\n${serveUsage}`);
+  }
+  const admins = values["registry-admin"] ?? [];
+  if (admins.length > 0 && !values.registry) throw new UsageError(`--registry-admin goes with --registry\n\n${serveUsage}`);
+  for (const admin of admins) {
+    if (!isKeyId(admin)) {
+      throw new UsageError(`--registry-admin takes a key id (43 characters, as \`synapse keygen\` prints), not ${JSON.stringify(admin)}\n\n${serveUsage}`);
+    }
   }
   const logger = createLogger({ level: values["log-level"] });
   let outbound: OutboundPolicy;
@@ -219,6 +233,7 @@ export async function serve(argv: string[]): Promise<number> {
           logger,
           clockSkewMs: agent.clockSkewMs,
           leaseMs: seconds("lease"),
+          admins,
           outbound,
           storage: { directory: storage.directory, catalogue: storage.catalogue, messages: storage.tasks },
         })

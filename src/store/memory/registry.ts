@@ -1,5 +1,5 @@
 // The in-memory directory, catalogue and pin stores (tests and embedding).
-import type { AuditEvent, GovernedCapability } from "../../../gen/synapse/v1/registry_pb.js";
+import type { AuditEvent, GovernedCapability, PermissionGrant } from "../../../gen/synapse/v1/registry_pb.js";
 import type { PinnedKey, PinStore } from "../pins.js";
 import type {
   CatalogueState,
@@ -74,6 +74,7 @@ export class MemoryDirectoryStorage implements DirectoryStorage {
 export class MemoryCatalogueStorage implements CatalogueStorage, CatalogueState {
   private readonly records = new Map<string, GovernedCapability>();
   private readonly trail: AuditEvent[] = [];
+  private readonly granted = new Map<string, PermissionGrant>();
   private queue: Promise<unknown> = Promise.resolve();
 
   getCapability(id: string): GovernedCapability | undefined {
@@ -88,11 +89,23 @@ export class MemoryCatalogueStorage implements CatalogueStorage, CatalogueState 
     return this.trail.length;
   }
 
+  getGrant(keyId: string): PermissionGrant | undefined {
+    return this.granted.get(keyId);
+  }
+
+  grants(): Iterable<PermissionGrant> {
+    return this.granted.values();
+  }
+
   update<T>(work: (state: CatalogueState) => CatalogueWrites<T>): Promise<T> {
     // One operation at a time, like the durable stores' transactions.
     const run = this.queue.then(() => {
       const writes = work(this);
       for (const capability of writes.capabilities) this.records.set(capability.id, capability);
+      for (const grant of writes.grants ?? []) {
+        if (grant.permissions.length === 0) this.granted.delete(grant.keyId);
+        else this.granted.set(grant.keyId, grant);
+      }
       this.trail.push(...writes.events);
       return writes.result;
     });

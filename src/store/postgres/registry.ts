@@ -1,10 +1,18 @@
 // Pinned keys, the registry's directory and its capability catalogue in
 // PostgreSQL, shared by several registry instances. Catalogue operations
-// take an advisory lock and re-read the records when another instance
-// changed them (a version counter says so); the audit trail stays on disk.
+// take an advisory lock and re-read the records and grants when another
+// instance changed them (a version counter says so); the audit trail stays
+// on disk.
 import { fromBinary, toBinary } from "@bufbuild/protobuf";
 import type pg from "pg";
-import { AuditEventSchema, GovernedCapabilitySchema, RegisteredAgentSchema, type GovernedCapability } from "../../../gen/synapse/v1/registry_pb.js";
+import {
+  AuditEventSchema,
+  GovernedCapabilitySchema,
+  PermissionGrantSchema,
+  RegisteredAgentSchema,
+  type GovernedCapability,
+  type PermissionGrant,
+} from "../../../gen/synapse/v1/registry_pb.js";
 import type { PinnedKey, PinStore } from "../pins.js";
 import type {
   CatalogueState,
@@ -118,8 +126,17 @@ export class PostgresDirectoryStorage implements DirectoryStorage {
 class Snapshot implements CatalogueState {
   constructor(
     readonly records: Map<string, GovernedCapability>,
+    readonly granted: Map<string, PermissionGrant>,
     readonly sequence: number,
   ) {}
+
+  getGrant(keyId: string): PermissionGrant | undefined {
+    return this.granted.get(keyId);
+  }
+
+  grants(): Iterable<PermissionGrant> {
+    return this.granted.values();
+  }
 
   getCapability(id: string): GovernedCapability | undefined {
     return this.records.get(id);
@@ -135,7 +152,7 @@ class Snapshot implements CatalogueState {
 }
 
 export class PostgresCatalogueStorage implements CatalogueStorage {
-  private snapshot = new Snapshot(new Map(), 0);
+  private snapshot = new Snapshot(new Map(), new Map(), 0);
   private version = -1;
 
   constructor(private readonly pool: pg.Pool) {}
@@ -149,8 +166,13 @@ export class PostgresCatalogueStorage implements CatalogueStorage {
       const record = fromBinary(GovernedCapabilitySchema, row.record);
       records.set(record.id, record);
     }
+    const granted = new Map<string, PermissionGrant>();
+    for (const row of (await client.query<{ record: Buffer }>("SELECT record FROM catalogue_grants")).rows) {
+      const grant = fromBinary(PermissionGrantSchema, row.record);
+      granted.set(grant.keyId, grant);
+    }
     const sequence = Number((await client.query("SELECT COALESCE(MAX(sequence), 0) AS n FROM catalogue_audit")).rows[0].n);
-    this.snapshot = new Snapshot(records, sequence);
+    this.snapshot = new Snapshot(records, granted, sequence);
     this.version = version;
     return this.snapshot;
   }
@@ -166,6 +188,15 @@ export class PostgresCatalogueStorage implements CatalogueStorage {
           Buffer.from(toBinary(GovernedCapabilitySchema, capability)),
         ]);
       }
+      for (const grant of writes.grants ?? []) {
+        if (grant.permissions.length === 0) await client.query("DELETE FROM catalogue_grants WHERE key_id = $1", [grant.keyId]);
+        else {
+          await client.query("INSERT INTO catalogue_grants (key_id, record) VALUES ($1, $2) ON CONFLICT (key_id) DO UPDATE SET record = EXCLUDED.record", [
+            grant.keyId,
+            Buffer.from(toBinary(PermissionGrantSchema, grant)),
+          ]);
+        }
+      }
       let sequence = state.sequence;
       for (const event of writes.events) {
         sequence++;
@@ -176,7 +207,12 @@ export class PostgresCatalogueStorage implements CatalogueStorage {
       this.version = -1;
       const records = new Map(state.records);
       for (const capability of writes.capabilities) records.set(capability.id, capability);
-      const next = new Snapshot(records, sequence);
+      const granted = new Map(state.granted);
+      for (const grant of writes.grants ?? []) {
+        if (grant.permissions.length === 0) granted.delete(grant.keyId);
+        else granted.set(grant.keyId, grant);
+      }
+      const next = new Snapshot(records, granted, sequence);
       return { result: writes.result, next, version };
     }).then(({ result, next, version }) => {
       this.snapshot = next;

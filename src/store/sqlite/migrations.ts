@@ -145,4 +145,14 @@ CREATE TABLE catalogue_meta (
 INSERT INTO catalogue_meta (id, version) VALUES (1, 0);
 `,
   },
+  {
+    version: 2,
+    description: "permission grants of the capability catalogue",
+    sql: `
+CREATE TABLE catalogue_grants (
+  key_id TEXT PRIMARY KEY,
+  record BLOB NOT NULL
+) WITHOUT ROWID;
+`,
+  },
 ];

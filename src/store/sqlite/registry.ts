@@ -1,9 +1,16 @@
 // Pinned keys, the registry's directory and its capability catalogue in
 // SQLite. The catalogue is small and read whole by every match, so its
-// records stay decoded in memory; the audit trail stays on disk.
+// records and grants stay decoded in memory; the audit trail stays on disk.
 import { fromBinary, toBinary } from "@bufbuild/protobuf";
 import type Database from "better-sqlite3";
-import { AuditEventSchema, GovernedCapabilitySchema, RegisteredAgentSchema, type GovernedCapability } from "../../../gen/synapse/v1/registry_pb.js";
+import {
+  AuditEventSchema,
+  GovernedCapabilitySchema,
+  PermissionGrantSchema,
+  RegisteredAgentSchema,
+  type GovernedCapability,
+  type PermissionGrant,
+} from "../../../gen/synapse/v1/registry_pb.js";
 import type { PinnedKey, PinStore } from "../pins.js";
 import type {
   CatalogueState,
@@ -124,6 +131,7 @@ export class SqliteDirectoryStorage implements DirectoryStorage {
 /** The catalogue's records, decoded once and kept current by the process that owns the database. */
 export class SqliteCatalogueStorage implements CatalogueStorage, CatalogueState {
   private readonly records = new Map<string, GovernedCapability>();
+  private readonly granted = new Map<string, PermissionGrant>();
   private lastSequence: number;
   private queue: Promise<unknown> = Promise.resolve();
   private readonly sql;
@@ -133,12 +141,18 @@ export class SqliteCatalogueStorage implements CatalogueStorage, CatalogueState 
       upsert: db.prepare("INSERT INTO catalogue_capabilities (id, record) VALUES (?, ?) ON CONFLICT (id) DO UPDATE SET record = excluded.record"),
       appendAudit: db.prepare("INSERT INTO catalogue_audit (sequence, capability_id, event) VALUES (?, ?, ?)"),
       bump: db.prepare("UPDATE catalogue_meta SET version = version + 1 WHERE id = 1"),
+      putGrant: db.prepare("INSERT INTO catalogue_grants (key_id, record) VALUES (?, ?) ON CONFLICT (key_id) DO UPDATE SET record = excluded.record"),
+      deleteGrant: db.prepare("DELETE FROM catalogue_grants WHERE key_id = ?"),
       audit: db.prepare("SELECT sequence, event FROM catalogue_audit WHERE sequence > ? ORDER BY sequence LIMIT ?"),
       auditOf: db.prepare("SELECT sequence, event FROM catalogue_audit WHERE capability_id = ? AND sequence > ? ORDER BY sequence LIMIT ?"),
     };
     for (const row of db.prepare("SELECT record FROM catalogue_capabilities").all() as Array<{ record: Buffer }>) {
       const record = fromBinary(GovernedCapabilitySchema, row.record);
       this.records.set(record.id, record);
+    }
+    for (const row of db.prepare("SELECT record FROM catalogue_grants").all() as Array<{ record: Buffer }>) {
+      const grant = fromBinary(PermissionGrantSchema, row.record);
+      this.granted.set(grant.keyId, grant);
     }
     this.lastSequence = (db.prepare("SELECT COALESCE(MAX(sequence), 0) AS n FROM catalogue_audit").get() as { n: number }).n;
   }
@@ -155,17 +169,33 @@ export class SqliteCatalogueStorage implements CatalogueStorage, CatalogueState 
     return this.lastSequence;
   }
 
+  getGrant(keyId: string): PermissionGrant | undefined {
+    return this.granted.get(keyId);
+  }
+
+  grants(): Iterable<PermissionGrant> {
+    return this.granted.values();
+  }
+
   update<T>(work: (state: CatalogueState) => CatalogueWrites<T>): Promise<T> {
     const run = this.queue.then(() => {
       const writes = work(this);
       this.db.transaction(() => {
         for (const capability of writes.capabilities) this.sql.upsert.run(capability.id, Buffer.from(toBinary(GovernedCapabilitySchema, capability)));
+        for (const grant of writes.grants ?? []) {
+          if (grant.permissions.length === 0) this.sql.deleteGrant.run(grant.keyId);
+          else this.sql.putGrant.run(grant.keyId, Buffer.from(toBinary(PermissionGrantSchema, grant)));
+        }
         writes.events.forEach((event, index) =>
           this.sql.appendAudit.run(this.lastSequence + index + 1, event.capabilityId, Buffer.from(toBinary(AuditEventSchema, event))),
         );
         this.sql.bump.run();
       })();
       for (const capability of writes.capabilities) this.records.set(capability.id, capability);
+      for (const grant of writes.grants ?? []) {
+        if (grant.permissions.length === 0) this.granted.delete(grant.keyId);
+        else this.granted.set(grant.keyId, grant);
+      }
       this.lastSequence += writes.events.length;
       return writes.result;
     });
