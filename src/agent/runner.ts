@@ -7,15 +7,11 @@
 // input, any other task fails with agent_not_ready (recoverable). Decision
 // deadlines are kept from the stored times.
 import { create, type JsonObject, type JsonValue } from "@bufbuild/protobuf";
-import { timestampFromMs, timestampMs } from "@bufbuild/protobuf/wkt";
-import { randomUUID } from "node:crypto";
 import { MessageType } from "../../gen/synapse/v1/envelope_pb.js";
 import { ErrorCode } from "../../gen/synapse/v1/errors_pb.js";
 import {
   TaskCompletePayloadSchema,
   TaskFailedPayloadSchema,
-  TaskNeedHumanPayloadSchema,
-  TaskNeedInfoPayloadSchema,
   TaskState,
   TaskStatusUpdatePayloadSchema,
 } from "../../gen/synapse/v1/payloads_pb.js";
@@ -23,13 +19,14 @@ import type { CapabilitiesProvider } from "../capabilities/provider.js";
 import type { P2PConfig } from "../capabilities/defaults.js";
 import type { Logger } from "../log.js";
 import { toValue } from "../protocol/json-values.js";
-import { isTerminal } from "../protocol/state-machine.js";
-import { StoreConflictError, type TaskAnswer, type TaskPatch, type TaskRecord, type TaskStore } from "../store/store.js";
+import { isTerminal, WAITING_STATES } from "../protocol/state-machine.js";
+import { StoreConflictError, type TaskPatch, type TaskRecord, type TaskStore } from "../store/store.js";
 import { admissionEvent, admissionOutcome } from "./admission.js";
+import { DecisionDeadlines } from "./deadlines.js";
 import type { TaskEventBus } from "./events.js";
 import { Execution, type ExecutionHost, type FailureReport, type FinishedResult } from "./execution.js";
 import type { HumanAnswer, HumanQuestion, MissingFieldSpec, TaskHandler } from "./handler.js";
-import { toMissingField } from "./missing-fields.js";
+import { Questions } from "./questions.js";
 import type { EventRecorder } from "./recorder.js";
 import type { TaskSchemas } from "./schemas.js";
 
@@ -43,8 +40,6 @@ export const RUNNABLE_STATES: readonly TaskState[] = [
   TaskState.HUMAN_REJECTED,
 ];
 
-const WAITING_FOR_INFO = new Set([TaskState.INFO_NEEDED]);
-const WAITING_FOR_HUMAN = new Set([TaskState.NEED_HUMAN, TaskState.HUMAN_DECIDING]);
 const SCAN_BATCH = 200;
 
 export interface RunnerOptions {
@@ -65,12 +60,29 @@ export interface RunnerOptions {
 
 export class ExecutionRunner implements ExecutionHost {
   private readonly executions = new Map<string, Execution>();
-  private readonly deadlineTimers = new Map<string, NodeJS.Timeout>();
+  private readonly deadlines: DecisionDeadlines;
+  private readonly questions: Questions;
   private scanner: NodeJS.Timeout | undefined;
   private scanning: Promise<void> | undefined;
   private stopped = false;
 
-  constructor(private readonly options: RunnerOptions) {}
+  constructor(private readonly options: RunnerOptions) {
+    this.deadlines = new DecisionDeadlines({
+      store: options.store,
+      logger: options.logger,
+      now: options.now,
+      horizonMs: options.leaseMs,
+      fail: (taskId, failure) => this.recordFailure(taskId, failure),
+    });
+    this.questions = new Questions({
+      store: options.store,
+      bus: options.bus,
+      recorder: options.recorder,
+      deadlines: this.deadlines,
+      instanceId: options.instanceId,
+      fenced: (taskId, write) => this.fenced(taskId, write),
+    });
+  }
 
   private get me(): string {
     return this.options.instanceId;
@@ -109,7 +121,7 @@ export class ExecutionRunner implements ExecutionHost {
     try {
       await this.renewLeases();
       await this.takeOverUnleased(takeAll);
-      await this.armDeadlines();
+      await this.deadlines.armDue();
     } catch (error) {
       this.options.logger.warn({ err: error }, "scanning for interrupted work failed");
     }
@@ -317,100 +329,12 @@ export class ExecutionRunner implements ExecutionHost {
     return (await this.options.store.getTask(taskId))?.payload ?? {};
   }
 
-  async askForInfo(execution: Execution, fields: MissingFieldSpec[], question: string | undefined): Promise<JsonObject> {
-    const taskId = execution.input.taskId;
-    const replayed = await this.replayAnswer(execution, (answer) => answer.kind === "info" && answer.phase === "execution");
-    if (replayed?.kind === "info") return replayed.fields;
-    const message = create(TaskNeedInfoPayloadSchema, { taskId, missingFields: fields.map(toMissingField), question: question ?? "" });
-    const answer = await this.askAndWait(execution, WAITING_FOR_INFO, (answer) => answer.kind === "info", {
-      type: MessageType.TASK_NEED_INFO,
-      message,
-      patch: { pendingInfo: message, statusMessage: question ?? "waiting for information" },
-    });
-    return answer.kind === "info" ? answer.fields : {};
+  askForInfo(execution: Execution, fields: MissingFieldSpec[], question: string | undefined): Promise<JsonObject> {
+    return this.questions.askForInfo(execution, fields, question);
   }
 
-  async askHuman(execution: Execution, question: HumanQuestion): Promise<HumanAnswer> {
-    const taskId = execution.input.taskId;
-    const replayed = await this.replayAnswer(execution, (answer) => answer.kind === "decision" && answer.code === question.code);
-    if (replayed?.kind === "decision") return humanAnswer(replayed);
-    const task = await this.options.store.getTask(taskId);
-    const message = create(TaskNeedHumanPayloadSchema, {
-      taskId,
-      decisionId: randomUUID(),
-      reason: { code: question.code, message: question.message },
-      context: { taskSummary: question.taskSummary ?? "", currentProgress: task?.progress ?? 0, blockedReason: question.blockedReason ?? "" },
-      options: (question.options ?? []).map((option) => ({
-        field: option.field,
-        value: toValue(option.value),
-        prosCons: option.prosCons ?? "",
-        confidence: option.confidence ?? 0,
-      })),
-      escalationLevel: question.escalationLevel ?? 1,
-      deadline: question.deadline ? timestampFromMs(question.deadline.getTime()) : undefined,
-    });
-    const answer = await this.askAndWait(execution, WAITING_FOR_HUMAN, (answer) => answer.kind === "decision", {
-      type: MessageType.TASK_NEED_HUMAN,
-      message,
-      patch: { pendingDecision: message, statusMessage: question.message },
-    });
-    if (answer.kind !== "decision") throw new Error("a decision was expected");
-    return humanAnswer(answer);
-  }
-
-  /** On a run after the first, the next recorded answer of the kind asked for, if there is one. */
-  private async replayAnswer(execution: Execution, matches: (answer: TaskAnswer) => boolean): Promise<TaskAnswer | undefined> {
-    if (execution.input.attempt <= 1) return undefined;
-    const task = await this.options.store.getTask(execution.input.taskId);
-    const answers = task?.answers ?? [];
-    for (let index = execution.answerCursor; index < answers.length; index++) {
-      const answer = answers[index]!;
-      if (!matches(answer)) continue;
-      execution.answerCursor = index + 1;
-      return answer;
-    }
-    return undefined;
-  }
-
-  /** Records the question, then waits (through the store, so any instance may take the answer) for the answer after it. */
-  private async askAndWait(
-    execution: Execution,
-    waitingStates: ReadonlySet<TaskState>,
-    isAnswer: (answer: TaskAnswer) => boolean,
-    question: { type: MessageType; message: import("@bufbuild/protobuf").Message; patch: TaskPatch },
-  ): Promise<TaskAnswer> {
-    const taskId = execution.input.taskId;
-    const signal = execution.controller.signal;
-    const asked = await this.fenced(taskId, () => this.options.recorder.record({ taskId, fence: this.me, build: () => question }));
-    if (asked === undefined) throw new Error("the task can no longer ask");
-    const from = asked.task.answers.length;
-    if (question.type === MessageType.TASK_NEED_HUMAN) this.armDeadline(asked.task);
-    return new Promise<TaskAnswer>((resolve, reject) => {
-      let settled = false;
-      const finish = (outcome: () => void) => {
-        if (settled) return;
-        settled = true;
-        unsubscribe();
-        signal.removeEventListener("abort", onAbort);
-        outcome();
-      };
-      const check = (task: TaskRecord | undefined) => {
-        if (task === undefined || isTerminal(task.state)) return finish(() => reject(new Error("the task ended while it waited")));
-        const index = task.answers.findIndex((answer, i) => i >= from && isAnswer(answer));
-        if (index >= 0) {
-          execution.answerCursor = index + 1;
-          return finish(() => resolve(task.answers[index]!));
-        }
-        if (!waitingStates.has(task.state) && task.state !== TaskState.INFO_PROVIDED && task.state !== TaskState.HUMAN_APPROVED) {
-          return finish(() => reject(new Error(`the task left its waiting state (${TaskState[task.state]})`)));
-        }
-      };
-      const look = () => void this.options.store.getTask(taskId).then(check, () => undefined);
-      const unsubscribe = this.options.bus.subscribe(taskId, (change) => (change.task ? check(change.task) : look()));
-      const onAbort = () => finish(() => reject(signal.reason));
-      signal.addEventListener("abort", onAbort, { once: true });
-      look(); // it may have been answered before the subscription
-    });
+  askHuman(execution: Execution, question: HumanQuestion): Promise<HumanAnswer> {
+    return this.questions.askHuman(execution, question);
   }
 
   async complete(taskId: string, result: FinishedResult): Promise<void> {
@@ -468,38 +392,6 @@ export class ExecutionRunner implements ExecutionHost {
     });
   }
 
-  // ── decision deadlines ─────────────────────────────────────────────────
-
-  /** Arms timers for the decision deadlines that fall before the next scan; overdue ones fail now. */
-  private async armDeadlines(): Promise<void> {
-    const horizon = this.options.now() + this.options.leaseMs;
-    for (const task of await this.options.store.listDecisionDeadlines(horizon, 1000)) this.armDeadline(task);
-  }
-
-  private armDeadline(task: TaskRecord): void {
-    const deadline = task.pendingDecision?.deadline;
-    if (deadline === undefined || this.deadlineTimers.has(task.taskId) || this.stopped) return;
-    const wait = Math.max(0, timestampMs(deadline) - this.options.now());
-    if (wait > this.options.leaseMs * 2) return; // a later scan arms it
-    const timer = setTimeout(() => {
-      this.deadlineTimers.delete(task.taskId);
-      void this.expireDecision(task.taskId, task.pendingDecision!.decisionId);
-    }, wait);
-    timer.unref();
-    this.deadlineTimers.set(task.taskId, timer);
-  }
-
-  private async expireDecision(taskId: string, decisionId: string): Promise<void> {
-    const task = await this.options.store.getTask(taskId);
-    if (task === undefined || !WAITING_FOR_HUMAN.has(task.state) || task.pendingDecision?.decisionId !== decisionId) return;
-    const failure = { code: ErrorCode.EXECUTION_TIMEOUT, message: "no human decision before the deadline", recoverable: true };
-    try {
-      await this.recordFailure(taskId, failure);
-    } catch (error) {
-      this.options.logger.warn({ err: error, task_id: taskId }, "could not record a passed decision deadline");
-    }
-  }
-
   // ── shutdown ───────────────────────────────────────────────────────────
 
   /**
@@ -511,12 +403,11 @@ export class ExecutionRunner implements ExecutionHost {
   async shutdown(graceMs = 2000): Promise<void> {
     this.stopped = true;
     clearInterval(this.scanner);
-    for (const timer of this.deadlineTimers.values()) clearTimeout(timer);
-    this.deadlineTimers.clear();
+    this.deadlines.stop();
     const running = [...this.executions.entries()];
     for (const [taskId, execution] of running) {
       const task = await this.options.store.getTask(taskId).catch(() => undefined);
-      const waiting = task !== undefined && (WAITING_FOR_INFO.has(task.state) || WAITING_FOR_HUMAN.has(task.state));
+      const waiting = task !== undefined && WAITING_STATES.has(task.state);
       const resumable = this.options.handlers.get(execution.input.taskType)?.resumable === true;
       if (waiting || resumable) execution.stop(undefined, "the agent is shutting down");
       else execution.stop({ code: ErrorCode.AGENT_NOT_READY, message: "the agent shut down while the task ran", recoverable: true }, "stopped by shutdown");
@@ -528,6 +419,3 @@ export class ExecutionRunner implements ExecutionHost {
   }
 }
 
-function humanAnswer(answer: Extract<TaskAnswer, { kind: "decision" }>): HumanAnswer {
-  return { action: answer.action, fields: answer.fields, notes: answer.notes, decidedBy: answer.decidedBy };
-}
