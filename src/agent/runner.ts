@@ -26,6 +26,7 @@ import { DecisionDeadlines } from "./deadlines.js";
 import type { TaskEventBus } from "./events.js";
 import { Execution, type ExecutionHost, type FailureReport, type FinishedResult } from "./execution.js";
 import type { HumanAnswer, HumanQuestion, MissingFieldSpec, TaskHandler } from "./handler.js";
+import { ProgressReports, type ProgressReport } from "./progress.js";
 import { Questions } from "./questions.js";
 import type { EventRecorder } from "./recorder.js";
 import type { TaskSchemas } from "./schemas.js";
@@ -56,17 +57,23 @@ export interface RunnerOptions {
   instanceId: string;
   /** How long a lease lasts unless renewed. */
   leaseMs: number;
+  /** At most one progress event per task per this interval (default 100 ms). */
+  progressIntervalMs?: number;
 }
+
+const DEFAULT_PROGRESS_INTERVAL_MS = 100;
 
 export class ExecutionRunner implements ExecutionHost {
   private readonly executions = new Map<string, Execution>();
   private readonly deadlines: DecisionDeadlines;
   private readonly questions: Questions;
+  private readonly progressReports: ProgressReports;
   private scanner: NodeJS.Timeout | undefined;
   private scanning: Promise<void> | undefined;
   private stopped = false;
 
   constructor(private readonly options: RunnerOptions) {
+    this.progressReports = new ProgressReports(options.progressIntervalMs ?? DEFAULT_PROGRESS_INTERVAL_MS, (taskId, report) => this.recordProgress(taskId, report));
     this.deadlines = new DecisionDeadlines({
       store: options.store,
       logger: options.logger,
@@ -275,6 +282,7 @@ export class ExecutionRunner implements ExecutionHost {
       .catch((error: unknown) => this.options.logger.error({ err: error, task_id: task.taskId }, "execution failed unexpectedly"))
       .finally(() => {
         unsubscribe();
+        this.progressReports.take(task.taskId);
         this.executions.delete(task.taskId);
         if (!this.stopped) void this.options.store.releaseLeases(this.me, [task.taskId]).catch(() => undefined);
       });
@@ -306,6 +314,11 @@ export class ExecutionRunner implements ExecutionHost {
   }
 
   async progress(taskId: string, percent: number, message: string, intermediate?: JsonValue): Promise<void> {
+    this.progressReports.report(taskId, { percent, message, intermediate });
+  }
+
+  /** Records one (coalesced) progress report as a task_status_update. */
+  private async recordProgress(taskId: string, { percent, message, intermediate }: ProgressReport): Promise<void> {
     await this.fenced(taskId, () =>
       this.options.recorder.record({
         taskId,
@@ -329,15 +342,20 @@ export class ExecutionRunner implements ExecutionHost {
     return (await this.options.store.getTask(taskId))?.payload ?? {};
   }
 
-  askForInfo(execution: Execution, fields: MissingFieldSpec[], question: string | undefined): Promise<JsonObject> {
+  async askForInfo(execution: Execution, fields: MissingFieldSpec[], question: string | undefined): Promise<JsonObject> {
+    // What the handler reported before asking is told before the question.
+    await this.progressReports.flush(execution.input.taskId);
     return this.questions.askForInfo(execution, fields, question);
   }
 
-  askHuman(execution: Execution, question: HumanQuestion): Promise<HumanAnswer> {
+  async askHuman(execution: Execution, question: HumanQuestion): Promise<HumanAnswer> {
+    await this.progressReports.flush(execution.input.taskId);
     return this.questions.askHuman(execution, question);
   }
 
   async complete(taskId: string, result: FinishedResult): Promise<void> {
+    // The completion says more than a progress report it follows within the interval.
+    this.progressReports.take(taskId);
     if (result.stream) await this.options.store.putResult(taskId, result.stream.bytes);
     await this.fenced(taskId, () =>
       this.options.recorder.record({
@@ -370,6 +388,7 @@ export class ExecutionRunner implements ExecutionHost {
   }
 
   async fail(taskId: string, failure: FailureReport): Promise<void> {
+    this.progressReports.take(taskId);
     await this.fenced(taskId, () => this.recordFailure(taskId, failure, this.me));
   }
 
@@ -403,6 +422,7 @@ export class ExecutionRunner implements ExecutionHost {
   async shutdown(graceMs = 2000): Promise<void> {
     this.stopped = true;
     clearInterval(this.scanner);
+    this.progressReports.clear();
     this.deadlines.stop();
     const running = [...this.executions.entries()];
     for (const [taskId, execution] of running) {

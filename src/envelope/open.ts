@@ -15,6 +15,7 @@ import { ErrorCode } from "../../gen/synapse/v1/errors_pb.js";
 import { defaultEd25519, SIGNATURE_LENGTH, type Ed25519 } from "../crypto/ed25519.js";
 import { keyIdOf } from "../crypto/keys.js";
 import { protocolError } from "../protocol/errors.js";
+import { rememberEncoding } from "../protocol/encoded.js";
 import { messageTypeInfo, type MessageTypeInfo } from "../protocol/message-types.js";
 import { compareVersions } from "../protocol/versions.js";
 import { envelopeSigningInput } from "./pae.js";
@@ -156,6 +157,8 @@ export async function open(envelope: Envelope, options: OpenOptions): Promise<Op
   } catch {
     throw invalid(`payload bytes are not a ${info.payloadSchema.typeName}`);
   }
+  // What is kept of it (a task's request) is stored as the bytes that were signed, not encoded again.
+  rememberEncoding(payload, envelope.payload);
   await options.trust.accepted?.(header.sender.agentId, keyId, publicKey);
   const digest = createHash("sha256").update(signingInput).update(envelope.signature!.value).digest("hex");
   return { envelope, header, info, payload, publicKey, digest };

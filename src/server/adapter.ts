@@ -12,6 +12,9 @@ import { observeStatus } from "./call-status.js";
 import { fixUnaryParseError } from "./request-errors.js";
 import { callStatusFor } from "./request-log.js";
 
+/** Replies smaller than this are sent uncompressed, whatever the client accepts. */
+export const COMPRESS_MIN_BYTES = 32 * 1024;
+
 export interface AdapterOptions extends Partial<ConnectRouterOptions> {
   routes: (router: ConnectRouter) => void;
   /** Serves paths that are not RPCs (for example a web page); default 404. */
@@ -20,7 +23,9 @@ export interface AdapterOptions extends Partial<ConnectRouterOptions> {
 }
 
 export function createRequestHandler(options: AdapterOptions): RequestHandler {
-  const router = createConnectRouter({ acceptCompression: [compressionGzip, compressionBrotli], ...options });
+  // Compressed requests are accepted; replies are compressed only when large (a result chunk, say):
+  // compressing the small replies of a task's calls cost more CPU than everything else they do.
+  const router = createConnectRouter({ acceptCompression: [compressionGzip, compressionBrotli], compressMinBytes: COMPRESS_MIN_BYTES, ...options });
   options.routes(router);
   const paths = new Map<string, UniversalHandler>();
   for (const handler of router.handlers) paths.set(handler.requestPath, fixUnaryParseError(handler));

@@ -13,6 +13,7 @@ import {
   TaskResultSchema,
   type TaskState,
 } from "../../gen/synapse/v1/payloads_pb.js";
+import { encoded, rememberEncoding } from "../protocol/encoded.js";
 import { messageTypeInfo } from "../protocol/message-types.js";
 import { isTerminal } from "../protocol/state-machine.js";
 import type { ResultStreamRecord, StoredEvent, StoredReply, TaskAnswer, TaskPatch, TaskRecord } from "./store.js";
@@ -110,7 +111,7 @@ const FIELD_COLUMNS: { [K in keyof TaskPatch]-?: (value: TaskPatch[K]) => Record
   progress: (progress) => ({ progress: progress ?? 0 }),
   statusMessage: (message) => ({ status_message: message ?? "" }),
   updatedAtMs: (ms) => ({ updated_at_ms: ms ?? 0 }),
-  request: (request) => ({ request: bin(toBinary(TaskRequestPayloadSchema, request!)) }),
+  request: (request) => ({ request: bin(encoded(TaskRequestPayloadSchema, request!)) }),
   payload: (payload) => ({ payload: JSON.stringify(payload ?? {}) }),
   pendingInfo: (info) => ({ pending_info: info === undefined ? null : bin(toBinary(TaskNeedInfoPayloadSchema, info)) }),
   pendingDecision: (decision) => ({
@@ -192,14 +193,15 @@ export function taskFromRow(row: TaskRow): TaskRecord {
   };
 }
 
-/** The exact bytes of a signed envelope, as stored. */
+/** The exact bytes of a signed envelope, as stored (encoded once, whoever asks first). */
 export function envelopeBytes(envelope: Envelope): Buffer {
-  return bin(toBinary(EnvelopeSchema, envelope));
+  return bin(encoded(EnvelopeSchema, envelope));
 }
 
 /** A stored envelope decoded again: the envelope, its header and its typed payload. */
 export function decodeSigned(bytes: Uint8Array): StoredReply {
   const envelope = fromBinary(EnvelopeSchema, bytes);
+  rememberEncoding(envelope, bytes);
   const header = fromBinary(HeaderSchema, envelope.header);
   const info = messageTypeInfo(header.messageType);
   if (info === undefined) throw new TypeError(`stored envelope has an unknown message type ${header.messageType}`);
