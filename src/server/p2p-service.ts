@@ -25,7 +25,7 @@ const signed = (reply: StoredReply) => signedMessage(reply.envelope, reply.heade
 
 export function p2pService(agent: Agent, draining: AbortSignal): ServiceImpl<typeof P2PService> {
   const maxWaitMs = () => agent.provider.getCapabilities().maxTaskDurationSeconds * 1000;
-  const bearer = { audience: agent.identity.agentId, trust: agent.trust, clockSkewMs: agent.clockSkewMs };
+  const bearer = { audience: agent.identity.agentId, trust: agent.trust };
   return {
     async send(request, ctx) {
       if (request.envelope === undefined) throw protocolError(ErrorCode.MESSAGE_FORMAT_INVALID, "envelope is required");

@@ -45,7 +45,7 @@ const pageSize = (requested: number, fallback: number, max: number) => {
 };
 
 export function registryService(registry: Registry, host: RegistryHost): ServiceImpl<typeof RegistryService> {
-  const bearer = { audience: host.agentId, trust: new TrustChain([registry.directory, host.trust]), clockSkewMs: host.clockSkewMs };
+  const bearer = { audience: host.agentId, trust: new TrustChain([registry.directory, host.trust]) };
 
   /** Opens a registry envelope of the expected type, addressed to this registry, never seen before. */
   async function openRegistryMessage(envelope: Envelope | undefined, type: MessageType): Promise<OpenedEnvelope> {
