@@ -5,7 +5,11 @@ import type { JsonObject, JsonValue } from "@bufbuild/protobuf";
 import { timestampMs, type Timestamp } from "@bufbuild/protobuf/wkt";
 import { ErrorCode } from "../../gen/synapse/v1/errors_pb.js";
 import type { MissingFieldSpec, TaskHandler } from "./handler.js";
+import { clip } from "../protocol/errors.js";
 import type { TaskSchemas } from "./schemas.js";
+
+/** A refusal names at most this many schema problems: the signed task_reject must stay small whatever the payload. */
+const MAX_PROBLEMS = 16;
 
 export type Admission =
   | { kind: "accept" }
@@ -28,18 +32,19 @@ export async function admissionOutcome(
 ): Promise<Admission> {
   const handler = context.handlers.get(taskType);
   if (handler === undefined) {
-    return { kind: "reject", code: ErrorCode.CAPABILITY_LACKING, message: `task type ${JSON.stringify(taskType)} is not supported`, details: { supported: [...context.handlers.keys()] } };
+    return { kind: "reject", code: ErrorCode.CAPABILITY_LACKING, message: `task type ${JSON.stringify(clip(taskType))} is not supported`, details: { supported: [...context.handlers.keys()] } };
   }
   if (deadline !== undefined && timestampMs(deadline) <= context.now()) {
     return { kind: "reject", code: ErrorCode.INVALID_PARAMS, message: "the task's deadline has already passed" };
   }
   const check = context.schemas.checkInput(taskType, payload);
   if (!check.valid) {
+    const problems = check.problems.slice(0, MAX_PROBLEMS).map((p) => ({ path: clip(p.path), message: clip(p.message) }));
     return {
       kind: "reject",
       code: ErrorCode.INVALID_PARAMS,
-      message: `payload does not match the input schema of ${taskType}: ${check.problems.map((p) => p.message).join("; ")}`,
-      details: check.problems.map((p) => ({ path: p.path, message: p.message })),
+      message: `payload does not match the input schema of ${taskType}: ${problems.map((p) => p.message).join("; ")}`,
+      details: problems,
     };
   }
   if (handler.validateTask === undefined) return { kind: "accept" };

@@ -8,7 +8,7 @@
 import { decodeProtectedHeader, jwtVerify, SignJWT, errors as joseErrors, type JWK } from "jose";
 import { ErrorCode } from "../../gen/synapse/v1/errors_pb.js";
 import type { TrustPolicy } from "../envelope/trust.js";
-import { protocolError } from "../protocol/errors.js";
+import { clip, protocolError } from "../protocol/errors.js";
 import { privateKeyObject, publicKeyObject } from "./ed25519.js";
 import { fromBase64Url } from "./encoding.js";
 import { keyIdOf, publicJwk, type AgentKey } from "./keys.js";
@@ -66,7 +66,7 @@ export async function verifyToken(token: string, options: VerifyOptions): Promis
     const embedded = fromBase64Url(jwk.x);
     if (embedded.byteLength === 32 && keyIdOf(embedded) === header.kid) publicKey = embedded;
   }
-  if (publicKey === undefined) throw refuse(`no public key known for kid ${header.kid}`);
+  if (publicKey === undefined) throw refuse(`no public key known for kid ${clip(header.kid)}`);
   const nowMs = options.nowMs ?? Date.now();
   let payload;
   try {
@@ -92,6 +92,6 @@ export async function verifyToken(token: string, options: VerifyOptions): Promis
   if (exp - iat > MAX_TOKEN_LIFETIME_SECONDS) throw refuse(`bearer token lifetime exceeds ${MAX_TOKEN_LIFETIME_SECONDS} s`);
   const agentId = payload.sub!;
   const verdict = await options.trust.check(agentId, header.kid, publicKey);
-  if (verdict.kind !== "trusted") throw refuse(`agent ${agentId} with key ${header.kid} is not trusted`);
+  if (verdict.kind !== "trusted") throw refuse(`agent ${clip(agentId)} with key ${clip(header.kid)} is not trusted`);
   return { agentId, keyId: header.kid };
 }

@@ -1,6 +1,6 @@
 // Turns a ConnectRouter into a Node request handler, as connect-node's
-// connectNodeAdapter does, except that: unary handlers answer unparseable
-// requests with INVALID_ARGUMENT (see request-errors.ts), each call's final
+// connectNodeAdapter does, except that: errors raised outside the interceptor
+// chain are shaped like the rest (see request-errors.ts), each call's final
 // status is recorded for the request log, and a failing handler is logged
 // through our logger instead of the console.
 import { Code, ConnectError, createConnectRouter, type ConnectRouter, type ConnectRouterOptions } from "@connectrpc/connect";
@@ -9,7 +9,7 @@ import { compressionBrotli, compressionGzip, universalRequestFromNodeRequest, un
 import type { Logger } from "../log.js";
 import type { RequestHandler } from "./listener.js";
 import { observeStatus } from "./call-status.js";
-import { fixUnaryParseError } from "./request-errors.js";
+import { shapeResponseErrors } from "./request-errors.js";
 import { callStatusFor } from "./request-log.js";
 
 export interface AdapterOptions extends Partial<ConnectRouterOptions> {
@@ -23,7 +23,8 @@ export function createRequestHandler(options: AdapterOptions): RequestHandler {
   const router = createConnectRouter({ acceptCompression: [compressionGzip, compressionBrotli], ...options });
   options.routes(router);
   const paths = new Map<string, UniversalHandler>();
-  for (const handler of router.handlers) paths.set(handler.requestPath, fixUnaryParseError(handler));
+  const readMaxBytes = options.readMaxBytes ?? 0xffffffff;
+  for (const handler of router.handlers) paths.set(handler.requestPath, shapeResponseErrors(handler, readMaxBytes));
   const notFound: RequestHandler = (_req, res) => {
     res.writeHead(404);
     res.end();

@@ -15,11 +15,11 @@ import { capabilitiesService } from "./capabilities-service.js";
 import { p2pService } from "./p2p-service.js";
 import { registryService } from "./registry-service.js";
 import { createRequestHandler } from "./adapter.js";
+import { shapeErrors } from "./error-shape.js";
 import { consoleHandler } from "./console.js";
 import { ServerHealth } from "./health.js";
 import { createListener, type Listener, type TlsFiles } from "./listener.js";
 import { registerReflection } from "./reflection.js";
-import { requestParseAsInvalidArgument } from "./request-errors.js";
 import { withRequestLog } from "./request-log.js";
 
 /** Room for the envelope, header and framing around a max_file_size payload. */
@@ -86,7 +86,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     logger,
     readMaxBytes: maxBytes,
     writeMaxBytes: maxBytes,
-    interceptors: [requestParseAsInvalidArgument],
+    interceptors: [shapeErrors(logger)],
     shutdownSignal: shutdownController.signal,
     fallback: consoleHandler(),
   });
