@@ -34,7 +34,7 @@ import type { P2PConfig } from "../capabilities/defaults.js";
 import type { OpenedEnvelope } from "../envelope/open.js";
 import { seal } from "../envelope/seal.js";
 import type { Logger } from "../log.js";
-import { protocolError } from "../protocol/errors.js";
+import { protocolError, taskNotFound } from "../protocol/errors.js";
 import { toValue } from "../protocol/json-values.js";
 import { wireName } from "../protocol/message-types.js";
 import { allowedMessageTypes, isTerminal, stateName, TERMINAL_STATES, transition, WAITING_STATES } from "../protocol/state-machine.js";
@@ -178,13 +178,18 @@ export class TaskEngine implements ExecutionHost {
         this.options.logger.warn({ from: header.sender?.agentId, reply_to: header.replyTo }, "peer refused a message (p2p:nack)");
         return {};
       default: {
+        // registry:* messages are RegistryService's, never P2PService.Send's.
+        if (!info.wireName.startsWith("p2p:")) {
+          throw protocolError(ErrorCode.MESSAGE_FORMAT_INVALID, `${info.wireName} is sent to RegistryService, not to P2PService.Send`);
+        }
         // confirm, reject, status, complete, failed, need_info, need_human: the executor's words,
         // welcome only as callbacks for a task this agent requested.
         if (header.taskId && (await this.options.inbox.expects(opened))) {
           return { reply: await this.reply(header, MessageType.ACK, await this.options.inbox.receive(opened)) };
         }
         const task = header.taskId ? await this.options.store.getTask(header.taskId) : undefined;
-        if (task === undefined) throw protocolError(ErrorCode.TASK_NOT_FOUND, `no task ${header.taskId} here`);
+        // Only the task's requester may learn that it exists.
+        if (task === undefined || task.requester.agentId !== header.sender!.agentId) throw taskNotFound(header.taskId);
         throw protocolError(ErrorCode.PERMISSION_DENIED, `${info.wireName} is sent by a task's executor, and this agent is the executor of task ${task.taskId}`);
       }
     }
@@ -192,11 +197,8 @@ export class TaskEngine implements ExecutionHost {
 
   private async requireOwnTask(header: Header): Promise<TaskRecord> {
     const task = await this.options.store.getTask(header.taskId);
-    // A task of another requester does not exist as far as this sender can tell.
-    if (task === undefined) throw protocolError(ErrorCode.TASK_NOT_FOUND, `no task ${header.taskId}`);
-    if (task.requester.agentId !== header.sender!.agentId) {
-      throw protocolError(ErrorCode.PERMISSION_DENIED, `only the requester of task ${task.taskId} may send ${wireName(header.messageType)}`);
-    }
+    // A task of another requester does not exist as far as this sender can tell: the same answer as for no task.
+    if (task === undefined || task.requester.agentId !== header.sender!.agentId) throw taskNotFound(header.taskId);
     return task;
   }
 

@@ -29,7 +29,12 @@ export function p2pService(agent: Agent, draining: AbortSignal): ServiceImpl<typ
   return {
     async send(request, ctx) {
       if (request.envelope === undefined) throw protocolError(ErrorCode.MESSAGE_FORMAT_INVALID, "envelope is required");
-      const opened = await open(request.envelope, { trust: agent.trust, self: agent.identity.agentId, clockSkewMs: agent.clockSkewMs });
+      const opened = await open(request.envelope, {
+        trust: agent.trust,
+        self: agent.identity.agentId,
+        selfKeyId: agent.identity.key.keyId,
+        clockSkewMs: agent.clockSkewMs,
+      });
       const outcome = await agent.engine.receive(opened);
       let task = outcome.task;
       if (request.wait !== undefined && task !== undefined) {

@@ -75,7 +75,10 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     // Without an agent P2PService is still declared, and answers UNIMPLEMENTED.
     router.service(P2PService, agent ? p2pService(agent, drainController.signal) : {});
     if (options.registry && agent) {
-      router.service(RegistryService, registryService(options.registry, { agentId: agent.identity.agentId, trust: agent.trust, clockSkewMs: agent.clockSkewMs }));
+      router.service(
+        RegistryService,
+        registryService(options.registry, { agentId: agent.identity.agentId, keyId: agent.identity.key.keyId, trust: agent.trust, clockSkewMs: agent.clockSkewMs }),
+      );
     }
     // Reflection describes every service on the router; health, registered last, knows them all.
     registerReflection(router);
