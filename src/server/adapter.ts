@@ -48,6 +48,11 @@ export function createRequestHandler(options: AdapterOptions): RequestHandler {
       .catch((reason: unknown) => {
         if (ConnectError.from(reason).code === Code.Aborted) return; // the client went away
         options.logger.error({ err: reason, procedure: handler.requestPath }, "handler failed");
+        // Never leave the caller waiting: a bare 500, or a reset once the answer has begun.
+        if (!res.headersSent) {
+          res.writeHead(500);
+          res.end();
+        } else res.destroy();
       });
   };
 }

@@ -62,18 +62,35 @@ export function shapeError(error: ConnectError): ConnectError {
 }
 
 /**
- * Shapes every error thrown inside the interceptor chain: handler errors, and
- * for streaming methods also errors reading the request. A non-ConnectError
- * is a bug: it is logged, and connect-es answers it with INTERNAL.
+ * Shapes every error thrown inside the interceptor chain: handler errors,
+ * errors a stream throws as it goes, and for streaming methods also errors
+ * reading the request. A non-ConnectError is a bug: it is logged, and
+ * connect-es answers it with INTERNAL.
  */
 export function shapeErrors(logger: Logger): Interceptor {
   return (next) => async (req) => {
+    const procedure = `${req.service.typeName}/${req.method.name}`;
+    const shape = (error: unknown): unknown => {
+      if (error instanceof ConnectError) return shapeError(error);
+      logger.error({ err: error, procedure }, "unexpected error in a handler");
+      return error;
+    };
     try {
-      return await next(req);
+      const res = await next(req);
+      if (!res.stream) return res;
+      const messages = res.message;
+      return {
+        ...res,
+        message: (async function* () {
+          try {
+            yield* messages;
+          } catch (error) {
+            throw shape(error);
+          }
+        })(),
+      };
     } catch (error) {
-      if (error instanceof ConnectError) throw shapeError(error);
-      logger.error({ err: error, procedure: `${req.service.typeName}/${req.method.name}` }, "unexpected error in a handler");
-      throw error;
+      throw shape(error);
     }
   };
 }

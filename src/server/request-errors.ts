@@ -43,6 +43,8 @@ function shapeTrailer(trailer: Headers): boolean {
   return true;
 }
 
+const compressions = [compressionGzip, compressionBrotli];
+
 /** gRPC: the status is written after the body ends. */
 function shapeGrpc(res: UniversalServerResponse): UniversalServerResponse {
   const { trailer, body } = res;
@@ -56,8 +58,12 @@ function shapeGrpc(res: UniversalServerResponse): UniversalServerResponse {
   };
 }
 
-/** gRPC-web unary: an error is a body of one trailer frame (flag 0x80), and no message. */
-async function shapeGrpcWeb(res: UniversalServerResponse): Promise<UniversalServerResponse> {
+/**
+ * gRPC-web unary: an error is a body of one trailer frame (flag 0x80, or 0x81
+ * when compressed with the response's grpc-encoding), and no message. The
+ * frame is re-written uncompressed.
+ */
+async function shapeGrpcWeb(res: UniversalServerResponse, readMaxBytes: number): Promise<UniversalServerResponse> {
   if (res.body === undefined) return res;
   const it = res.body[Symbol.asyncIterator]();
   const first = await it.next();
@@ -68,16 +74,26 @@ async function shapeGrpcWeb(res: UniversalServerResponse): Promise<UniversalServ
   })();
   if ((first.value[0]! & trailerFlag) !== trailerFlag) return { ...res, body: rest };
   const bytes = await collect(rest);
-  const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
-  if (bytes.byteLength < 5 || view.getUint32(1) !== bytes.byteLength - 5) return { ...res, body: once(bytes) };
-  const trailer = trailerParse(bytes.subarray(5));
-  if (!shapeTrailer(trailer)) return { ...res, body: once(bytes) };
-  const data = trailerSerialize(trailer);
-  const frame = new Uint8Array(5 + data.byteLength);
-  frame[0] = bytes[0]!;
-  new DataView(frame.buffer).setUint32(1, data.byteLength);
-  frame.set(data, 5);
-  return { ...res, body: once(frame) };
+  try {
+    const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+    if (bytes.byteLength < 5 || view.getUint32(1) !== bytes.byteLength - 5) return { ...res, body: once(bytes) };
+    let data = bytes.subarray(5);
+    if (bytes[0] === (trailerFlag | 1)) {
+      const compression = compressions.find((c) => c.name === res.header?.get("grpc-encoding"));
+      if (compression === undefined) return { ...res, body: once(bytes) };
+      data = await compression.decompress(data, readMaxBytes);
+    } else if (bytes[0] !== trailerFlag) return { ...res, body: once(bytes) };
+    const trailer = trailerParse(data);
+    if (!shapeTrailer(trailer)) return { ...res, body: once(bytes) };
+    const serialized = trailerSerialize(trailer);
+    const frame = new Uint8Array(5 + serialized.byteLength);
+    frame[0] = trailerFlag;
+    new DataView(frame.buffer).setUint32(1, serialized.byteLength);
+    frame.set(serialized, 5);
+    return { ...res, body: once(frame) };
+  } catch {
+    return { ...res, body: once(bytes) }; // not a trailer we can read: leave it as it is
+  }
 }
 
 /** Connect unary: a JSON error body (compressed, when the client accepts it and it is large) with an HTTP status. */
@@ -87,7 +103,7 @@ async function shapeConnectUnary(res: UniversalServerResponse, readMaxBytes: num
   const encoding = res.header?.get("content-encoding");
   let bytes = original;
   if (encoding) {
-    const compression = [compressionGzip, compressionBrotli].find((c) => c.name === encoding);
+    const compression = compressions.find((c) => c.name === encoding);
     if (compression === undefined) return { ...res, body: once(original) };
     try {
       bytes = await compression.decompress(original, readMaxBytes);
@@ -95,16 +111,16 @@ async function shapeConnectUnary(res: UniversalServerResponse, readMaxBytes: num
       return { ...res, body: once(original) };
     }
   }
-  const notJson = new ConnectError("", Code.Unknown);
-  let error: ConnectError;
+  let shaped: ConnectError;
+  let body: Uint8Array;
   try {
-    error = errorFromJsonBytes(bytes, undefined, notJson);
+    const error = errorFromJsonBytes(bytes, undefined, new ConnectError("", Code.Unknown));
+    shaped = shapeError(error);
+    if (shaped === error) return { ...res, body: once(original) };
+    body = errorToJsonBytes(shaped, undefined);
   } catch {
-    return { ...res, body: once(original) }; // not an error body (a 404 page, say)
+    return { ...res, body: once(original) }; // not an error body we can read (a 404 page, say)
   }
-  const shaped = shapeError(error);
-  if (shaped === error) return { ...res, body: once(original) };
-  const body = errorToJsonBytes(shaped, undefined);
   const header = new Headers(res.header);
   header.delete("content-encoding");
   header.set("content-length", String(body.byteLength));
@@ -117,7 +133,7 @@ export function shapeResponseErrors(handler: UniversalHandler, readMaxBytes: num
   const wrapped = async (req: Parameters<UniversalHandler>[0]) => {
     const res = await handler(req);
     const contentType = (req.header.get("content-type") ?? "").toLowerCase();
-    if (contentType.startsWith("application/grpc-web")) return unary ? shapeGrpcWeb(res) : res;
+    if (contentType.startsWith("application/grpc-web")) return unary ? shapeGrpcWeb(res, readMaxBytes) : res;
     if (contentType.startsWith("application/grpc")) return shapeGrpc(res);
     return unary ? shapeConnectUnary(res, readMaxBytes) : res;
   };
