@@ -73,7 +73,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
   const routes = (router: ConnectRouter) => {
     router.service(CapabilitiesService, capabilitiesService(provider));
     // Without an agent P2PService is still declared, and answers UNIMPLEMENTED.
-    router.service(P2PService, agent ? p2pService(agent, drainController.signal) : {});
+    router.service(P2PService, agent ? p2pService(agent, drainController.signal, maxBytes) : {});
     if (options.registry && agent) {
       router.service(
         RegistryService,
