@@ -10,6 +10,8 @@ import { capMessage, detailWithinBounds, errorDetail } from "../protocol/errors.
 
 /** connect-es reports an unparseable binary request like an unparseable response: INTERNAL. */
 const PARSE_PREFIX = "parse binary:";
+/** Other requests connect-es cannot read, and calls INTERNAL: a compressed flag with no encoding, a body that does not decompress. */
+const UNREADABLE = new Set(["received compressed envelope, but do not know how to decompress", "decompression failed"]);
 const READ_LIMIT = /larger than configured readMaxBytes (\d+)/;
 /** A unary request body with no message or with two: connect-es says UNIMPLEMENTED, but the request is malformed. */
 const INPUT_COUNT = /^protocol error: (missing|received extra) input message/;
@@ -37,6 +39,9 @@ export function shapeError(error: ConnectError): ConnectError {
   if (code === Code.Internal && message.startsWith(PARSE_PREFIX)) {
     code = Code.InvalidArgument;
     message = `malformed request message: ${message.slice(PARSE_PREFIX.length).trim()}`;
+  } else if (code === Code.Internal && UNREADABLE.has(message)) {
+    code = Code.InvalidArgument;
+    message = `malformed request: ${message}`;
   } else if (code === Code.Unimplemented && INPUT_COUNT.test(message)) {
     code = Code.InvalidArgument;
   }
