@@ -199,12 +199,12 @@ describe("replay and idempotency", () => {
 });
 
 describe("roles and transitions", () => {
-  it("lets only the requester cancel, inform or decide", async () => {
+  it("lets only the requester cancel, inform or decide; to anyone else the task does not exist", async () => {
     const owner = await connectClient(server);
     const other = await connectClient(server);
     const { taskId } = await owner.submit("summarization", { text: "One. Two. Three." });
-    expect(await refusal(other.cancel(taskId))).toMatchObject({ code: Code.PermissionDenied, protocolCode: "permission_denied" });
-    expect(await refusal(other.provideInfo(taskId, { max_sentences: 1 }))).toMatchObject({ code: Code.PermissionDenied });
+    expect(await refusal(other.cancel(taskId))).toMatchObject({ code: Code.NotFound, protocolCode: "task_not_found" });
+    expect(await refusal(other.provideInfo(taskId, { max_sentences: 1 }))).toMatchObject({ code: Code.NotFound, protocolCode: "task_not_found" });
     expect((await owner.getTask(taskId)).state).toBe(TaskState.INFO_NEEDED);
   });
 

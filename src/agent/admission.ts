@@ -11,7 +11,11 @@ import type { TaskRecord } from "../store/store.js";
 import type { MissingFieldSpec, TaskHandler } from "./handler.js";
 import { toMissingField } from "./missing-fields.js";
 import type { Built } from "./recorder.js";
+import { clip } from "../protocol/errors.js";
 import type { TaskSchemas } from "./schemas.js";
+
+/** A refusal names at most this many schema problems: the signed task_reject must stay small whatever the payload. */
+const MAX_PROBLEMS = 16;
 
 export type Admission =
   | { kind: "accept" }
@@ -34,18 +38,19 @@ export async function admissionOutcome(
 ): Promise<Admission> {
   const handler = context.handlers.get(taskType);
   if (handler === undefined) {
-    return { kind: "reject", code: ErrorCode.CAPABILITY_LACKING, message: `task type ${JSON.stringify(taskType)} is not supported`, details: { supported: [...context.handlers.keys()] } };
+    return { kind: "reject", code: ErrorCode.CAPABILITY_LACKING, message: `task type ${JSON.stringify(clip(taskType))} is not supported`, details: { supported: [...context.handlers.keys()] } };
   }
   if (deadline !== undefined && timestampMs(deadline) <= context.now()) {
     return { kind: "reject", code: ErrorCode.INVALID_PARAMS, message: "the task's deadline has already passed" };
   }
   const check = context.schemas.checkInput(taskType, payload);
   if (!check.valid) {
+    const problems = check.problems.slice(0, MAX_PROBLEMS).map((p) => ({ path: clip(p.path), message: clip(p.message) }));
     return {
       kind: "reject",
       code: ErrorCode.INVALID_PARAMS,
-      message: `payload does not match the input schema of ${taskType}: ${check.problems.map((p) => p.message).join("; ")}`,
-      details: check.problems.map((p) => ({ path: p.path, message: p.message })),
+      message: `payload does not match the input schema of ${taskType}: ${problems.map((p) => p.message).join("; ")}`,
+      details: problems,
     };
   }
   if (handler.validateTask === undefined) return { kind: "accept" };

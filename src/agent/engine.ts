@@ -19,7 +19,7 @@ import type { CapabilitiesProvider } from "../capabilities/provider.js";
 import type { OpenedEnvelope } from "../envelope/open.js";
 import type { Logger } from "../log.js";
 import type { OutboundPolicy } from "../net/outbound-policy.js";
-import { protocolError } from "../protocol/errors.js";
+import { protocolError, taskNotFound } from "../protocol/errors.js";
 import { wireName } from "../protocol/message-types.js";
 import { isTerminal, stateName, WAITING_STATES } from "../protocol/state-machine.js";
 import { StoreConflictError, type SeenMessage, type StoredReply, type TaskRecord, type TaskStore } from "../store/store.js";
@@ -150,13 +150,18 @@ export class TaskEngine {
         this.options.logger.warn({ from: header.sender?.agentId, reply_to: header.replyTo }, "peer refused a message (p2p:nack)");
         return this.answered(opened, cause, undefined);
       default: {
+        // registry:* messages are RegistryService's, never P2PService.Send's.
+        if (!info.wireName.startsWith("p2p:")) {
+          throw protocolError(ErrorCode.MESSAGE_FORMAT_INVALID, `${info.wireName} is sent to RegistryService, not to P2PService.Send`);
+        }
         // confirm, reject, status, complete, failed, need_info, need_human: the executor's words,
         // welcome only as callbacks for a task this agent requested.
         if (header.taskId && (await this.options.inbox.expects(opened))) {
           return this.answered(opened, cause, recorder.reply(header, MessageType.ACK, await this.options.inbox.receive(opened)));
         }
         const task = header.taskId ? await this.options.store.getTask(header.taskId) : undefined;
-        if (task === undefined) throw protocolError(ErrorCode.TASK_NOT_FOUND, `no task ${header.taskId} here`);
+        // Only the task's requester may learn that it exists.
+        if (task === undefined || task.requester.agentId !== header.sender!.agentId) throw taskNotFound(header.taskId);
         throw protocolError(ErrorCode.PERMISSION_DENIED, `${info.wireName} is sent by a task's executor, and this agent is the executor of task ${task.taskId}`);
       }
     }

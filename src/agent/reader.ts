@@ -6,7 +6,7 @@ import { Code } from "@connectrpc/connect";
 import { ErrorCode } from "../../gen/synapse/v1/errors_pb.js";
 import { StreamChunkSchema, type StreamChunk } from "../../gen/synapse/v1/p2p_pb.js";
 import type { TaskState } from "../../gen/synapse/v1/payloads_pb.js";
-import { protocolError } from "../protocol/errors.js";
+import { clip, protocolError, taskNotFound } from "../protocol/errors.js";
 import { isTerminal } from "../protocol/state-machine.js";
 import type { StoredEvent, StoredReply, TaskPage, TaskRecord, TaskStore } from "../store/store.js";
 import type { TaskEventBus } from "./events.js";
@@ -34,9 +34,7 @@ export class TaskReader {
   async getTask(taskId: string, callerAgentId: string): Promise<TaskRecord> {
     const task = await this.options.store.getTask(taskId);
     // Another requester's task is reported as absent, not as forbidden: ids are not secrets, but existence is.
-    if (task === undefined || task.requester.agentId !== callerAgentId) {
-      throw protocolError(ErrorCode.TASK_NOT_FOUND, `no task ${taskId}`);
-    }
+    if (task === undefined || task.requester.agentId !== callerAgentId) throw taskNotFound(taskId);
     return task;
   }
 
@@ -101,7 +99,7 @@ export class TaskReader {
     const task = await this.getTask(taskId, callerAgentId);
     const stream = task.resultStream;
     if (stream === undefined) {
-      throw protocolError(ErrorCode.INVALID_PARAMS, isTerminal(task.state) ? `task ${taskId} has no result stream` : `task ${taskId} has not completed`, {
+      throw protocolError(ErrorCode.INVALID_PARAMS, isTerminal(task.state) ? `task ${clip(taskId)} has no result stream` : `task ${clip(taskId)} has not completed`, {
         status: Code.FailedPrecondition, // the request is fine; the task has no result to read
       });
     }

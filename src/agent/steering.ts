@@ -16,7 +16,7 @@ import {
   type TaskCancelPayload,
   type TaskInfoProvidedPayload,
 } from "../../gen/synapse/v1/payloads_pb.js";
-import { protocolError } from "../protocol/errors.js";
+import { protocolError, taskNotFound } from "../protocol/errors.js";
 import { wireName } from "../protocol/message-types.js";
 import { allowedMessageTypes, isTerminal, stateName, transition } from "../protocol/state-machine.js";
 import type { TaskRecord, TaskStore } from "../store/store.js";
@@ -35,11 +35,8 @@ export class TaskSteering {
 
   async requireOwnTask(header: Header): Promise<TaskRecord> {
     const task = await this.options.store.getTask(header.taskId);
-    // A task of another requester does not exist as far as this sender can tell.
-    if (task === undefined) throw protocolError(ErrorCode.TASK_NOT_FOUND, `no task ${header.taskId}`);
-    if (task.requester.agentId !== header.sender!.agentId) {
-      throw protocolError(ErrorCode.PERMISSION_DENIED, `only the requester of task ${task.taskId} may send ${wireName(header.messageType)}`);
-    }
+    // A task of another requester does not exist as far as this sender can tell: the same answer as for no task.
+    if (task === undefined || task.requester.agentId !== header.sender!.agentId) throw taskNotFound(header.taskId);
     return task;
   }
 
@@ -59,7 +56,7 @@ export class TaskSteering {
   /** Refuses with the task's current state after a transition that was no longer allowed. */
   private async refuseNow(taskId: string, type: MessageType): Promise<never> {
     const task = await this.options.store.getTask(taskId);
-    if (task === undefined) throw protocolError(ErrorCode.TASK_NOT_FOUND, `no task ${taskId}`);
+    if (task === undefined) throw taskNotFound(taskId);
     this.refuseTransition(task, type);
   }
 

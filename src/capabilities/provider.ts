@@ -14,7 +14,7 @@ import {
 } from "../../gen/synapse/v1/capabilities_pb.js";
 import { AgentRefSchema } from "../../gen/synapse/v1/envelope_pb.js";
 import { ErrorCode } from "../../gen/synapse/v1/errors_pb.js";
-import { protocolError } from "../protocol/errors.js";
+import { clip, protocolError } from "../protocol/errors.js";
 import { compareVersions } from "../protocol/versions.js";
 import { implementedInterfaces, type Wiring } from "./interfaces.js";
 
@@ -43,7 +43,7 @@ export class CapabilitiesProvider {
   getTaskTypeCapabilities(taskType: string): SupportedTaskType {
     const found = this.findTaskType(taskType);
     if (found === undefined) {
-      throw protocolError(ErrorCode.CAPABILITY_LACKING, `task type ${JSON.stringify(taskType)} is not supported`, {
+      throw protocolError(ErrorCode.CAPABILITY_LACKING, `task type ${JSON.stringify(clip(taskType))} is not supported`, {
         details: { task_type: taskType, supported: this.capabilities.supportedTaskTypes.map((entry) => entry.type) },
         status: Code.NotFound,
       });
@@ -61,7 +61,7 @@ export class CapabilitiesProvider {
     });
     const version = compareVersions(ours, request.protocolVersion);
     if (version === undefined) {
-      throw protocolError(ErrorCode.INVALID_PARAMS, `protocol_version ${JSON.stringify(request.protocolVersion)} is not semver (major.minor.patch)`);
+      throw protocolError(ErrorCode.INVALID_PARAMS, `protocol_version ${JSON.stringify(clip(request.protocolVersion))} is not semver (major.minor.patch)`);
     }
     if (!version.compatible) {
       return create(HandshakeResponseSchema, { compatible: false, reason: version.reason, protocolVersion: ours, agent });

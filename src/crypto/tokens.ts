@@ -1,18 +1,21 @@
 // Bearer tokens for the RPCs that carry no envelope: short-lived EdDSA JWTs
 // (RFC 8037) signed by the caller's agent key. iss and sub are the caller's
-// agent id, aud the agent called, kid the caller's key id; exp at most 5
-// minutes after iat. The header also carries the public key as a `jwk`,
+// agent id, aud the agent called, kid the caller's key id; exp after iat
+// and at most 5 minutes after it. A fixed 60 s of clock tolerance applies to
+// exp and iat (PROTOCOL.md §5.4), whatever skew the agent allows envelopes. The header also carries the public key as a `jwk`,
 // so that an agent pinning keys on first use can check a caller it has not
 // pinned yet; the key still has to pass the receiver's trust policy.
 import { decodeProtectedHeader, jwtVerify, SignJWT, errors as joseErrors, type JWK } from "jose";
 import { ErrorCode } from "../../gen/synapse/v1/errors_pb.js";
 import type { TrustPolicy } from "../envelope/trust.js";
-import { protocolError } from "../protocol/errors.js";
+import { clip, protocolError } from "../protocol/errors.js";
 import { privateKeyObject, publicKeyObject } from "./ed25519.js";
 import { fromBase64Url } from "./encoding.js";
 import { keyIdOf, publicJwk, type AgentKey } from "./keys.js";
 
 export const MAX_TOKEN_LIFETIME_SECONDS = 300;
+/** Tolerance for clocks that disagree: a token is taken until exp + 60 s, and with iat up to 60 s ahead. */
+export const TOKEN_CLOCK_TOLERANCE_SECONDS = 60;
 
 export interface TokenClaims {
   agentId: string;
@@ -43,7 +46,6 @@ export interface VerifyOptions {
   /** This agent's id: the required audience. */
   audience: string;
   trust: TrustPolicy;
-  clockSkewSeconds?: number;
   nowMs?: number;
 }
 
@@ -64,15 +66,15 @@ export async function verifyToken(token: string, options: VerifyOptions): Promis
     const embedded = fromBase64Url(jwk.x);
     if (embedded.byteLength === 32 && keyIdOf(embedded) === header.kid) publicKey = embedded;
   }
-  if (publicKey === undefined) throw refuse(`no public key known for kid ${header.kid}`);
-  const skew = options.clockSkewSeconds ?? 60;
+  if (publicKey === undefined) throw refuse(`no public key known for kid ${clip(header.kid)}`);
+  const nowMs = options.nowMs ?? Date.now();
   let payload;
   try {
     ({ payload } = await jwtVerify(token, publicKeyObject(publicKey), {
       algorithms: ["EdDSA"],
       audience: options.audience,
-      clockTolerance: skew,
-      currentDate: options.nowMs === undefined ? undefined : new Date(options.nowMs),
+      clockTolerance: TOKEN_CLOCK_TOLERANCE_SECONDS,
+      currentDate: new Date(nowMs),
       requiredClaims: ["iss", "sub", "exp", "iat", "aud"],
     }));
   } catch (error) {
@@ -81,11 +83,15 @@ export async function verifyToken(token: string, options: VerifyOptions): Promis
     throw refuse("bearer token signature does not verify");
   }
   if (payload.iss !== payload.sub) throw refuse("bearer token iss and sub must both be the caller's agent id");
-  if (payload.exp! - payload.iat! > MAX_TOKEN_LIFETIME_SECONDS) {
-    throw refuse(`bearer token lifetime exceeds ${MAX_TOKEN_LIFETIME_SECONDS} s`);
-  }
+  // jose checks exp (with the tolerance) but not an iat in the future: a token
+  // issued a year ahead would otherwise be good for a year.
+  const iat = payload.iat!;
+  const exp = payload.exp!;
+  if (iat > Math.floor(nowMs / 1000) + TOKEN_CLOCK_TOLERANCE_SECONDS) throw refuse("bearer token iat is in the future");
+  if (exp <= iat) throw refuse("bearer token exp must be after iat");
+  if (exp - iat > MAX_TOKEN_LIFETIME_SECONDS) throw refuse(`bearer token lifetime exceeds ${MAX_TOKEN_LIFETIME_SECONDS} s`);
   const agentId = payload.sub!;
   const verdict = await options.trust.check(agentId, header.kid, publicKey);
-  if (verdict.kind !== "trusted") throw refuse(`agent ${agentId} with key ${header.kid} is not trusted`);
+  if (verdict.kind !== "trusted") throw refuse(`agent ${clip(agentId)} with key ${clip(header.kid)} is not trusted`);
   return { agentId, keyId: header.kid };
 }

@@ -2,7 +2,7 @@
 // check who it is from and for, and when; return typed header and payload.
 // Every refusal is a ConnectError with a synapse.v1.ErrorDetail.
 import { fromBinary, type Message } from "@bufbuild/protobuf";
-import { timestampMs } from "@bufbuild/protobuf/wkt";
+import { timestampMs, type Timestamp } from "@bufbuild/protobuf/wkt";
 import { createHash } from "node:crypto";
 import {
   HeaderSchema,
@@ -14,8 +14,8 @@ import {
 import { ErrorCode } from "../../gen/synapse/v1/errors_pb.js";
 import { defaultEd25519, SIGNATURE_LENGTH, type Ed25519 } from "../crypto/ed25519.js";
 import { keyIdOf } from "../crypto/keys.js";
-import { protocolError } from "../protocol/errors.js";
 import { rememberEncoding } from "../protocol/encoded.js";
+import { clip, protocolError } from "../protocol/errors.js";
 import { messageTypeInfo, type MessageTypeInfo } from "../protocol/message-types.js";
 import { compareVersions } from "../protocol/versions.js";
 import { envelopeSigningInput } from "./pae.js";
@@ -28,6 +28,8 @@ export interface OpenOptions {
   trust: TrustPolicy;
   /** This agent's id; messages addressed elsewhere are refused. Omit only to read, not to act. */
   self?: string;
+  /** This agent's key id; a message whose receiver.key_id names another key is refused. */
+  selfKeyId?: string;
   /** Allowed distance between the sender's sent_at and our clock. */
   clockSkewMs?: number;
   now?: () => number;
@@ -77,7 +79,7 @@ async function verifySignature(envelope: Envelope, trust: TrustPolicy, ed: Ed255
     publicKey = signature.publicKey;
   }
   if (publicKey === undefined) {
-    throw protocolError(ErrorCode.UNKNOWN_SENDER, `no public key known for key id ${signature.keyId}`);
+    throw protocolError(ErrorCode.UNKNOWN_SENDER, `no public key known for key id ${clip(signature.keyId)}`);
   }
   const signingInput = envelopeSigningInput(envelope.header, envelope.payload);
   if (!ed.verify(signingInput, signature.value, publicKey)) {
@@ -86,15 +88,56 @@ async function verifySignature(envelope: Envelope, trust: TrustPolicy, ed: Ed255
   return { publicKey, signingInput };
 }
 
+// Header strings are identifiers, not content: bounded, so that nothing that
+// remembers or echoes them (trust pins, replies, events) grows with a caller's whim.
+export const MAX_HEADER_STRING_CHARS = 256;
+const MAX_TRACESTATE_CHARS = 512; // W3C Trace Context: vendors propagate at least 512
+
+function checkHeaderStrings(header: Header): void {
+  const fields: Array<[string, string | undefined, number?]> = [
+    ["message_id", header.messageId],
+    ["protocol_version", header.protocolVersion],
+    ["sender.agent_id", header.sender?.agentId],
+    ["sender.system_id", header.sender?.systemId],
+    ["sender.key_id", header.sender?.keyId],
+    ["receiver.agent_id", header.receiver?.agentId],
+    ["receiver.system_id", header.receiver?.systemId],
+    ["receiver.key_id", header.receiver?.keyId],
+    ["reply_to", header.replyTo],
+    ["task_id", header.taskId],
+    ["session_id", header.sessionId],
+    ["correlation_id", header.correlationId],
+    ["trace.traceparent", header.trace?.traceparent],
+    ["trace.tracestate", header.trace?.tracestate, MAX_TRACESTATE_CHARS],
+    ["idempotency_key", header.idempotencyKey],
+    ["payload_type", header.payloadType],
+  ];
+  for (const [name, value, max = MAX_HEADER_STRING_CHARS] of fields) {
+    if (value !== undefined && value.length > max) throw invalid(`header.${name} is longer than ${max} characters`);
+  }
+}
+
+// The range of google.protobuf.Timestamp: 0001-01-01T00:00:00Z to 9999-12-31T23:59:59.999999999Z.
+const MIN_TIMESTAMP_SECONDS = -62_135_596_800n;
+const MAX_TIMESTAMP_SECONDS = 253_402_300_799n;
+
+/** Milliseconds of a signed timestamp, refusing values no clock can show (they would not fit a Date). */
+function timestampOf(field: string, value: Timestamp): number {
+  if (value.seconds < MIN_TIMESTAMP_SECONDS || value.seconds > MAX_TIMESTAMP_SECONDS || value.nanos < 0 || value.nanos > 999_999_999) {
+    throw invalid(`header.${field} is outside the range of google.protobuf.Timestamp (years 1 to 9999, nanos 0 to 999999999)`);
+  }
+  return timestampMs(value);
+}
+
 function checkTime(header: Header, now: number, skewMs: number): void {
   if (header.sentAt === undefined) throw invalid("header.sent_at is required");
-  const sentAt = timestampMs(header.sentAt);
+  const sentAt = timestampOf("sent_at", header.sentAt);
+  const expiresAt = header.expiresAt === undefined ? sentAt + skewMs : timestampOf("expires_at", header.expiresAt);
   if (Math.abs(now - sentAt) > skewMs) {
     throw protocolError(ErrorCode.MESSAGE_EXPIRED, `sent_at is outside the allowed clock skew of ${skewMs / 1000} s`, {
       details: { sent_at: new Date(sentAt).toISOString(), now: new Date(now).toISOString() },
     });
   }
-  const expiresAt = header.expiresAt === undefined ? sentAt + skewMs : timestampMs(header.expiresAt);
   if (expiresAt <= now) {
     throw protocolError(ErrorCode.MESSAGE_EXPIRED, "message has expired", {
       details: { expires_at: new Date(expiresAt).toISOString() },
@@ -113,6 +156,7 @@ export async function open(envelope: Envelope, options: OpenOptions): Promise<Op
   } catch {
     throw invalid("header bytes are not a synapse.v1.Header");
   }
+  checkHeaderStrings(header);
   const keyId = envelope.signature!.keyId;
   if (header.sender === undefined || header.sender.agentId === "") throw invalid("header.sender.agent_id is required");
   if (header.sender.keyId !== keyId) {
@@ -120,26 +164,33 @@ export async function open(envelope: Envelope, options: OpenOptions): Promise<Op
   }
   const verdict = await options.trust.check(header.sender.agentId, keyId, publicKey);
   if (verdict.kind === "conflict") {
-    throw protocolError(ErrorCode.UNKNOWN_SENDER, `agent ${header.sender.agentId} is known with a different key`, {
-      details: { agent_id: header.sender.agentId, key_id: keyId, expected_key_id: verdict.expectedKeyId },
+    throw protocolError(ErrorCode.UNKNOWN_SENDER, `agent ${clip(header.sender.agentId)} is known with a different key`, {
+      details: { agent_id: clip(header.sender.agentId), key_id: clip(keyId), expected_key_id: verdict.expectedKeyId },
     });
   }
   if (verdict.kind === "unknown") {
     throw protocolError(
       ErrorCode.UNKNOWN_SENDER,
-      `agent ${header.sender.agentId} with key ${keyId} is not trusted: an agent id is trusted on first use only when it is derived from its key ` +
+      `agent ${clip(header.sender.agentId)} with key ${clip(keyId)} is not trusted: an agent id is trusted on first use only when it is derived from its key ` +
         "(agent_ and the first 32 hex digits of SHA-256 of the public key); any other must be in the receiver's trust store or registry",
-      { details: { agent_id: header.sender.agentId, key_id: keyId } },
+      { details: { agent_id: clip(header.sender.agentId), key_id: clip(keyId) } },
     );
   }
   if (options.self !== undefined && header.receiver?.agentId !== options.self) {
-    throw protocolError(ErrorCode.WRONG_RECEIVER, `message is addressed to ${header.receiver?.agentId || "nobody"}, not ${options.self}`);
+    throw protocolError(ErrorCode.WRONG_RECEIVER, `message is addressed to ${clip(header.receiver?.agentId || "nobody")}, not ${options.self}`);
+  }
+  // receiver.key_id is optional; when set it pins the key the sender expects, so another key is a wrong receiver too.
+  const receiverKeyId = header.receiver?.keyId ?? "";
+  if (options.selfKeyId !== undefined && receiverKeyId !== "" && receiverKeyId !== options.selfKeyId) {
+    throw protocolError(ErrorCode.WRONG_RECEIVER, `message is addressed to key ${clip(receiverKeyId)}, not this agent's key ${options.selfKeyId}`, {
+      details: { key_id: clip(receiverKeyId), expected_key_id: options.selfKeyId },
+    });
   }
   if (header.messageId === "") throw invalid("header.message_id is required");
   const version = compareVersions(header.protocolVersion, PROTOCOL_VERSION);
-  if (version === undefined) throw invalid(`protocol_version ${JSON.stringify(header.protocolVersion)} is not semver`);
+  if (version === undefined) throw invalid(`protocol_version ${JSON.stringify(clip(header.protocolVersion))} is not semver`);
   if (!version.compatible) {
-    throw protocolError(ErrorCode.UNSUPPORTED_VERSION, `protocol ${header.protocolVersion} is not compatible with ${PROTOCOL_VERSION}`);
+    throw protocolError(ErrorCode.UNSUPPORTED_VERSION, `protocol ${clip(header.protocolVersion)} is not compatible with ${PROTOCOL_VERSION}`);
   }
   if (options.checkTime !== false) checkTime(header, (options.now ?? Date.now)(), options.clockSkewMs ?? DEFAULT_CLOCK_SKEW_MS);
 
@@ -148,7 +199,7 @@ export async function open(envelope: Envelope, options: OpenOptions): Promise<Op
     throw invalid(`unknown message type ${header.messageType}`);
   }
   if (header.payloadType !== info.payloadSchema.typeName) {
-    throw invalid(`${info.wireName} must carry ${info.payloadSchema.typeName}, not ${header.payloadType || "nothing"}`);
+    throw invalid(`${info.wireName} must carry ${info.payloadSchema.typeName}, not ${clip(header.payloadType || "nothing")}`);
   }
   if (info.taskScoped && header.taskId === "") throw invalid(`${info.wireName} requires header.task_id`);
   let payload: Message;

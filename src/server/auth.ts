@@ -9,7 +9,6 @@ export interface BearerPolicy {
   /** The agent id tokens must name as audience. */
   audience: string;
   trust: TrustPolicy;
-  clockSkewMs: number;
 }
 
 export async function authenticate(policy: BearerPolicy, ctx: HandlerContext): Promise<VerifiedCaller> {
@@ -19,9 +18,6 @@ export async function authenticate(policy: BearerPolicy, ctx: HandlerContext): P
   }
   const match = /^Bearer\s+(\S+)$/i.exec(header.trim());
   if (match === null) throw protocolError(ErrorCode.UNAUTHENTICATED, "Authorization must be `Bearer <token>`");
-  return verifyToken(match[1]!, {
-    audience: policy.audience,
-    trust: policy.trust,
-    clockSkewSeconds: Math.round(policy.clockSkewMs / 1000),
-  });
+  // Tokens have their own fixed tolerance (60 s), not the envelopes' clock skew.
+  return verifyToken(match[1]!, { audience: policy.audience, trust: policy.trust });
 }

@@ -4,6 +4,7 @@
 // and JSON error body, or in the end-of-stream frame).
 import { Code } from "@connectrpc/connect";
 import type { UniversalServerResponse } from "@connectrpc/connect/protocol";
+import { brotliDecompressSync, gunzipSync } from "node:zlib";
 
 export interface CallStatus {
   /** undefined while the call runs; null for OK. */
@@ -61,12 +62,23 @@ class FrameReader {
 }
 
 const decoder = new TextDecoder();
+const MAX_TRAILER_BYTES = 1 << 20;
 
-function parseGrpcWebTrailer(data: Uint8Array, status: CallStatus): void {
+/** A trailer frame's text; compressed (flag 0x01) with the response's grpc-encoding when the trailer is large. */
+function trailerText(flags: number, data: Uint8Array, encoding: string | null | undefined): string {
+  if ((flags & 0x01) === 0) return decoder.decode(data);
+  const options = { maxOutputLength: MAX_TRAILER_BYTES };
+  if (encoding === "gzip") return decoder.decode(gunzipSync(data, options));
+  if (encoding === "br") return decoder.decode(brotliDecompressSync(data, options));
+  return "";
+}
+
+function parseGrpcWebTrailer(text: string, status: CallStatus): void {
   const headers = new Headers();
-  for (const line of decoder.decode(data).split(/\r?\n/)) {
+  for (const line of text.split(/\r?\n/)) {
     const colon = line.indexOf(":");
-    if (colon > 0) headers.set(line.slice(0, colon).trim(), line.slice(colon + 1).trim());
+    // Header values are Latin-1; anything else is not a status we can read.
+    if (colon > 0 && !/[^\x00-\xff]/.test(line)) headers.set(line.slice(0, colon).trim(), line.slice(colon + 1).trim());
   }
   fromGrpcHeaders(headers, status);
 }
@@ -103,8 +115,15 @@ export function observeStatus(contentType: string, response: UniversalServerResp
   const body = response.body;
   if (contentType.startsWith("application/grpc-web")) {
     if (body === undefined) return response;
+    const encoding = response.header?.get("grpc-encoding");
     const frames = new FrameReader((flags, data) => {
-      if (flags & 0x80) parseGrpcWebTrailer(data, status);
+      if (!(flags & 0x80)) return;
+      // Observing must never break the response it observes.
+      try {
+        parseGrpcWebTrailer(trailerText(flags, data, encoding), status);
+      } catch {
+        status.code ??= Code.Unknown;
+      }
     });
     return { ...response, body: watch(body, (chunk) => frames.push(chunk), () => (status.code ??= null)) };
   }

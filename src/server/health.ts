@@ -2,6 +2,7 @@
 // ("" is the server as a whole), answered by Check and followed by Watch.
 import { create } from "@bufbuild/protobuf";
 import { Code, ConnectError, type ConnectRouter } from "@connectrpc/connect";
+import { clip } from "../protocol/errors.js";
 import { Health, HealthCheckResponse_ServingStatus as ServingStatus, HealthCheckResponseSchema } from "../../gen/grpc/health/v1/health_pb.js";
 
 export { ServingStatus };
@@ -21,7 +22,7 @@ export class ServerHealth {
     router.service(Health, {
       check: (request) => {
         const status = this.#statuses.get(request.service);
-        if (status === undefined) throw new ConnectError(`unknown service ${request.service}`, Code.NotFound);
+        if (status === undefined) throw new ConnectError(`unknown service ${clip(request.service)}`, Code.NotFound);
         return create(HealthCheckResponseSchema, { status });
       },
       watch: (request, ctx) => this.#watch(request.service, ctx.signal, ended),

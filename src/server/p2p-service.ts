@@ -20,47 +20,61 @@ import { signedMessage } from "../envelope/view.js";
 import { protocolError } from "../protocol/errors.js";
 import type { StoredReply } from "../store/store.js";
 import { authenticate } from "./auth.js";
+import { fitTasks, replyFormat } from "./reply-fit.js";
 
 const signed = (reply: StoredReply) => signedMessage(reply.envelope, reply.header, reply.payload);
 
-export function p2pService(agent: Agent, draining: AbortSignal): ServiceImpl<typeof P2PService> {
+/**
+ * @param replyLimit the largest message the server writes: replies showing a
+ * task leave its request out rather than exceed it (see reply-fit.ts).
+ */
+export function p2pService(agent: Agent, draining: AbortSignal, replyLimit: number): ServiceImpl<typeof P2PService> {
   const maxWaitMs = () => agent.provider.getCapabilities().maxTaskDurationSeconds * 1000;
-  const bearer = { audience: agent.identity.agentId, trust: agent.trust, clockSkewMs: agent.clockSkewMs };
+  const bearer = { audience: agent.identity.agentId, trust: agent.trust };
   return {
     async send(request, ctx) {
       if (request.envelope === undefined) throw protocolError(ErrorCode.MESSAGE_FORMAT_INVALID, "envelope is required");
-      const opened = await open(request.envelope, { trust: agent.trust, self: agent.identity.agentId, clockSkewMs: agent.clockSkewMs });
+      const opened = await open(request.envelope, {
+        trust: agent.trust,
+        self: agent.identity.agentId,
+        selfKeyId: agent.identity.key.keyId,
+        clockSkewMs: agent.clockSkewMs,
+      });
       const outcome = await agent.engine.receive(opened);
       let task = outcome.task;
       if (request.wait !== undefined && task !== undefined) {
         const waitMs = Math.min(Math.max(0, durationMs(request.wait)), maxWaitMs());
         task = (await agent.engine.waitForOutcome(task.taskId, waitMs, AbortSignal.any([ctx.signal, draining]))) ?? task;
       }
-      return create(SendResponseSchema, {
-        reply: outcome.reply ? signed(outcome.reply) : undefined,
-        task: task ? taskView(task) : undefined,
-      });
+      const view = task ? taskView(task) : undefined;
+      const response = create(SendResponseSchema, { reply: outcome.reply ? signed(outcome.reply) : undefined, task: view });
+      return fitTasks(SendResponseSchema, response, [view], replyFormat(ctx), replyLimit);
     },
 
     async getTask(request, ctx) {
       const caller = await authenticate(bearer, ctx);
-      return create(GetTaskResponseSchema, { task: taskView(await agent.reader.getTask(request.taskId, caller.agentId)) });
+      const view = taskView(await agent.reader.getTask(request.taskId, caller.agentId));
+      return fitTasks(GetTaskResponseSchema, create(GetTaskResponseSchema, { task: view }), [view], replyFormat(ctx), replyLimit);
     },
 
     async listTasks(request, ctx) {
       const caller = await authenticate(bearer, ctx);
       const page = await agent.reader.listTasks(caller.agentId, request.pageSize, request.pageToken, request.states);
-      return create(ListTasksResponseSchema, { tasks: page.tasks.map(taskView), nextPageToken: page.nextPageToken });
+      const views = page.tasks.map(taskView);
+      return fitTasks(ListTasksResponseSchema, create(ListTasksResponseSchema, { tasks: views, nextPageToken: page.nextPageToken }), views, replyFormat(ctx), replyLimit);
     },
 
     async *watch(request, ctx) {
       const caller = await authenticate(bearer, ctx);
       const signal = AbortSignal.any([ctx.signal, draining]);
+      const format = replyFormat(ctx);
       let last = 0n;
       for await (const item of agent.reader.watch(request.taskId, caller.agentId, Number(request.fromSequence), signal)) {
         let message: WatchResponse;
-        if (item.kind === "snapshot") message = create(WatchResponseSchema, { kind: { case: "snapshot", value: taskView(item.task) } });
-        else if (item.kind === "heartbeat") message = create(WatchResponseSchema, { kind: { case: "heartbeat", value: signed(item.heartbeat) } });
+        if (item.kind === "snapshot") {
+          const view = taskView(item.task);
+          message = fitTasks(WatchResponseSchema, create(WatchResponseSchema, { kind: { case: "snapshot", value: view } }), [view], format, replyLimit);
+        } else if (item.kind === "heartbeat") message = create(WatchResponseSchema, { kind: { case: "heartbeat", value: signed(item.heartbeat) } });
         else {
           last = BigInt(item.event.sequence);
           message = create(WatchResponseSchema, { kind: { case: "event", value: { sequence: last, message: signed(item.event) } } });

@@ -30,7 +30,7 @@ import { evaluateCompliance } from "../capabilities/compliance.js";
 import { open, type OpenedEnvelope } from "../envelope/open.js";
 import { TrustChain } from "../envelope/trust-sources.js";
 import type { TrustPolicy } from "../envelope/trust.js";
-import { protocolError } from "../protocol/errors.js";
+import { clip, protocolError } from "../protocol/errors.js";
 import { wireName } from "../protocol/message-types.js";
 import type { Registry } from "../registry/registry.js";
 import { authenticate } from "./auth.js";
@@ -38,6 +38,8 @@ import { authenticate } from "./auth.js";
 export interface RegistryHost {
   /** The hosting agent's id: registry envelopes and tokens are addressed to it. */
   agentId: string;
+  /** The hosting agent's key id: a registry envelope whose receiver.key_id names another key is refused. */
+  keyId: string;
   /** The hosting agent's own trust, beside the directory's keys, for bearer tokens. */
   trust: TrustPolicy;
   clockSkewMs: number;
@@ -49,12 +51,17 @@ const pageSize = (requested: number, fallback: number, max: number) => {
 };
 
 export function registryService(registry: Registry, host: RegistryHost): ServiceImpl<typeof RegistryService> {
-  const bearer = { audience: host.agentId, trust: new TrustChain([registry.directory, host.trust]), clockSkewMs: host.clockSkewMs };
+  const bearer = { audience: host.agentId, trust: new TrustChain([registry.directory, host.trust]) };
 
   /** Opens a registry envelope of the expected type, addressed to this registry, never seen before. */
   async function openRegistryMessage(envelope: Envelope | undefined, type: MessageType): Promise<OpenedEnvelope> {
     if (envelope === undefined) throw protocolError(ErrorCode.MESSAGE_FORMAT_INVALID, "envelope is required");
-    const opened = await open(envelope, { trust: registry.directory.registrationTrust, self: host.agentId, clockSkewMs: host.clockSkewMs });
+    const opened = await open(envelope, {
+      trust: registry.directory.registrationTrust,
+      self: host.agentId,
+      selfKeyId: host.keyId,
+      clockSkewMs: host.clockSkewMs,
+    });
     if (opened.header.messageType !== type) {
       throw protocolError(ErrorCode.MESSAGE_FORMAT_INVALID, `expected ${wireName(type)}, got ${opened.info.wireName}`);
     }
@@ -117,7 +124,7 @@ export function registryService(registry: Registry, host: RegistryHost): Service
 
     async getCapability(request) {
       const capability = await registry.catalogue.get(request.id);
-      if (capability === undefined) throw protocolError(ErrorCode.INVALID_PARAMS, `no capability ${request.id}`, { status: Code.NotFound });
+      if (capability === undefined) throw protocolError(ErrorCode.INVALID_PARAMS, `no capability ${clip(request.id)}`, { status: Code.NotFound });
       return create(GetCapabilityResponseSchema, { capability });
     },
 

@@ -1,30 +1,19 @@
-// Malformed request messages are the caller's fault: INVALID_ARGUMENT, as
-// for malformed JSON. connect-es reports an unparseable *binary* request as
-// INTERNAL (its parser is shared with clients, for which a bad response is an
-// internal error). For streaming methods the parse runs inside the
-// interceptor chain and `requestParseAsInvalidArgument` fixes it there; for
-// unary methods it runs before any interceptor, so `fixUnaryParseError`
-// corrects the finished response of each protocol.
-import { Code, ConnectError, type Interceptor } from "@connectrpc/connect";
+// Errors raised outside the interceptor chain, shaped like the rest (see
+// error-shape.ts). For unary methods connect-es reads and parses the request
+// (size limit, compression, timeout header, parse) before any interceptor
+// runs, and serializes the reply after: such errors are found in the finished
+// response of each protocol and rewritten there. For gRPC, whose status
+// travels in trailers, every method's trailers are shaped: a trailer block
+// over 64 KB would reset the stream instead of reporting the status.
+import { Code, ConnectError } from "@connectrpc/connect";
 import type { UniversalHandler, UniversalServerResponse } from "@connectrpc/connect/protocol";
+import { codeToHttpStatus, errorFromJsonBytes, errorToJsonBytes } from "@connectrpc/connect/protocol-connect";
+import { findTrailerError, setTrailerStatus } from "@connectrpc/connect/protocol-grpc";
+import { trailerFlag, trailerParse, trailerSerialize } from "@connectrpc/connect/protocol-grpc-web";
+import { compressionBrotli, compressionGzip } from "@connectrpc/connect-node";
+import { shapeError } from "./error-shape.js";
 
-const PARSE_PREFIX = "parse binary:";
-
-function isRequestParseError(error: unknown): error is ConnectError {
-  return error instanceof ConnectError && error.code === Code.Internal && error.rawMessage.startsWith(PARSE_PREFIX);
-}
-
-function asInvalidArgument(error: ConnectError): ConnectError {
-  return new ConnectError(`malformed request message: ${error.rawMessage.slice(PARSE_PREFIX.length).trim()}`, Code.InvalidArgument);
-}
-
-export const requestParseAsInvalidArgument: Interceptor = (next) => async (req) => {
-  try {
-    return await next(req);
-  } catch (error) {
-    throw isRequestParseError(error) ? asInvalidArgument(error) : error;
-  }
-};
+const STATUS_FIELDS = ["grpc-status", "grpc-message", "grpc-status-details-bin"];
 
 async function collect(body: AsyncIterable<Uint8Array>): Promise<Uint8Array> {
   const parts: Uint8Array[] = [];
@@ -36,84 +25,117 @@ async function* once(bytes: Uint8Array): AsyncIterable<Uint8Array> {
   yield bytes;
 }
 
-const decoder = new TextDecoder();
-const encoder = new TextEncoder();
-
-function grpcMessage(value: string | null): string {
+/** Shapes the status in gRPC trailers (or a gRPC-web trailer frame) in place; true when it changed. */
+function shapeTrailer(trailer: Headers): boolean {
+  let found: ConnectError | undefined;
   try {
-    return decodeURIComponent(value ?? "");
+    found = findTrailerError(trailer);
   } catch {
-    return value ?? "";
+    return false; // not a status we can read: leave it
   }
+  if (found === undefined) return false;
+  const error = new ConnectError(found.rawMessage, found.code);
+  error.details.push(...found.details);
+  const shaped = shapeError(error);
+  if (shaped === error) return false;
+  for (const field of STATUS_FIELDS) trailer.delete(field);
+  setTrailerStatus(trailer, shaped);
+  return true;
 }
 
-/** Connect unary: a JSON error body with HTTP 500. */
-async function fixConnectUnary(res: UniversalServerResponse): Promise<UniversalServerResponse> {
-  if (res.status !== 500 || res.body === undefined || res.header?.get("content-encoding")) return res;
-  const bytes = await collect(res.body);
-  try {
-    const error = JSON.parse(decoder.decode(bytes)) as { code?: string; message?: string };
-    if (error.code === "internal" && error.message?.startsWith(PARSE_PREFIX)) {
-      const fixed = asInvalidArgument(new ConnectError(error.message, Code.Internal));
-      const body = encoder.encode(JSON.stringify({ code: "invalid_argument", message: fixed.rawMessage }));
-      res.header?.set("content-length", String(body.byteLength));
-      return { ...res, status: 400, body: once(body) };
-    }
-  } catch {
-    // Not our JSON error: pass it through unchanged.
-  }
-  return { ...res, body: once(bytes) };
-}
+const compressions = [compressionGzip, compressionBrotli];
 
-/** gRPC: the status travels in trailers, written after the body ends. */
-function fixGrpc(res: UniversalServerResponse): UniversalServerResponse {
-  const trailer = res.trailer;
-  const body = res.body;
+/** gRPC: the status is written after the body ends. */
+function shapeGrpc(res: UniversalServerResponse): UniversalServerResponse {
+  const { trailer, body } = res;
   if (trailer === undefined || body === undefined) return res;
   return {
     ...res,
     body: (async function* () {
       yield* body;
-      if (trailer.get("grpc-status") === String(Code.Internal) && grpcMessage(trailer.get("grpc-message")).startsWith(PARSE_PREFIX)) {
-        const fixed = asInvalidArgument(new ConnectError(grpcMessage(trailer.get("grpc-message")), Code.Internal));
-        trailer.set("grpc-status", String(Code.InvalidArgument));
-        trailer.set("grpc-message", encodeURIComponent(fixed.rawMessage));
-      }
+      shapeTrailer(trailer);
     })(),
   };
 }
 
-/** gRPC-web: the status travels in a trailer frame (flag 0x80) inside the body. */
-async function fixGrpcWeb(res: UniversalServerResponse): Promise<UniversalServerResponse> {
+/**
+ * gRPC-web unary: an error is a body of one trailer frame (flag 0x80, or 0x81
+ * when compressed with the response's grpc-encoding), and no message. The
+ * frame is re-written uncompressed.
+ */
+async function shapeGrpcWeb(res: UniversalServerResponse, readMaxBytes: number): Promise<UniversalServerResponse> {
   if (res.body === undefined) return res;
-  const bytes = await collect(res.body);
-  // A request that failed to parse produced no message: the body is one trailer frame.
-  if (bytes.byteLength >= 5 && bytes[0] === 0x80 && new DataView(bytes.buffer, bytes.byteOffset).getUint32(1) === bytes.byteLength - 5) {
-    const text = decoder.decode(bytes.subarray(5));
-    const status = /^grpc-status: *(\d+)/im.exec(text)?.[1];
-    const message = grpcMessage(/^grpc-message: *(.*?)\r?$/im.exec(text)?.[1] ?? null);
-    if (status === String(Code.Internal) && message.startsWith(PARSE_PREFIX)) {
-      const fixed = asInvalidArgument(new ConnectError(message, Code.Internal));
-      const trailer = encoder.encode(`grpc-status: ${Code.InvalidArgument}\r\ngrpc-message: ${encodeURIComponent(fixed.rawMessage)}\r\n`);
-      const frame = new Uint8Array(5 + trailer.byteLength);
-      frame[0] = 0x80;
-      new DataView(frame.buffer).setUint32(1, trailer.byteLength);
-      frame.set(trailer, 5);
-      return { ...res, body: once(frame) };
-    }
+  const it = res.body[Symbol.asyncIterator]();
+  const first = await it.next();
+  if (first.done === true) return { ...res, body: once(new Uint8Array(0)) };
+  const rest = (async function* () {
+    yield first.value;
+    for (let next = await it.next(); next.done !== true; next = await it.next()) yield next.value;
+  })();
+  if ((first.value[0]! & trailerFlag) !== trailerFlag) return { ...res, body: rest };
+  const bytes = await collect(rest);
+  try {
+    const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+    if (bytes.byteLength < 5 || view.getUint32(1) !== bytes.byteLength - 5) return { ...res, body: once(bytes) };
+    let data = bytes.subarray(5);
+    if (bytes[0] === (trailerFlag | 1)) {
+      const compression = compressions.find((c) => c.name === res.header?.get("grpc-encoding"));
+      if (compression === undefined) return { ...res, body: once(bytes) };
+      data = await compression.decompress(data, readMaxBytes);
+    } else if (bytes[0] !== trailerFlag) return { ...res, body: once(bytes) };
+    const trailer = trailerParse(data);
+    if (!shapeTrailer(trailer)) return { ...res, body: once(bytes) };
+    const serialized = trailerSerialize(trailer);
+    const frame = new Uint8Array(5 + serialized.byteLength);
+    frame[0] = trailerFlag;
+    new DataView(frame.buffer).setUint32(1, serialized.byteLength);
+    frame.set(serialized, 5);
+    return { ...res, body: once(frame) };
+  } catch {
+    return { ...res, body: once(bytes) }; // not a trailer we can read: leave it as it is
   }
-  return { ...res, body: once(bytes) };
 }
 
-/** Wraps a unary handler so that an unparseable request message answers INVALID_ARGUMENT. */
-export function fixUnaryParseError(handler: UniversalHandler): UniversalHandler {
-  if (handler.method.methodKind !== "unary") return handler;
+/** Connect unary: a JSON error body (compressed, when the client accepts it and it is large) with an HTTP status. */
+async function shapeConnectUnary(res: UniversalServerResponse, readMaxBytes: number): Promise<UniversalServerResponse> {
+  if (res.status === 200 || res.body === undefined) return res;
+  const original = await collect(res.body);
+  const encoding = res.header?.get("content-encoding");
+  let bytes = original;
+  if (encoding) {
+    const compression = compressions.find((c) => c.name === encoding);
+    if (compression === undefined) return { ...res, body: once(original) };
+    try {
+      bytes = await compression.decompress(original, readMaxBytes);
+    } catch {
+      return { ...res, body: once(original) };
+    }
+  }
+  let shaped: ConnectError;
+  let body: Uint8Array;
+  try {
+    const error = errorFromJsonBytes(bytes, undefined, new ConnectError("", Code.Unknown));
+    shaped = shapeError(error);
+    if (shaped === error) return { ...res, body: once(original) };
+    body = errorToJsonBytes(shaped, undefined);
+  } catch {
+    return { ...res, body: once(original) }; // not an error body we can read (a 404 page, say)
+  }
+  const header = new Headers(res.header);
+  header.delete("content-encoding");
+  header.set("content-length", String(body.byteLength));
+  return { ...res, status: codeToHttpStatus(shaped.code), header, body: once(body) };
+}
+
+/** Wraps a handler so that errors raised outside the interceptor chain are shaped too. */
+export function shapeResponseErrors(handler: UniversalHandler, readMaxBytes: number): UniversalHandler {
+  const unary = handler.method.methodKind === "unary";
   const wrapped = async (req: Parameters<UniversalHandler>[0]) => {
     const res = await handler(req);
-    const contentType = req.header.get("content-type") ?? "";
-    if (contentType.startsWith("application/grpc-web")) return fixGrpcWeb(res);
-    if (contentType.startsWith("application/grpc")) return fixGrpc(res);
-    return fixConnectUnary(res);
+    const contentType = (req.header.get("content-type") ?? "").toLowerCase();
+    if (contentType.startsWith("application/grpc-web")) return unary ? shapeGrpcWeb(res, readMaxBytes) : res;
+    if (contentType.startsWith("application/grpc")) return shapeGrpc(res);
+    return unary ? shapeConnectUnary(res, readMaxBytes) : res;
   };
   return Object.assign(wrapped, {
     protocolNames: handler.protocolNames,

@@ -15,12 +15,12 @@ import { capabilitiesService } from "./capabilities-service.js";
 import { p2pService } from "./p2p-service.js";
 import { registryService } from "./registry-service.js";
 import { createRequestHandler } from "./adapter.js";
+import { shapeErrors } from "./error-shape.js";
 import { consoleHandler } from "./console.js";
 import { ServerHealth } from "./health.js";
 import type { ConnectionLimitOptions } from "./connection-limits.js";
 import { createListener, type Listener, type TlsFiles } from "./listener.js";
 import { registerReflection } from "./reflection.js";
-import { requestParseAsInvalidArgument } from "./request-errors.js";
 import { withRequestLog } from "./request-log.js";
 
 /** Room for the envelope, header and framing around a max_file_size payload. */
@@ -75,9 +75,12 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
   const routes = (router: ConnectRouter) => {
     router.service(CapabilitiesService, capabilitiesService(provider));
     // Without an agent P2PService is still declared, and answers UNIMPLEMENTED.
-    router.service(P2PService, agent ? p2pService(agent, drainController.signal) : {});
+    router.service(P2PService, agent ? p2pService(agent, drainController.signal, maxBytes) : {});
     if (options.registry && agent) {
-      router.service(RegistryService, registryService(options.registry, { agentId: agent.identity.agentId, trust: agent.trust, clockSkewMs: agent.clockSkewMs }));
+      router.service(
+        RegistryService,
+        registryService(options.registry, { agentId: agent.identity.agentId, keyId: agent.identity.key.keyId, trust: agent.trust, clockSkewMs: agent.clockSkewMs }),
+      );
     }
     // Reflection describes every service on the router; health, registered last, knows them all.
     registerReflection(router);
@@ -88,7 +91,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     logger,
     readMaxBytes: maxBytes,
     writeMaxBytes: maxBytes,
-    interceptors: [requestParseAsInvalidArgument],
+    interceptors: [shapeErrors(logger)],
     shutdownSignal: shutdownController.signal,
     fallback: consoleHandler(),
   });

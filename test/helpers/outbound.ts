@@ -109,7 +109,7 @@ export async function startGrpcOnlyAgent(agentId?: string): Promise<GrpcOnlyAgen
     connect: false,
     routes: (router) => {
       router.service(CapabilitiesService, capabilitiesService(agent.provider));
-      router.service(P2PService, p2pService(agent, draining.signal));
+      router.service(P2PService, p2pService(agent, draining.signal, 16 * 1024 * 1024));
     },
   });
   const server = http2.createServer(handler);
