@@ -139,7 +139,9 @@ describe("results as streams", () => {
   const big: TaskHandler = {
     async executeTask(ctx) {
       const count = Number(ctx.payload.count);
-      return { output: { items: Array.from({ length: count }, (_, i) => `item-${i}`) }, summary: `${count} items` };
+      // Numbers are larger as a protobuf Value (11 bytes each) than as JSON ("7,": 2 bytes).
+      const items = ctx.payload.numbers ? Array.from({ length: count }, (_, i) => i % 10) : Array.from({ length: count }, (_, i) => `item-${i}`);
+      return { output: { items }, summary: `${count} items` };
     },
   };
   beforeAll(async () => {
@@ -190,6 +192,18 @@ describe("results as streams", () => {
     expect(task?.result?.output).toBeUndefined();
     const bytes = await client.readResult(taskId, { expected: task!.result!.stream });
     expect((JSON.parse(Buffer.from(bytes).toString()) as { items: string[] }).items).toHaveLength(20_000);
+  });
+
+  it("offers as a stream an output whose JSON would fit but whose signed protobuf form would not", async () => {
+    // 64 KiB inline at most (a quarter of max_file_size): about 20 KB of JSON, about 220 KB as Values.
+    const { task } = await client.submit("big_output", { count: 20_000, numbers: true }, { waitMs: 10_000 });
+    expect(task?.state).toBe(TaskState.COMPLETED);
+    expect(task?.result?.output).toBeUndefined();
+    const stream = task!.result!.stream!;
+    expect(stream.contentType).toBe("application/json");
+    expect(Number(stream.totalSize)).toBeLessThan(64 * 1024);
+    const bytes = await client.readResult(task!.taskId, { expected: stream });
+    expect((JSON.parse(Buffer.from(bytes).toString("utf8")) as { items: number[] }).items).toHaveLength(20_000);
   });
 
   it("refuses ReadResult for a task without a result stream, and past the end", async () => {

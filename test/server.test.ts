@@ -299,3 +299,38 @@ describe("graceful shutdown", () => {
     expect(response).toContain('"type":"text_analysis"');
   });
 });
+
+describe("HTTP/1.1 requests the parser refuses", () => {
+  let served: RunningServer;
+  beforeAll(async () => {
+    served = await startTestServer();
+  });
+  afterAll(() => served.close());
+
+  /** Writes raw bytes and reads until the server closes the connection. */
+  const exchange = (bytes: string) =>
+    new Promise<string>((resolve, reject) => {
+      const socket = net.connect(served.port, "127.0.0.1", () => socket.write(bytes));
+      let answer = "";
+      socket.on("data", (chunk: Buffer) => (answer += chunk.toString("latin1")));
+      socket.on("close", () => resolve(answer));
+      socket.on("error", reject);
+      socket.setTimeout(5000, () => socket.destroy());
+    });
+
+  it("answers a malformed request 400 and closes", async () => {
+    expect(await exchange("GARBAGE / NOT-HTTP\r\n\r\n")).toMatch(/^HTTP\/1\.1 400 Bad Request\r\n/);
+  });
+
+  it("answers headers over the limit 431 and closes", async () => {
+    expect(await exchange(`GET /console HTTP/1.1\r\nHost: x\r\nX-Big: ${"a".repeat(20_000)}\r\n\r\n`)).toMatch(/^HTTP\/1\.1 431 /);
+  });
+
+  it("finishes the answer to a valid request before closing on the garbage that follows it", async () => {
+    const body = "{}";
+    const valid = `POST /synapse.v1.CapabilitiesService/GetCapabilities HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\n\r\n${body}`;
+    const answer = await exchange(`${valid}\x00\x01garbage that is not a request\r\n\r\n`);
+    expect(answer).toMatch(/^HTTP\/1\.1 200 OK\r\n/);
+    expect(answer).toContain('"agentId"');
+  });
+});

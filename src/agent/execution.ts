@@ -2,10 +2,12 @@
 // timeout and max_task_duration, checks the result against the output
 // schema, and turns large or streamed results into a ResultStream. It talks
 // to the engine only through ExecutionHost, so it never touches the store.
-import type { JsonObject, JsonValue } from "@bufbuild/protobuf";
+import { toBinary, type JsonObject, type JsonValue } from "@bufbuild/protobuf";
+import { ValueSchema } from "@bufbuild/protobuf/wkt";
 import { createHash } from "node:crypto";
 import { ErrorCode } from "../../gen/synapse/v1/errors_pb.js";
 import type { Logger } from "../log.js";
+import { toValue } from "../protocol/json-values.js";
 import type { HumanAnswer, HumanQuestion, MissingFieldSpec, TaskContext, TaskHandler, TaskInput, TaskOutput } from "./handler.js";
 import { TaskFailure } from "./handler.js";
 import type { TaskSchemas } from "./schemas.js";
@@ -72,6 +74,11 @@ async function collect(data: AsyncIterable<Uint8Array> | Uint8Array, limit: numb
     parts.push(part);
   }
   return Buffer.concat(parts);
+}
+
+/** Bytes of a JSON value as a google.protobuf.Value (how it travels in a signed payload). */
+function valueSize(value: JsonValue): number {
+  return toBinary(ValueSchema, toValue(value)).byteLength;
 }
 
 function sha256(bytes: Uint8Array): Uint8Array {
@@ -210,7 +217,8 @@ export class Execution {
         throw new TaskFailure(ErrorCode.OUTPUT_INVALID, `result does not match the output schema: ${check.problems.map((p) => p.message).join("; ")}`);
       }
       const json = Buffer.from(JSON.stringify(inline));
-      if (json.byteLength > this.limits.maxInlineOutputBytes) {
+      // The signed task_complete carries it as a protobuf Value, which for numbers is larger than JSON: both must fit.
+      if (json.byteLength > this.limits.maxInlineOutputBytes || valueSize(inline) > this.limits.maxInlineOutputBytes) {
         // Too large for one message: offer the JSON as a stream instead.
         if (stream === undefined) stream = { contentType: "application/json", bytes: json, sha256: sha256(json) };
         inline = undefined;

@@ -117,6 +117,28 @@ function drainUnreadBody(req: http.IncomingMessage | http2.Http2ServerRequest): 
   req.resume();
 }
 
+/**
+ * What Node's HTTP/1.1 parser refused (a malformed request, headers over
+ * the limit) is answered 400 or 431 and the connection closed, as Node does
+ * when nothing else listens; a response already on its way is finished first.
+ */
+function answerClientError(error: NodeJS.ErrnoException, socket: Duplex): void {
+  const inFlight = (socket as Duplex & { _httpMessage?: http.ServerResponse })._httpMessage;
+  if (inFlight !== undefined && !inFlight.writableEnded) {
+    inFlight.shouldKeepAlive = false;
+    inFlight.once("finish", () => socket.end());
+    inFlight.once("close", () => socket.destroy());
+    return;
+  }
+  if (!socket.writable || (inFlight !== undefined && inFlight.headersSent)) {
+    socket.destroy();
+    return;
+  }
+  const status = error.code === "HPE_HEADER_OVERFLOW" ? "431 Request Header Fields Too Large" : "400 Bad Request";
+  socket.end(`HTTP/1.1 ${status}\r\nConnection: close\r\nContent-Length: 0\r\n\r\n`);
+  setTimeout(() => socket.destroy(), 1000).unref();
+}
+
 export function createListener(options: ListenerOptions): Listener {
   const table = new ConnectionTable(options, options.logger);
   const sessions = new Set<http2.Http2Session>();
@@ -178,8 +200,8 @@ export function createListener(options: ListenerOptions): Listener {
     session.once("close", () => sessions.delete(session));
     if (stopping) session.close();
   });
-  // A broken client must never take the process down.
-  h1.on("clientError", (_error, socket) => socket.destroy());
+  // A broken client must never take the process down, and gets an answer when it can still take one.
+  h1.on("clientError", answerClientError);
   h2.on("sessionError", () => undefined);
   server.on("error", () => undefined);
 
