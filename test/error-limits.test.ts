@@ -145,9 +145,10 @@ describe("a request exactly at the limit", () => {
     });
   }
 
-  it("keeps Task.request in replies that fit", async () => {
+  it("keeps Task.request in the replies that show a task to a reader, when they fit; Send leaves it out (the sender has it)", async () => {
     const client = await connectClient(server, { identity: sender });
-    const { task } = await client.submit("text_analysis", { text: "Small." });
-    expect(task?.request?.task?.payload).toEqual({ text: "Small." });
+    const { task, taskId } = await client.submit("text_analysis", { text: "Small." });
+    expect(task?.request).toBeUndefined();
+    expect((await client.getTask(taskId)).request?.task?.payload).toEqual({ text: "Small." });
   });
 });

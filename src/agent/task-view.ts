@@ -4,7 +4,8 @@ import { timestampFromMs } from "@bufbuild/protobuf/wkt";
 import { TaskSchema, type Task } from "../../gen/synapse/v1/p2p_pb.js";
 import type { TaskRecord } from "../store/store.js";
 
-export function taskView(record: TaskRecord): Task {
+/** The task as GetTask, ListTasks and Watch show it; `withRequest: false` leaves out the request (Send: the sender has it). */
+export function taskView(record: TaskRecord, options: { withRequest?: boolean } = {}): Task {
   return create(TaskSchema, {
     taskId: record.taskId,
     taskType: record.taskType,
@@ -21,6 +22,6 @@ export function taskView(record: TaskRecord): Task {
     result: record.result,
     error: record.error,
     rejection: record.rejection,
-    request: record.request,
+    request: options.withRequest === false ? undefined : record.request,
   });
 }

@@ -21,8 +21,14 @@ import { protocolError } from "../protocol/errors.js";
 import type { StoredReply } from "../store/store.js";
 import { authenticate } from "./auth.js";
 import { fitTasks, replyFormat } from "./reply-fit.js";
+import { signedMessageBytes, taskEventBytes, withEncodedField } from "./signed-bytes.js";
 
 const signed = (reply: StoredReply) => signedMessage(reply.envelope, reply.header, reply.payload);
+
+// Field numbers of SendResponse.reply and WatchResponse's event and heartbeat.
+const SEND_REPLY = 1;
+const WATCH_EVENT = 2;
+const WATCH_HEARTBEAT = 3;
 
 /**
  * @param replyLimit the largest message the server writes: replies showing a
@@ -46,9 +52,13 @@ export function p2pService(agent: Agent, draining: AbortSignal, replyLimit: numb
         const waitMs = Math.min(Math.max(0, durationMs(request.wait)), maxWaitMs());
         task = (await agent.engine.waitForOutcome(task.taskId, waitMs, AbortSignal.any([ctx.signal, draining]))) ?? task;
       }
-      const view = task ? taskView(task) : undefined;
-      const response = create(SendResponseSchema, { reply: outcome.reply ? signed(outcome.reply) : undefined, task: view });
-      return fitTasks(SendResponseSchema, response, [view], replyFormat(ctx), replyLimit);
+      // The sender has its request: the task shown leaves it out (GetTask shows it).
+      const view = task ? taskView(task, { withRequest: false }) : undefined;
+      if (replyFormat(ctx) === "binary") {
+        const response = create(SendResponseSchema, { task: view });
+        return outcome.reply ? withEncodedField(response, SEND_REPLY, signedMessageBytes(outcome.reply)) : response;
+      }
+      return create(SendResponseSchema, { reply: outcome.reply ? signed(outcome.reply) : undefined, task: view });
     },
 
     async getTask(request, ctx) {
@@ -60,7 +70,7 @@ export function p2pService(agent: Agent, draining: AbortSignal, replyLimit: numb
     async listTasks(request, ctx) {
       const caller = await authenticate(bearer, ctx);
       const page = await agent.reader.listTasks(caller.agentId, request.pageSize, request.pageToken, request.states);
-      const views = page.tasks.map(taskView);
+      const views = page.tasks.map((record) => taskView(record));
       return fitTasks(ListTasksResponseSchema, create(ListTasksResponseSchema, { tasks: views, nextPageToken: page.nextPageToken }), views, replyFormat(ctx), replyLimit);
     },
 
@@ -74,10 +84,18 @@ export function p2pService(agent: Agent, draining: AbortSignal, replyLimit: numb
         if (item.kind === "snapshot") {
           const view = taskView(item.task);
           message = fitTasks(WatchResponseSchema, create(WatchResponseSchema, { kind: { case: "snapshot", value: view } }), [view], format, replyLimit);
-        } else if (item.kind === "heartbeat") message = create(WatchResponseSchema, { kind: { case: "heartbeat", value: signed(item.heartbeat) } });
-        else {
+        } else if (item.kind === "heartbeat") {
+          message =
+            format === "binary"
+              ? withEncodedField(create(WatchResponseSchema), WATCH_HEARTBEAT, signedMessageBytes(item.heartbeat))
+              : create(WatchResponseSchema, { kind: { case: "heartbeat", value: signed(item.heartbeat) } });
+        } else {
           last = BigInt(item.event.sequence);
-          message = create(WatchResponseSchema, { kind: { case: "event", value: { sequence: last, message: signed(item.event) } } });
+          // Every watcher of the task gets the same bytes, encoded once.
+          message =
+            format === "binary"
+              ? withEncodedField(create(WatchResponseSchema), WATCH_EVENT, taskEventBytes(item.event))
+              : create(WatchResponseSchema, { kind: { case: "event", value: { sequence: last, message: signed(item.event) } } });
         }
         yield message;
       }
