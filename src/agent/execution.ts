@@ -76,9 +76,20 @@ async function collect(data: AsyncIterable<Uint8Array> | Uint8Array, limit: numb
   return Buffer.concat(parts);
 }
 
-/** Bytes of a JSON value as a google.protobuf.Value (how it travels in a signed payload). */
-function valueSize(value: JsonValue): number {
-  return toBinary(ValueSchema, toValue(value)).byteLength;
+/** Per JSON node, at most this many more bytes as a protobuf Value than as JSON (a number: 9-byte double, tags and lengths). */
+const VALUE_OVERHEAD_PER_NODE = 16;
+
+/** Whether a JSON value, `jsonBytes` long as JSON, fits in `limit` bytes as a google.protobuf.Value (how it travels signed). */
+function fitsAsValue(value: JsonValue, jsonBytes: number, limit: number): boolean {
+  // A cheap bound first; only outputs near the limit are encoded to measure them.
+  if (jsonBytes + VALUE_OVERHEAD_PER_NODE * countNodes(value) <= limit) return true;
+  return toBinary(ValueSchema, toValue(value)).byteLength <= limit;
+}
+
+function countNodes(value: JsonValue): number {
+  if (Array.isArray(value)) return value.reduce((sum: number, item) => sum + countNodes(item), 1);
+  if (value !== null && typeof value === "object") return Object.values(value).reduce((sum: number, item) => sum + countNodes(item as JsonValue), 1);
+  return 1;
 }
 
 function sha256(bytes: Uint8Array): Uint8Array {
@@ -90,6 +101,8 @@ export class Execution {
   private readonly timers: NodeJS.Timeout[] = [];
   /** How far into the task's recorded answers this run has read (see TaskContext.attempt). */
   answerCursor = 0;
+  /** Set once the handler is done and its outcome is being recorded: nothing is left to stop. */
+  private settling = false;
 
   constructor(
     readonly input: TaskInput & { attempt: number },
@@ -102,7 +115,7 @@ export class Execution {
 
   /** Stops the handler; `failure` says how the task ends (none when it already ended). */
   stop(failure: FailureReport | undefined, message: string): void {
-    if (!this.controller.signal.aborted) this.controller.abort(new ExecutionStop(failure, message));
+    if (!this.settling && !this.controller.signal.aborted) this.controller.abort(new ExecutionStop(failure, message));
   }
 
   async run(): Promise<void> {
@@ -113,6 +126,7 @@ export class Execution {
       const output = await this.race(this.handler.executeTask(this.context()));
       const result = await this.finish(output);
       if (signal.aborted) return this.reportStop();
+      this.settling = true;
       await this.host.complete(taskId, result);
     } catch (error) {
       if (signal.aborted) return this.reportStop();
@@ -218,7 +232,7 @@ export class Execution {
       }
       const json = Buffer.from(JSON.stringify(inline));
       // The signed task_complete carries it as a protobuf Value, which for numbers is larger than JSON: both must fit.
-      if (json.byteLength > this.limits.maxInlineOutputBytes || valueSize(inline) > this.limits.maxInlineOutputBytes) {
+      if (json.byteLength > this.limits.maxInlineOutputBytes || !fitsAsValue(inline, json.byteLength, this.limits.maxInlineOutputBytes)) {
         // Too large for one message: offer the JSON as a stream instead.
         if (stream === undefined) stream = { contentType: "application/json", bytes: json, sha256: sha256(json) };
         inline = undefined;
