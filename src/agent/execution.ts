@@ -102,7 +102,7 @@ export class Execution {
   /** How far into the task's recorded answers this run has read (see TaskContext.attempt). */
   answerCursor = 0;
   /** Set once the handler is done and its outcome is being recorded: nothing is left to stop. */
-  private settling = false;
+  settling = false;
 
   constructor(
     readonly input: TaskInput & { attempt: number },
@@ -130,6 +130,7 @@ export class Execution {
       await this.host.complete(taskId, result);
     } catch (error) {
       if (signal.aborted) return this.reportStop();
+      this.settling = true;
       await this.host.fail(taskId, this.failureOf(error));
     } finally {
       for (const timer of this.timers) clearTimeout(timer);
@@ -183,6 +184,7 @@ export class Execution {
 
   private async reportStop(): Promise<void> {
     const reason = this.controller.signal.reason as unknown;
+    this.settling = true;
     if (reason instanceof ExecutionStop && reason.failure) await this.host.fail(this.input.taskId, reason.failure);
   }
 

@@ -25,6 +25,8 @@ export interface Built {
   /** The event's type, unless the request names it. */
   type?: MessageType;
   message: Message;
+  /** The payload's bytes, when built with it (see task-result.ts). */
+  encoded?: Uint8Array;
   patch: TaskPatch;
 }
 
@@ -77,7 +79,7 @@ export class EventRecorder {
       const type = request.eventType ?? built.type!;
       const step = transition(current.state, request.apply ?? type, request.action);
       if (!step.allowed) return undefined;
-      const event = this.sealEvent(current, type, built.message, current.lastSequence + 1, request.replyTo);
+      const event = this.sealEvent(current, type, built.message, current.lastSequence + 1, request.replyTo, built.encoded);
       const message = request.cause === undefined ? undefined : { ...request.cause, reply: event, taskId: current.taskId };
       try {
         const task = await store.commit(current.taskId, current.version, { ...built.patch, state: step.next, updatedAtMs: now() }, event, {
@@ -92,7 +94,7 @@ export class EventRecorder {
     throw protocolError(ErrorCode.INTERNAL, `task ${request.taskId} kept changing; try again`);
   }
 
-  sealEvent(task: Pick<TaskRecord, "taskId" | "requester">, type: MessageType, message: Message, sequence: number, replyTo?: string): StoredEvent {
+  sealEvent(task: Pick<TaskRecord, "taskId" | "requester">, type: MessageType, message: Message, sequence: number, replyTo?: string, encodedPayload?: Uint8Array): StoredEvent {
     const { envelope, header } = seal(
       {
         messageType: type,
@@ -103,6 +105,7 @@ export class EventRecorder {
         replyTo,
         sequence: BigInt(sequence),
         sentAtMs: this.options.now(),
+        encodedPayload,
       },
       this.options.identity.key,
     );

@@ -6,11 +6,12 @@
 // taken over: a resumable handler runs again from the task's current
 // input, any other task fails with agent_not_ready (recoverable). Decision
 // deadlines are kept from the stored times.
-import { create, type JsonObject, type JsonValue } from "@bufbuild/protobuf";
+import { create, toBinary, type JsonObject, type JsonValue } from "@bufbuild/protobuf";
 import { MessageType } from "../../gen/synapse/v1/envelope_pb.js";
 import { ErrorCode } from "../../gen/synapse/v1/errors_pb.js";
 import {
   TaskCompletePayloadSchema,
+  ResultStreamSchema,
   TaskFailedPayloadSchema,
   TaskState,
   TaskStatusUpdatePayloadSchema,
@@ -28,6 +29,7 @@ import { Execution, type ExecutionHost, type FailureReport, type FinishedResult 
 import type { HumanAnswer, HumanQuestion, MissingFieldSpec, TaskHandler } from "./handler.js";
 import { ProgressReports, type ProgressReport } from "./progress.js";
 import { Questions } from "./questions.js";
+import { buildTaskResult } from "./task-result.js";
 import type { EventRecorder } from "./recorder.js";
 import type { TaskSchemas } from "./schemas.js";
 
@@ -135,14 +137,14 @@ export class ExecutionRunner implements ExecutionHost {
   }
 
   private async renewLeases(): Promise<void> {
-    const running = [...this.executions.keys()];
+    const running = [...this.executions].filter(([, execution]) => !execution.settling);
     if (running.length === 0) return;
-    const held = new Set(await this.options.store.renewLeases(this.me, running, this.leaseUntil()));
-    for (const taskId of running) {
-      if (!held.has(taskId)) {
-        this.options.logger.warn({ task_id: taskId }, "lost the lease of a running task; another instance has it");
-        this.executions.get(taskId)?.stop(undefined, "lease lost");
-      }
+    const held = new Set(await this.options.store.renewLeases(this.me, running.map(([taskId]) => taskId), this.leaseUntil()));
+    for (const [taskId, execution] of running) {
+      // A run that finished meanwhile gave its lease up itself: only one still going has lost it.
+      if (held.has(taskId) || execution.settling || this.executions.get(taskId) !== execution) continue;
+      this.options.logger.warn({ task_id: taskId }, "lost the lease of a running task; another instance has it");
+      execution.stop(undefined, "lease lost");
     }
   }
 
@@ -365,16 +367,14 @@ export class ExecutionRunner implements ExecutionHost {
           const stream = result.stream
             ? { streamId: taskId, totalSize: BigInt(result.stream.bytes.byteLength), sha256: result.stream.sha256, contentType: result.stream.contentType }
             : undefined;
-          const message = create(TaskCompletePayloadSchema, {
-            taskId,
-            result: { outputType: result.outputType, output: result.output === undefined ? undefined : toValue(result.output), metadata: result.metadata, stream },
-            summary: result.summary,
-          });
+          const built = buildTaskResult(result.outputType, result.output, result.metadata, stream && create(ResultStreamSchema, stream));
+          const message = create(TaskCompletePayloadSchema, { taskId, result: built.result, summary: result.summary });
           return {
             type: MessageType.TASK_COMPLETE,
             message,
+            encoded: toBinary(TaskCompletePayloadSchema, create(TaskCompletePayloadSchema, { taskId, result: built.wire, summary: result.summary })),
             patch: {
-              result: message.result,
+              result: built.result,
               progress: 100,
               statusMessage: result.summary || "completed",
               resultStream: result.stream ? { contentType: result.stream.contentType, totalSize: result.stream.bytes.byteLength, sha256: result.stream.sha256 } : undefined,

@@ -44,6 +44,8 @@ export interface SealInput {
   messageId?: string;
   /** Milliseconds since the epoch; defaults to now. */
   sentAtMs?: number;
+  /** The payload's bytes when the caller encoded it already (they must be an encoding of `payload`). */
+  encodedPayload?: Uint8Array;
   /** Validity after sentAt; defaults to DEFAULT_TTL_MS. */
   ttlMs?: number;
 }
@@ -94,6 +96,6 @@ export function seal(input: SealInput, key: AgentKey, ed: Ed25519 = defaultEd255
   const header = buildHeader(input, key);
   const info = messageTypeInfo(input.messageType)!;
   const headerBytes = toBinary(HeaderSchema, header);
-  const payloadBytes = toBinary(info.payloadSchema, input.payload);
+  const payloadBytes = input.encodedPayload ?? toBinary(info.payloadSchema, input.payload);
   return { envelope: signParts(headerBytes, payloadBytes, key, ed), header };
 }

@@ -11,6 +11,7 @@ import {
   ReadResultResponseSchema,
   SendResponseSchema,
   WatchResponseSchema,
+  type Task,
   type WatchResponse,
 } from "../../gen/synapse/v1/p2p_pb.js";
 import type { Agent } from "../agent/agent.js";
@@ -18,17 +19,28 @@ import { taskView } from "../agent/task-view.js";
 import { open } from "../envelope/open.js";
 import { signedMessage } from "../envelope/view.js";
 import { protocolError } from "../protocol/errors.js";
-import type { StoredReply } from "../store/store.js";
+import type { StoredReply, TaskRecord } from "../store/store.js";
 import { authenticate } from "./auth.js";
-import { fitTasks, replyFormat } from "./reply-fit.js";
-import { signedMessageBytes, taskEventBytes, withEncodedField } from "./signed-bytes.js";
+import { fitTasks, replyFormat, type ReplyFormat } from "./reply-fit.js";
+import { signedMessageBytes, taskEventBytes } from "./signed-bytes.js";
+import { knownEncoding, withEncodedField } from "../protocol/encoded.js";
 
 const signed = (reply: StoredReply) => signedMessage(reply.envelope, reply.header, reply.payload);
 
-// Field numbers of SendResponse.reply and WatchResponse's event and heartbeat.
+// Field numbers of SendResponse.reply, WatchResponse's event and heartbeat, and Task.result.
 const SEND_REPLY = 1;
 const WATCH_EVENT = 2;
 const WATCH_HEARTBEAT = 3;
+const TASK_RESULT = 13;
+
+/** A task view for a reader in `format`: in binary its result goes out as the bytes it was signed or stored as. */
+function viewFor(record: TaskRecord, format: ReplyFormat, options: { withRequest?: boolean } = {}): Task {
+  const view = taskView(record, options);
+  const bytes = format === "binary" && record.result !== undefined ? knownEncoding(record.result) : undefined;
+  if (bytes === undefined) return view;
+  view.result = undefined;
+  return withEncodedField(view, TASK_RESULT, bytes);
+}
 
 /**
  * @param replyLimit the largest message the server writes: replies showing a
@@ -53,8 +65,9 @@ export function p2pService(agent: Agent, draining: AbortSignal, replyLimit: numb
         task = (await agent.engine.waitForOutcome(task.taskId, waitMs, AbortSignal.any([ctx.signal, draining]))) ?? task;
       }
       // The sender has its request: the task shown leaves it out (GetTask shows it).
-      const view = task ? taskView(task, { withRequest: false }) : undefined;
-      if (replyFormat(ctx) === "binary") {
+      const format = replyFormat(ctx);
+      const view = task ? viewFor(task, format, { withRequest: false }) : undefined;
+      if (format === "binary") {
         const response = create(SendResponseSchema, { task: view });
         return outcome.reply ? withEncodedField(response, SEND_REPLY, signedMessageBytes(outcome.reply)) : response;
       }
@@ -63,15 +76,17 @@ export function p2pService(agent: Agent, draining: AbortSignal, replyLimit: numb
 
     async getTask(request, ctx) {
       const caller = await authenticate(bearer, ctx);
-      const view = taskView(await agent.reader.getTask(request.taskId, caller.agentId));
-      return fitTasks(GetTaskResponseSchema, create(GetTaskResponseSchema, { task: view }), [view], replyFormat(ctx), replyLimit);
+      const format = replyFormat(ctx);
+      const view = viewFor(await agent.reader.getTask(request.taskId, caller.agentId), format);
+      return fitTasks(GetTaskResponseSchema, create(GetTaskResponseSchema, { task: view }), [view], format, replyLimit);
     },
 
     async listTasks(request, ctx) {
       const caller = await authenticate(bearer, ctx);
       const page = await agent.reader.listTasks(caller.agentId, request.pageSize, request.pageToken, request.states);
-      const views = page.tasks.map((record) => taskView(record));
-      return fitTasks(ListTasksResponseSchema, create(ListTasksResponseSchema, { tasks: views, nextPageToken: page.nextPageToken }), views, replyFormat(ctx), replyLimit);
+      const format = replyFormat(ctx);
+      const views = page.tasks.map((record) => viewFor(record, format));
+      return fitTasks(ListTasksResponseSchema, create(ListTasksResponseSchema, { tasks: views, nextPageToken: page.nextPageToken }), views, format, replyLimit);
     },
 
     async *watch(request, ctx) {
@@ -82,7 +97,7 @@ export function p2pService(agent: Agent, draining: AbortSignal, replyLimit: numb
       for await (const item of agent.reader.watch(request.taskId, caller.agentId, Number(request.fromSequence), signal)) {
         let message: WatchResponse;
         if (item.kind === "snapshot") {
-          const view = taskView(item.task);
+          const view = viewFor(item.task, format);
           message = fitTasks(WatchResponseSchema, create(WatchResponseSchema, { kind: { case: "snapshot", value: view } }), [view], format, replyLimit);
         } else if (item.kind === "heartbeat") {
           message =

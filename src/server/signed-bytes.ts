@@ -7,11 +7,12 @@
 // view's header and payload are exactly the envelope's signed bytes: a
 // decoded Header encodes to the same message. JSON replies take the usual
 // path (a JSON reader gets the typed view from the message itself).
-import type { Message } from "@bufbuild/protobuf";
 import { BinaryWriter, WireType } from "@bufbuild/protobuf/wire";
 import { EnvelopeSchema, type Envelope, type MessageType } from "../../gen/synapse/v1/envelope_pb.js";
 import { PayloadSchema } from "../../gen/synapse/v1/payloads_pb.js";
 import { encoded } from "../protocol/encoded.js";
+
+export { withEncodedField } from "../protocol/encoded.js";
 import { messageTypeInfo } from "../protocol/message-types.js";
 import type { StoredEvent, StoredReply } from "../store/store.js";
 
@@ -70,15 +71,4 @@ export function taskEventBytes(event: StoredEvent): Uint8Array {
     taskEvents.set(event.envelope, bytes);
   }
   return bytes;
-}
-
-/**
- * Puts already-encoded bytes into a message field as it will be written in
- * binary (as an unknown field, which the binary writer copies verbatim).
- * Only for messages that go out in binary: JSON leaves unknown fields out.
- */
-export function withEncodedField<T extends Message>(message: T, fieldNumber: number, bytes: Uint8Array): T {
-  const data = new BinaryWriter().bytes(bytes).finish(); // the length prefix, then the bytes
-  message.$unknown = [...(message.$unknown ?? []), { no: fieldNumber, wireType: WireType.LengthDelimited, data }];
-  return message;
 }

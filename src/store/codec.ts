@@ -118,7 +118,7 @@ const FIELD_COLUMNS: { [K in keyof TaskPatch]-?: (value: TaskPatch[K]) => Record
     pending_decision: decision === undefined ? null : bin(toBinary(TaskNeedHumanPayloadSchema, decision)),
     decision_deadline_ms: decision?.deadline === undefined ? null : timestampMs(decision.deadline),
   }),
-  result: (result) => ({ result: result === undefined ? null : bin(toBinary(TaskResultSchema, result)) }),
+  result: (result) => ({ result: result === undefined ? null : bin(encoded(TaskResultSchema, result)) }),
   error: (error) => ({ error: error === undefined ? null : bin(toBinary(TaskErrorSchema, error)) }),
   rejection: (rejection) => ({ rejection: rejection === undefined ? null : bin(toBinary(TaskRejectPayloadSchema, rejection)) }),
   resultStream: (stream) => ({ result_stream: encodeResultStream(stream) }),
@@ -160,6 +160,12 @@ export function taskRow(task: TaskRecord): Record<(typeof TASK_COLUMNS)[number],
   } as Record<(typeof TASK_COLUMNS)[number], SqlValue>;
 }
 
+/** A message decoded from bytes, with those bytes remembered (a binary reply then carries them as they are). */
+function remembered<T extends object>(message: T, bytes: Uint8Array): T {
+  rememberEncoding(message, bytes);
+  return message;
+}
+
 const optional = <T>(bytes: Uint8Array | null, decode: (bytes: Uint8Array) => T): T | undefined => (bytes === null ? undefined : decode(bytes));
 
 export function taskFromRow(row: TaskRow): TaskRecord {
@@ -181,7 +187,7 @@ export function taskFromRow(row: TaskRow): TaskRecord {
     requestMessageId: row.request_message_id,
     pendingInfo: optional(row.pending_info, (bytes) => fromBinary(TaskNeedInfoPayloadSchema, bytes)),
     pendingDecision: optional(row.pending_decision, (bytes) => fromBinary(TaskNeedHumanPayloadSchema, bytes)),
-    result: optional(row.result, (bytes) => fromBinary(TaskResultSchema, bytes)),
+    result: optional(row.result, (bytes) => remembered(fromBinary(TaskResultSchema, bytes), bytes)),
     error: optional(row.error, (bytes) => fromBinary(TaskErrorSchema, bytes)),
     rejection: optional(row.rejection, (bytes) => fromBinary(TaskRejectPayloadSchema, bytes)),
     resultStream: decodeResultStream(row.result_stream),

@@ -1,0 +1,30 @@
+// A task's result, built once in both forms it is needed in: the message
+// views and stores read (with the output as a protobuf Value), and the bytes
+// that travel in the signed task_complete, written directly from the JSON
+// output (reflecting over a Value cost more than signing the event). The
+// message remembers those bytes, so storing or showing it encodes nothing.
+import { create, toBinary, type JsonObject, type JsonValue } from "@bufbuild/protobuf";
+import { TaskResultSchema, type ResultStream, type TaskResult } from "../../gen/synapse/v1/payloads_pb.js";
+import { rememberEncoding, withEncodedField } from "../protocol/encoded.js";
+import { toValue } from "../protocol/json-values.js";
+import { encodeStruct, encodeValue } from "../protocol/value-codec.js";
+
+// TaskResult's output and metadata fields.
+const OUTPUT = 2;
+const METADATA = 3;
+
+export interface BuiltResult {
+  /** For views and the store (its encoding is remembered). */
+  result: TaskResult;
+  /** For the signed payload: the same bytes, with output and metadata already encoded. */
+  wire: TaskResult;
+}
+
+export function buildTaskResult(outputType: string, output: JsonValue | undefined, metadata: JsonObject | undefined, stream: ResultStream | undefined): BuiltResult {
+  const wire = create(TaskResultSchema, { outputType, stream });
+  if (output !== undefined) withEncodedField(wire, OUTPUT, encodeValue(output));
+  if (metadata !== undefined) withEncodedField(wire, METADATA, encodeStruct(metadata));
+  const result = create(TaskResultSchema, { outputType, output: output === undefined ? undefined : toValue(output), metadata, stream });
+  rememberEncoding(result, toBinary(TaskResultSchema, wire));
+  return { result, wire };
+}
