@@ -1,6 +1,7 @@
 // A throwaway PostgreSQL cluster for tests and benchmarks: initdb into a
 // temporary directory, a free port on 127.0.0.1, fast and unsafe settings
-// (no fsync: the data is thrown away), stopped and deleted afterwards.
+// (no fsync: the data is thrown away) unless asked to be durable, stopped
+// and deleted afterwards.
 // initdb refuses to run as root, so as root the cluster runs as the
 // `postgres` user.
 import { execFileSync, spawnSync } from "node:child_process";
@@ -48,7 +49,16 @@ function userIds(name: string): { uid: number; gid: number } | undefined {
   return { uid: Number(result.stdout.trim()), gid: Number(gid.stdout.trim()) };
 }
 
-export async function startCluster(): Promise<Cluster> {
+export interface ClusterOptions {
+  /**
+   * Keep PostgreSQL's durable defaults (fsync, synchronous_commit,
+   * full_page_writes on), so that a benchmark compares stores doing the same
+   * work; tests leave this off.
+   */
+  durable?: boolean;
+}
+
+export async function startCluster(options: ClusterOptions = {}): Promise<Cluster> {
   const bin = findPostgresBin();
   if (bin === undefined) throw new Error("initdb not found (install Debian's postgresql package)");
   const dir = mkdtempSync(join(tmpdir(), "synapse-pg-"));
@@ -64,13 +74,12 @@ export async function startCluster(): Promise<Cluster> {
   const user = asRoot ? "postgres" : (process.env.USER ?? "postgres");
   run("initdb", ["-D", data, "-U", user, "--auth=trust", "--no-sync", "-E", "UTF8"]);
   const port = await freePort();
+  const unsafe = options.durable ? [] : ["-c fsync=off", "-c synchronous_commit=off", "-c full_page_writes=off"];
   const settings = [
     "-c listen_addresses=127.0.0.1",
     `-c port=${port}`,
     `-c unix_socket_directories=${dir}`,
-    "-c fsync=off",
-    "-c synchronous_commit=off",
-    "-c full_page_writes=off",
+    ...unsafe,
     "-c max_connections=400",
   ].join(" ");
   run("pg_ctl", ["-D", data, "-l", join(dir, "log"), "-o", settings, "-w", "-t", "60", "start"]);
