@@ -2,7 +2,7 @@
 // a benchmark measures the server as an operator runs it: its own process,
 // its own RSS and CPU time, nothing shared with the load generator.
 import { spawn, type ChildProcess } from "node:child_process";
-import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -19,6 +19,19 @@ export interface ChildServerOptions {
   args: readonly string[];
   /** Lines the server writes to stderr (it runs with --log-level warn). */
   onStderr?: (line: string) => void;
+  /**
+   * Run node with --trace-gc (it only reports, it forces nothing) to know the
+   * V8 heap left after each full GC; line-buffered through stdbuf when
+   * available, so the last report is not held in a pipe buffer.
+   */
+  traceGc?: boolean;
+}
+
+export interface HeapReport {
+  /** V8 heap in use right after the last full (mark-compact) GC, bytes. */
+  afterFullGcBytes: number;
+  /** Full GCs so far. */
+  fullGcs: number;
 }
 
 export interface ProcessSample {
@@ -37,6 +50,8 @@ export interface ChildServer {
   dataDir: string;
   /** Reads /proc/PID/status and /proc/PID/stat (Linux). */
   sample(): ProcessSample;
+  /** The last full GC's report, with traceGc; null before the first one. */
+  heap(): HeapReport | null;
   /** Whether the process has exited (and how), for error messages. */
   exited(): string | undefined;
   /** SIGTERM, then SIGKILL if it does not stop; removes the data dir. */
@@ -53,6 +68,9 @@ process.on("exit", () => {
 });
 
 const CLOCK_TICKS_PER_SECOND = 100; // USER_HZ on Linux
+const STDBUF = "/usr/bin/stdbuf";
+/** A --trace-gc line of a full GC: "Mark-Compact 180.3 (200.1) -> 150.2 (201.0) MB". */
+const FULL_GC = /Mark-Compact(?: \(reduce\))? [\d.]+ \([\d.]+\) -> ([\d.]+) \([\d.]+\) MB/;
 
 function readSample(pid: number): ProcessSample {
   const status = readFileSync(`/proc/${pid}/status`, "utf8");
@@ -70,8 +88,14 @@ function readSample(pid: number): ProcessSample {
 
 export async function startChildServer(options: ChildServerOptions): Promise<ChildServer> {
   const dataDir = mkdtempSync(join(tmpdir(), `synapse-bench-${options.label.replace(/[^a-z0-9]+/gi, "-")}-`));
-  const args = [CLI, "serve", "--host", "127.0.0.1", "--port", "0", "--data-dir", dataDir, "--log-level", "warn", ...options.args];
-  const child = spawn(process.execPath, args, { stdio: ["ignore", "pipe", "pipe"] });
+  const serve = [CLI, "serve", "--host", "127.0.0.1", "--port", "0", "--data-dir", dataDir, "--log-level", "warn", ...options.args];
+  // stdbuf execs node in the same process, so the pid is the server's.
+  const [file, args] = !options.traceGc
+    ? [process.execPath, serve]
+    : existsSync(STDBUF)
+      ? [STDBUF, ["-oL", process.execPath, "--trace-gc", ...serve]]
+      : [process.execPath, ["--trace-gc", ...serve]];
+  const child = spawn(file, args, { stdio: ["ignore", "pipe", "pipe"] });
   const entry = { child, dataDir };
   live.add(entry);
   let exit: string | undefined;
@@ -96,14 +120,27 @@ export async function startChildServer(options: ChildServerOptions): Promise<Chi
   });
   const failure = (what: string) => new Error(`${options.label} server ${what}${stderrTail.length ? `:\n${stderrTail.join("\n")}` : ""}`);
 
+  let heap: HeapReport | null = null;
+  let stdoutBuffer = "";
+  const stdoutLines: ((line: string) => void)[] = [
+    (line) => {
+      const gc = FULL_GC.exec(line);
+      if (gc !== null) heap = { afterFullGcBytes: Number(gc[1]) * 2 ** 20, fullGcs: (heap?.fullGcs ?? 0) + 1 };
+    },
+  ];
+  child.stdout?.setEncoding("utf8").on("data", (chunk: string) => {
+    stdoutBuffer += chunk;
+    const lines = stdoutBuffer.split("\n");
+    stdoutBuffer = lines.pop() ?? "";
+    for (const line of lines) for (const listener of stdoutLines) listener(line);
+  });
+
   let url: string;
   try {
     url = await new Promise<string>((resolve, reject) => {
-      let stdout = "";
       const timer = setTimeout(() => reject(failure(`did not print its URL within ${START_TIMEOUT_MS / 1000} s`)), START_TIMEOUT_MS);
-      child.stdout?.setEncoding("utf8").on("data", (chunk: string) => {
-        stdout += chunk;
-        const match = / listening on (\S+)/.exec(stdout);
+      stdoutLines.push((line) => {
+        const match = / listening on (\S+)/.exec(line);
         if (match?.[1] !== undefined) {
           clearTimeout(timer);
           resolve(match[1]);
@@ -132,6 +169,7 @@ export async function startChildServer(options: ChildServerOptions): Promise<Chi
       if (exit !== undefined) throw failure(exit);
       return readSample(pid);
     },
+    heap: () => heap,
     exited: () => exit,
     async stop() {
       if (exit === undefined) {

@@ -30,18 +30,28 @@ async function measureStore(
   let completed = 0;
   let loadSeconds = 0;
   try {
-    server = await startStoreServer(store, postgres, progress);
+    server = await startStoreServer(store, postgres, progress, { traceGc: true });
     row.pid = server.pid;
     const submit = await signedCall(server.url, "grpc", identity);
     const counted: Call = async () => {
       await submit();
       completed++;
     };
+    const running = server;
     const record = (sample: ProcessSample) => {
-      row.checkpoints.push({ tasks: completed, rss_bytes: sample.rssBytes, peak_rss_bytes: sample.peakRssBytes, cpu_ms: sample.cpuMs });
-      progress(`${store}: ${completed} tasks done, RSS ${mib(sample.rssBytes)} MiB (peak ${mib(sample.peakRssBytes)} MiB)`);
+      const heap = running.heap();
+      row.checkpoints.push({
+        tasks: completed,
+        rss_bytes: sample.rssBytes,
+        peak_rss_bytes: sample.peakRssBytes,
+        heap_after_full_gc_bytes: heap?.afterFullGcBytes ?? null,
+        full_gcs: heap?.fullGcs ?? 0,
+        cpu_ms: sample.cpuMs,
+      });
+      const heapNote = heap === null ? "no full GC yet" : `heap ${mib(heap.afterFullGcBytes)} MiB after full GC #${heap.fullGcs}`;
+      progress(`${store}: ${completed} tasks done, RSS ${mib(sample.rssBytes)} MiB (peak ${mib(sample.peakRssBytes)} MiB), ${heapNote}`);
     };
-    record(server.sample());
+    record(running.sample());
     for (const target of options.tasks.slice(1)) {
       while (completed < target) {
         const chunk = Math.min(PROGRESS_EVERY - (completed % PROGRESS_EVERY), target - completed);
@@ -49,7 +59,7 @@ async function measureStore(
         loadSeconds += result.seconds;
         if (completed < target) progress(`${store}: ${completed} tasks (${result.rps.toFixed(0)}/s, p50 ${result.p50Ms.toFixed(1)} ms)`);
       }
-      record(server.sample());
+      record(running.sample());
     }
   } catch (error) {
     const died = server?.exited();
@@ -85,7 +95,7 @@ export async function memoryBench(options: BenchOptions, progress: Progress): Pr
       concurrency: options.concurrency,
       protocol: "grpc",
       task: `text_analysis, ${TEXT.length} chars, each waited to completion`,
-      server: "synapse serve child process, --log-level warn, --max-concurrent-tasks 10000 --idle-timeout 0, default --retention 7d",
+      server: "synapse serve child process, node --trace-gc, --log-level warn, --max-concurrent-tasks 10000 --idle-timeout 0, default --retention 7d",
       ...(postgres ? { postgres: postgres.where } : {}),
       node: process.version,
     },

@@ -102,7 +102,12 @@ export function localServeArgs(store: Exclude<StoreName, "postgres" | "postgres-
 export const COMMON_SERVE_ARGS: readonly string[] = ["--max-concurrent-tasks", "10000", "--idle-timeout", "0"];
 
 /** `synapse serve` on `store` as a child process, its warnings forwarded to `progress`. */
-export async function startStoreServer(store: StoreName, postgres: BenchPostgres | undefined, progress: (message: string) => void): Promise<ChildServer> {
+export async function startStoreServer(
+  store: StoreName,
+  postgres: BenchPostgres | undefined,
+  progress: (message: string) => void,
+  options: { traceGc?: boolean } = {},
+): Promise<ChildServer> {
   let storeArgs: string[];
   if (isPostgres(store)) {
     if (postgres === undefined) throw new Error(`no PostgreSQL server for the ${store} store`);
@@ -114,6 +119,7 @@ export async function startStoreServer(store: StoreName, postgres: BenchPostgres
     label: store,
     args: [...storeArgs, ...COMMON_SERVE_ARGS],
     onStderr: (line) => progress(`[${store} server] ${line}`),
+    traceGc: options.traceGc,
   });
   progress(`${store}: synapse serve pid ${server.pid} at ${server.url}`);
   return server;
