@@ -14,6 +14,8 @@ export interface StoreRound {
   server_cpu_ms_per_task: number;
   /** rps over the memory store's rps in the same round and protocol. */
   ratio_to_memory: number | null;
+  /** Server CPU per task over the memory store's in the same round and protocol (above 1: costlier). */
+  cpu_vs_memory: number | null;
 }
 
 export interface StoreSummary {
@@ -28,6 +30,8 @@ export interface StoreSummary {
   ratio_to_memory: number | null;
   ratio_min: number | null;
   ratio_max: number | null;
+  /** Median of the per-round server-CPU-per-task ratios. */
+  cpu_vs_memory: number | null;
 }
 
 export interface StoresReport {
@@ -52,7 +56,7 @@ export function toStoresTable(report: StoresReport): string {
   const ratio = (row: StoreSummary) =>
     row.ratio_to_memory === null ? "-" : row.store === "memory" ? "1.00" : `${row.ratio_to_memory.toFixed(2)} (${row.ratio_min!.toFixed(2)}-${row.ratio_max!.toFixed(2)})`;
   const out = table(
-    ["store", "protocol", "tasks/s", "p50 ms", "p99 ms", "server CPU ms/task", "vs memory (min-max)"],
+    ["store", "protocol", "tasks/s", "p50 ms", "p99 ms", "server CPU ms/task", "CPU vs memory", "tasks/s vs memory (min-max)"],
     report.summary.map((row) => [
       row.store,
       row.protocol,
@@ -60,6 +64,7 @@ export function toStoresTable(report: StoresReport): string {
       row.p50_ms.toFixed(2),
       row.p99_ms.toFixed(2),
       row.server_cpu_ms_per_task.toFixed(2),
+      row.cpu_vs_memory === null ? "-" : `${row.cpu_vs_memory.toFixed(2)}x`,
       ratio(row),
     ]),
   );
@@ -72,7 +77,7 @@ export function toStoresTable(report: StoresReport): string {
     ...(report.skipped ? [report.skipped] : []),
     `Medians over ${report.config.rounds} interleaved rounds (order rotated each round); each ratio is against the memory store in the same round.`,
     "Shared CPUs: the load generator signs and verifies on the same machine as the server; numbers are noisy, compare ratios, not absolutes.",
-    "Server CPU counts the synapse serve process only (not PostgreSQL's).",
+    "Server CPU: user + system time of the synapse serve process only (not PostgreSQL's) per task; steadier than tasks/s on a busy machine.",
     "stores:",
     ...report.notes.map((note) => `  ${note}`),
   ];
@@ -90,6 +95,7 @@ export function toStoresJson(report: StoresReport): string {
       p99_ms: round(row.p99_ms, 3),
       server_cpu_ms_per_task: round(row.server_cpu_ms_per_task, 3),
       ratio_to_memory: round(row.ratio_to_memory, 3),
+      cpu_vs_memory: round(row.cpu_vs_memory, 3),
       ...("ratio_min" in row ? { ratio_min: round(row.ratio_min, 3), ratio_max: round(row.ratio_max, 3) } : {}),
     }));
   return `${JSON.stringify({ ...report, summary: rows(report.summary), rounds: rows(report.rounds) })}\n`;

@@ -49,6 +49,7 @@ async function measure(target: Target, protocol: BenchProtocol, round: number, o
     p99_ms: result.p99Ms,
     server_cpu_ms_per_task: (after.cpuMs - before.cpuMs) / result.requests,
     ratio_to_memory: null,
+    cpu_vs_memory: null,
   };
 }
 
@@ -57,6 +58,7 @@ function summarize(rounds: StoreRound[], stores: readonly StoreName[]): StoreSum
   for (const row of rounds) {
     const memory = rounds.find((other) => other.store === "memory" && other.round === row.round && other.protocol === row.protocol);
     row.ratio_to_memory = memory === undefined ? null : row.rps / memory.rps;
+    row.cpu_vs_memory = memory === undefined ? null : row.server_cpu_ms_per_task / memory.server_cpu_ms_per_task;
   }
   const summaries: StoreSummary[] = [];
   for (const protocol of BENCH_PROTOCOLS) {
@@ -64,6 +66,7 @@ function summarize(rounds: StoreRound[], stores: readonly StoreName[]): StoreSum
       const mine = rounds.filter((row) => row.store === store && row.protocol === protocol);
       if (mine.length === 0) continue;
       const ratios = mine.flatMap((row) => (row.ratio_to_memory === null ? [] : [row.ratio_to_memory]));
+      const cpu = mine.flatMap((row) => (row.cpu_vs_memory === null ? [] : [row.cpu_vs_memory]));
       summaries.push({
         store,
         protocol,
@@ -75,6 +78,7 @@ function summarize(rounds: StoreRound[], stores: readonly StoreName[]): StoreSum
         ratio_to_memory: ratios.length === 0 ? null : median(ratios),
         ratio_min: ratios.length === 0 ? null : Math.min(...ratios),
         ratio_max: ratios.length === 0 ? null : Math.max(...ratios),
+        cpu_vs_memory: cpu.length === 0 ? null : median(cpu),
       });
     }
   }
