@@ -1,37 +1,100 @@
-// Command-line options of the benchmark: --seconds N, --concurrency N, --json.
+// Command-line options of the benchmark:
+//   npm run bench [-- --seconds N --concurrency N --json]            signed vs bare calls, Ed25519
+//   npm run bench -- memory [--tasks 0,10000,50000,100000] [--stores memory,sqlite,postgres] [--concurrency N] [--json]
+//   npm run bench -- stores [--rounds 5] [--seconds 3] [--stores ...] [--concurrency N] [--json]
 import { parseArgs } from "node:util";
+import { parseStores, type StoreName } from "./store-targets.js";
+
+/** A bad command line: reported as its message alone, with the usage. */
+export class BenchUsageError extends Error {}
+
+export type BenchMode = "rpc" | "memory" | "stores";
 
 export interface BenchOptions {
-  /** Measured duration of each (workload, protocol) run, in seconds. */
+  mode: BenchMode;
+  /** Measured duration of each run, in seconds (rpc, stores). */
   seconds: number;
   /** Calls kept in flight at once. */
   concurrency: number;
   /** One JSON object on stdout instead of a table. */
   json: boolean;
+  /** Completed-task counts at which the memory bench samples RSS, ascending, starting at 0. */
+  tasks: number[];
+  /** Interleaved rounds of the stores bench. */
+  rounds: number;
+  /** Which stores the memory or stores bench runs, in this order. */
+  stores: StoreName[];
 }
+
+export const BENCH_USAGE = `usage: npm run bench [-- [memory|stores] [--seconds N] [--concurrency N] [--tasks N,N,...] [--rounds N] [--stores NAME,...] [--json]]`;
+
+const DEFAULT_CONCURRENCY: Record<BenchMode, number> = { rpc: 16, memory: 32, stores: 32 };
+// The stores bench takes more, shorter turns: on a shared machine the load drifts within a round.
+const DEFAULT_SECONDS: Record<BenchMode, number> = { rpc: 5, memory: 0, stores: 3 };
+const DEFAULT_STORES: Record<BenchMode, StoreName[]> = {
+  rpc: [],
+  memory: ["memory", "sqlite", "postgres"],
+  stores: ["memory", "sqlite", "sqlite-full", "postgres", "postgres-full"],
+};
 
 function positive(value: string | undefined, fallback: number, name: string, integer: boolean): number {
   if (value === undefined) return fallback;
   const parsed = Number(value);
   if (!Number.isFinite(parsed) || parsed <= 0 || (integer && !Number.isInteger(parsed))) {
-    throw new TypeError(`${name} must be a positive ${integer ? "integer" : "number"}, got ${JSON.stringify(value)}`);
+    throw new BenchUsageError(`${name} must be a positive ${integer ? "integer" : "number"}, got ${JSON.stringify(value)}`);
   }
   return parsed;
 }
 
+function checkpoints(value: string | undefined): number[] {
+  if (value === undefined) return [0, 10_000, 50_000, 100_000];
+  const counts = value.split(",").map((part) => Number(part.trim()));
+  if (counts.some((count) => !Number.isInteger(count) || count < 0)) throw new BenchUsageError(`--tasks must be non-negative integers separated by commas, got ${JSON.stringify(value)}`);
+  const sorted = [...new Set([0, ...counts])].sort((a, b) => a - b);
+  if (sorted.length < 2) throw new BenchUsageError("--tasks needs a checkpoint above 0");
+  return sorted;
+}
+
+function parse(argv: readonly string[]) {
+  try {
+    return parseArgs({
+      args: [...argv],
+      options: {
+        seconds: { type: "string" },
+        concurrency: { type: "string" },
+        json: { type: "boolean", default: false },
+        tasks: { type: "string" },
+        rounds: { type: "string" },
+        stores: { type: "string" },
+      },
+      allowPositionals: true,
+      strict: true,
+    });
+  } catch (error) {
+    throw new BenchUsageError(error instanceof Error ? error.message : String(error));
+  }
+}
+
 export function parseBenchArgs(argv: readonly string[]): BenchOptions {
-  const { values } = parseArgs({
-    args: [...argv],
-    options: {
-      seconds: { type: "string" },
-      concurrency: { type: "string" },
-      json: { type: "boolean", default: false },
-    },
-    strict: true,
-  });
+  const { values, positionals } = parse(argv);
+  if (positionals.length > 1) throw new BenchUsageError(`one mode at most, got ${positionals.join(" ")}`);
+  const named = positionals[0];
+  if (named !== undefined && named !== "memory" && named !== "stores") throw new BenchUsageError(`unknown mode ${JSON.stringify(named)}: memory or stores (or none)`);
+  const mode: BenchMode = named ?? "rpc";
+  const misplaced = [
+    ["--tasks", values.tasks !== undefined && mode !== "memory"],
+    ["--rounds", values.rounds !== undefined && mode !== "stores"],
+    ["--stores", values.stores !== undefined && mode === "rpc"],
+    ["--seconds", values.seconds !== undefined && mode === "memory"],
+  ] as const;
+  for (const [flag, wrong] of misplaced) if (wrong) throw new BenchUsageError(`${flag} does not apply to ${mode === "rpc" ? "the default bench" : `the ${mode} bench`}`);
   return {
-    seconds: positive(values.seconds, 5, "--seconds", false),
-    concurrency: positive(values.concurrency, 16, "--concurrency", true),
+    mode,
+    seconds: positive(values.seconds, DEFAULT_SECONDS[mode], "--seconds", false),
+    concurrency: positive(values.concurrency, DEFAULT_CONCURRENCY[mode], "--concurrency", true),
     json: values.json ?? false,
+    tasks: checkpoints(values.tasks),
+    rounds: positive(values.rounds, 5, "--rounds", true),
+    stores: values.stores === undefined ? DEFAULT_STORES[mode] : parseStores(values.stores, "--stores"),
   };
 }

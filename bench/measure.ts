@@ -59,3 +59,35 @@ export function opsPerSecond(op: () => void, durationMs: number): number {
   }
   return ops / ((now - start) / 1000);
 }
+
+/**
+ * Runs `call` with `concurrency` in flight until exactly `count` calls have
+ * completed (each worker takes the next ticket), then returns once none is
+ * in flight; the first failure stops every worker and is thrown.
+ */
+export async function runCount(call: Call, concurrency: number, count: number): Promise<LoadResult> {
+  const latencies = new Float64Array(count);
+  let issued = 0;
+  let done = 0;
+  let failed = false;
+  const start = performance.now();
+  const worker = async (): Promise<void> => {
+    while (!failed && issued < count) {
+      issued++;
+      const t0 = performance.now();
+      try {
+        await call();
+      } catch (error) {
+        failed = true;
+        throw error;
+      }
+      latencies[done++] = performance.now() - t0;
+    }
+  };
+  const outcomes = await Promise.allSettled(Array.from({ length: Math.min(concurrency, count) }, worker));
+  const rejected = outcomes.find((outcome): outcome is PromiseRejectedResult => outcome.status === "rejected");
+  if (rejected !== undefined) throw rejected.reason;
+  const seconds = (performance.now() - start) / 1000;
+  const sorted = latencies.sort();
+  return { requests: count, seconds, rps: count / seconds, p50Ms: percentile(sorted, 50), p99Ms: percentile(sorted, 99) };
+}

@@ -1,84 +1,53 @@
-// npm run bench [-- --seconds N --concurrency N --json]
-// Measures, in one process against a real agent server on 127.0.0.1, the
-// cost of a signed task submission relative to a bare unary call, over gRPC
-// and Connect JSON, then Ed25519 throughput of node:crypto and tweetnacl.
-// Progress goes to stderr; stdout holds only the table or the JSON object.
+// npm run bench [-- memory | stores] [options]: see args.ts for the options.
+//   (no mode)  signed submission vs a bare unary call over gRPC and Connect JSON, in one process, plus Ed25519 ops/s
+//   memory     RSS of `synapse serve` (child process) after 0, 10k, 50k, 100k tasks on the memory, SQLite and PostgreSQL stores
+//   stores     signed-submission throughput on SQLite (fsync normal and full) and PostgreSQL as ratios to the memory store
+// Progress goes to stderr; stdout holds only the table or the JSON object (--json).
 import { cpus } from "node:os";
-import { parseBenchArgs } from "./args.js";
-import { cryptoBench, MESSAGE_BYTES } from "./crypto.js";
-import { runLoad, type Call } from "./measure.js";
-import { toJson, toTable, type Report, type RpcRow } from "./report.js";
-import { startBenchServer } from "./server.js";
-import { BASELINE, baselineCall, BENCH_PROTOCOLS, SIGNED, signedCall, TEXT, type BenchProtocol } from "./workloads.js";
-
-const WARMUP_SECONDS = 1;
-const CRYPTO_SECONDS = 1;
-const CRYPTO_WARMUP_SECONDS = 0.25;
+import { BENCH_USAGE, BenchUsageError, parseBenchArgs } from "./args.js";
+import { memoryBench } from "./memory.js";
+import { toMemoryJson, toMemoryTable } from "./memory-report.js";
+import { toJson, toTable } from "./report.js";
+import { rpcBench } from "./rpc.js";
+import { storesBench } from "./stores.js";
+import { toStoresJson, toStoresTable } from "./stores-report.js";
 
 const progress = (message: string) => process.stderr.write(`bench: ${message}\n`);
 
-async function main(): Promise<void> {
+/** The machine, for the modes whose reports do not already say. */
+const machine = () => ({ cpu: cpus()[0]?.model ?? "unknown", cpus: cpus().length });
+
+async function main(): Promise<string> {
   const options = parseBenchArgs(process.argv.slice(2));
-  const bench = await startBenchServer();
-  progress(`server at ${bench.server.url}`);
-  const rpc: RpcRow[] = [];
-  try {
-    const measure = async (workload: string, protocol: BenchProtocol, call: Call, baselineRps?: number) => {
-      progress(`${workload} over ${protocol}: ${WARMUP_SECONDS} s warm-up, ${options.seconds} s at concurrency ${options.concurrency}`);
-      await runLoad(call, options.concurrency, WARMUP_SECONDS * 1000);
-      const result = await runLoad(call, options.concurrency, options.seconds * 1000);
-      const row: RpcRow = {
-        workload,
-        protocol,
-        requests: result.requests,
-        seconds: result.seconds,
-        rps: result.rps,
-        p50_ms: result.p50Ms,
-        p99_ms: result.p99Ms,
-        ratio_to_baseline: baselineRps === undefined ? null : result.rps / baselineRps,
-      };
-      rpc.push(row);
-      return row;
-    };
-    const baselines = new Map<BenchProtocol, number>();
-    for (const protocol of BENCH_PROTOCOLS) {
-      baselines.set(protocol, (await measure(BASELINE, protocol, baselineCall(bench.server.url, protocol))).rps);
+  switch (options.mode) {
+    case "rpc": {
+      const report = await rpcBench(options, progress);
+      return options.json ? toJson(report) : toTable(report);
     }
-    for (const protocol of BENCH_PROTOCOLS) {
-      await measure(SIGNED, protocol, await signedCall(bench.server.url, protocol, bench.requester), baselines.get(protocol));
+    case "memory": {
+      const report = await memoryBench(options, progress);
+      report.config = { ...report.config, ...machine() };
+      return options.json ? toMemoryJson(report) : toMemoryTable(report);
     }
-  } finally {
-    await bench.close();
+    case "stores": {
+      const report = await storesBench(options, progress);
+      report.config = { ...report.config, ...machine() };
+      return options.json ? toStoresJson(report) : toStoresTable(report);
+    }
   }
-
-  progress(`Ed25519 sign and verify, ${CRYPTO_SECONDS} s each after ${CRYPTO_WARMUP_SECONDS} s warm-up`);
-  const crypto = cryptoBench(CRYPTO_SECONDS, CRYPTO_WARMUP_SECONDS);
-  const [node, nacl] = crypto;
-  if (node === undefined || nacl === undefined) throw new Error("crypto bench returned no results");
-
-  const report: Report = {
-    config: {
-      seconds: options.seconds,
-      concurrency: options.concurrency,
-      warmup_seconds: WARMUP_SECONDS,
-      text_chars: TEXT.length,
-      crypto_seconds: CRYPTO_SECONDS,
-      crypto_message_bytes: MESSAGE_BYTES,
-      node: process.version,
-      cpu: cpus()[0]?.model ?? "unknown",
-      cpus: cpus().length,
-    },
-    rpc,
-    crypto,
-    crypto_ratio: { sign: node.sign_ops / nacl.sign_ops, verify: node.verify_ops / nacl.verify_ops },
-  };
-  process.stdout.write(options.json ? toJson(report) : toTable(report));
 }
+
+// Ctrl-C or a kill still runs the exit hooks that stop child servers and the PostgreSQL cluster.
+for (const signal of ["SIGINT", "SIGTERM"] as const) process.on(signal, () => process.exit(130));
 
 main().then(
   // Client connections (HTTP/2 sessions, keep-alive sockets) may still hold the loop open.
-  () => process.stdout.write("", () => process.exit(0)),
+  (output) => process.stdout.write(output, () => process.exit(0)),
   (error: unknown) => {
+    if (error instanceof BenchUsageError) {
+      process.stderr.write(`bench: ${error.message}\n${BENCH_USAGE}\n`);
+      process.exit(2);
+    }
     process.stderr.write(`bench failed: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}\n`);
     process.exit(1);
   },

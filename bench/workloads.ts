@@ -6,7 +6,10 @@ import { createConnectTransport, createGrpcTransport } from "@connectrpc/connect
 import { CapabilitiesService } from "../gen/synapse/v1/capabilities_pb.js";
 import { MessageType } from "../gen/synapse/v1/envelope_pb.js";
 import { TaskState } from "../gen/synapse/v1/payloads_pb.js";
-import type { AgentIdentity } from "../src/agent/identity.js";
+import { mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { loadOrCreateIdentity, type AgentIdentity } from "../src/agent/identity.js";
 import { SynapseClient } from "../src/client/requester.js";
 import type { TransportOptions } from "../src/client/transport.js";
 import type { Call } from "./measure.js";
@@ -47,4 +50,11 @@ export async function signedCall(baseUrl: string, protocol: BenchProtocol, ident
       throw new Error(`task ${taskId} ended as ${task ? TaskState[task.state] : "no task"} (reply ${reply ? MessageType[reply.type] : "none"})`);
     }
   };
+}
+
+/** A fresh requester identity in a temporary directory, for benches whose server runs elsewhere. */
+export async function temporaryRequester(): Promise<{ identity: AgentIdentity; remove(): Promise<void> }> {
+  const dir = await mkdtemp(join(tmpdir(), "synapse-bench-requester-"));
+  const { identity } = await loadOrCreateIdentity(dir);
+  return { identity, remove: () => rm(dir, { recursive: true, force: true }) };
 }

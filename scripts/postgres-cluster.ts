@@ -1,6 +1,7 @@
 // A throwaway PostgreSQL cluster for tests and benchmarks: initdb into a
 // temporary directory, a free port on 127.0.0.1, fast and unsafe settings
-// (no fsync: the data is thrown away), stopped and deleted afterwards.
+// (no fsync: the data is thrown away) unless asked to be durable, stopped
+// and deleted afterwards.
 // initdb refuses to run as root, so as root the cluster runs as the
 // `postgres` user.
 import { execFileSync, spawnSync } from "node:child_process";
@@ -53,7 +54,11 @@ export interface ClusterOptions {
   dir?: string;
   /** Default a free port. */
   port?: number;
-  /** Durable settings (fsync on) instead of the fast, throwaway ones. */
+  /**
+   * Keep PostgreSQL's durable defaults (fsync, synchronous_commit,
+   * full_page_writes on), so that a benchmark compares stores doing the same
+   * work, and a kept cluster keeps its data; tests leave this off.
+   */
   durable?: boolean;
 }
 
