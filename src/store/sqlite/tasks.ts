@@ -1,8 +1,11 @@
-// The SQLite TaskStore: the embedded default. Each operation is one
-// synchronous transaction, so nothing else runs between its reads and its
-// writes. This process owns the database (see database.ts), which makes a
+// The SQLite TaskStore: the embedded default. Each write runs synchronously
+// inside a savepoint of a group commit (batch.ts), so nothing else runs
+// between its reads and its writes, and it settles only once its batch is
+// on disk. This process owns the database (see database.ts), which makes a
 // cache of the tasks in flight coherent: reads of a running task cost no
-// decoding, and finished tasks leave RAM as soon as they end.
+// decoding, and finished tasks leave RAM as soon as they end. A write
+// touches the cache last, so a write that fails leaves it as it was; a
+// batch whose commit fails empties it.
 import type Database from "better-sqlite3";
 import { TaskState } from "../../../gen/synapse/v1/payloads_pb.js";
 import { isTerminal } from "../../protocol/state-machine.js";
@@ -28,6 +31,7 @@ import {
   type TaskRecord,
   type TaskStore,
 } from "../store.js";
+import { BatchWriter } from "./batch.js";
 import { SqliteSideTables } from "./side-tables.js";
 
 /** Tasks in flight kept decoded; beyond this many the least recently used are read from disk again. */
@@ -62,6 +66,7 @@ export class SqliteTaskStore extends ChangeEmitter implements TaskStore {
   private readonly cache = new Map<string, TaskRecord>();
   private readonly side: SqliteSideTables;
   private readonly statements = new Map<string, Database.Statement>();
+  private readonly batch: BatchWriter;
   private readonly sql;
 
   constructor(
@@ -70,6 +75,7 @@ export class SqliteTaskStore extends ChangeEmitter implements TaskStore {
   ) {
     super();
     this.side = new SqliteSideTables(db, now);
+    this.batch = new BatchWriter(db, () => this.cache.clear());
     this.sql = {
       getTask: db.prepare("SELECT * FROM tasks WHERE task_id = ?"),
       insertTask: db.prepare(`INSERT INTO tasks (${TASK_COLUMNS.join(", ")}) VALUES (${TASK_COLUMNS.map((c) => `@${c}`).join(", ")})`),
@@ -99,7 +105,7 @@ export class SqliteTaskStore extends ChangeEmitter implements TaskStore {
 
   async createTask(task: NewTask, firstEvent: StoredEvent, options: CreateOptions = {}): Promise<TaskRecord> {
     const record: TaskRecord = { ...task, version: 1, lastSequence: 1 };
-    this.db.transaction(() => {
+    return this.batch.run(() => {
       if (firstEvent.sequence !== 1) throw new StoreConflictError("sequence", "the first event must have sequence 1");
       if (this.sql.getTask.get(task.taskId) !== undefined) throw new StoreConflictError("task_exists", `task ${task.taskId} exists`);
       if (task.idempotencyKey && this.sql.byIdempotency.get(task.requester.agentId, task.idempotencyKey) !== undefined) {
@@ -113,10 +119,9 @@ export class SqliteTaskStore extends ChangeEmitter implements TaskStore {
       this.sql.insertTask.run(taskRow(record));
       this.sql.insertEvent.run(task.taskId, 1, envelopeBytes(firstEvent.envelope));
       if (options.callbackUrl) this.side.startDelivery(task.taskId, options.callbackUrl);
-    })();
-    this.remember(record);
-    this.emit({ kind: "task", taskId: task.taskId, sequence: 1, event: firstEvent, task: record });
-    return record;
+      this.remember(record);
+      return { value: record, after: () => this.emit({ kind: "task", taskId: task.taskId, sequence: 1, event: firstEvent, task: record }) };
+    });
   }
 
   async getTask(taskId: string): Promise<TaskRecord | undefined> {
@@ -142,7 +147,7 @@ export class SqliteTaskStore extends ChangeEmitter implements TaskStore {
   }
 
   async commit(taskId: string, expectedVersion: number, patch: TaskPatch, event?: StoredEvent, options: CommitOptions = {}): Promise<TaskRecord> {
-    const next = this.db.transaction(() => {
+    return this.batch.run(() => {
       const current = this.load(taskId);
       if (current === undefined) throw new StoreConflictError("missing", `task ${taskId} does not exist`);
       if (current.version !== expectedVersion) {
@@ -162,11 +167,10 @@ export class SqliteTaskStore extends ChangeEmitter implements TaskStore {
       const columns = { ...patchColumns(patch), version: updated.version, last_sequence: updated.lastSequence };
       this.updateStatement(Object.keys(columns)).run({ ...columns, task_id: taskId });
       if (event !== undefined) this.sql.insertEvent.run(taskId, event.sequence, envelopeBytes(event.envelope));
-      return updated;
-    })();
-    this.remember(next);
-    if (event !== undefined) this.emit({ kind: "task", taskId, sequence: event.sequence, event, task: next });
-    return next;
+      this.remember(updated);
+      const announce = event === undefined ? undefined : () => this.emit({ kind: "task", taskId, sequence: event.sequence, event, task: updated });
+      return { value: updated, after: announce };
+    });
   }
 
   private updateStatement(columns: string[]): Database.Statement {
@@ -237,14 +241,19 @@ export class SqliteTaskStore extends ChangeEmitter implements TaskStore {
   }
 
   async renewLeases(owner: string, taskIds: readonly string[], untilMs: number): Promise<string[]> {
-    const held = this.db.transaction(() => taskIds.filter((id) => this.sql.renewLease.run(untilMs, id, owner).changes > 0))();
-    for (const id of held) this.patchCached(id, { leaseUntilMs: untilMs });
-    return held;
+    return this.batch.run(() => {
+      const held = taskIds.filter((id) => this.sql.renewLease.run(untilMs, id, owner).changes > 0);
+      for (const id of held) this.patchCached(id, { leaseUntilMs: untilMs });
+      return { value: held };
+    });
   }
 
   async releaseLeases(owner: string, taskIds: readonly string[]): Promise<void> {
-    const released = this.db.transaction(() => taskIds.filter((id) => this.sql.releaseLease.run(id, owner).changes > 0))();
-    for (const id of released) this.patchCached(id, { leaseOwner: "", leaseUntilMs: 0 });
+    return this.batch.run(() => {
+      const released = taskIds.filter((id) => this.sql.releaseLease.run(id, owner).changes > 0);
+      for (const id of released) this.patchCached(id, { leaseOwner: "", leaseUntilMs: 0 });
+      return { value: undefined };
+    });
   }
 
   /** Lease fields change without a new version: the cached copy follows. */
@@ -269,8 +278,8 @@ export class SqliteTaskStore extends ChangeEmitter implements TaskStore {
   }
 
   async rememberMessage(entry: SeenMessage): Promise<SeenMessage | undefined> {
-    if (this.insertMessage(entry)) return undefined;
-    return this.getMessage(entry.scope, entry.messageId);
+    const inserted = await this.batch.run(() => ({ value: this.insertMessage(entry) }));
+    return inserted ? undefined : this.getMessage(entry.scope, entry.messageId);
   }
 
   async getMessage(scope: MessageScope, messageId: string): Promise<SeenMessage | undefined> {
@@ -279,13 +288,13 @@ export class SqliteTaskStore extends ChangeEmitter implements TaskStore {
   }
 
   async pruneMessages(nowMs: number): Promise<number> {
-    return this.sql.pruneMessages.run(nowMs).changes;
+    return this.batch.run(() => ({ value: this.sql.pruneMessages.run(nowMs).changes }));
   }
 
   // ── results, outbound tasks, the callback outbox ───────────────────────
 
   async putResult(taskId: string, bytes: Uint8Array): Promise<void> {
-    this.side.putResult(taskId, bytes);
+    return this.batch.run(() => ({ value: this.side.putResult(taskId, bytes) }));
   }
 
   async readResult(taskId: string, offset: number, length: number): Promise<Uint8Array> {
@@ -293,7 +302,7 @@ export class SqliteTaskStore extends ChangeEmitter implements TaskStore {
   }
 
   async expectOutbound(task: OutboundTask): Promise<void> {
-    this.side.expectOutbound(task);
+    return this.batch.run(() => ({ value: this.side.expectOutbound(task) }));
   }
 
   async getOutbound(executorAgentId: string, taskId: string): Promise<OutboundTask | undefined> {
@@ -301,9 +310,10 @@ export class SqliteTaskStore extends ChangeEmitter implements TaskStore {
   }
 
   async appendOutboundEvent(executorAgentId: string, event: StoredEvent, state: TaskState): Promise<OutboundTask> {
-    const task = this.side.appendOutboundEvent(executorAgentId, event, state);
-    this.emit({ kind: "outbound", executorAgentId, taskId: event.taskId, sequence: event.sequence, event, task });
-    return task;
+    return this.batch.run(() => {
+      const task = this.side.appendOutboundEvent(executorAgentId, event, state);
+      return { value: task, after: () => this.emit({ kind: "outbound", executorAgentId, taskId: event.taskId, sequence: event.sequence, event, task }) };
+    });
   }
 
   async listOutboundEvents(executorAgentId: string, taskId: string, fromSequence: number): Promise<StoredEvent[]> {
@@ -315,34 +325,36 @@ export class SqliteTaskStore extends ChangeEmitter implements TaskStore {
   }
 
   async claimDeliveries(owner: string, nowMs: number, untilMs: number, limit: number, taskId?: string): Promise<DeliveryRecord[]> {
-    return this.side.claimDeliveries(owner, nowMs, untilMs, limit, taskId);
+    return this.batch.run(() => ({ value: this.side.claimDeliveries(owner, nowMs, untilMs, limit, taskId) }));
   }
 
   async updateDelivery(taskId: string, owner: string, patch: DeliveryPatch): Promise<boolean> {
-    return this.side.updateDelivery(taskId, owner, patch);
+    return this.batch.run(() => ({ value: this.side.updateDelivery(taskId, owner, patch) }));
   }
 
   async renewDeliveries(owner: string, taskIds: readonly string[], untilMs: number): Promise<string[]> {
-    return this.side.renewDeliveries(owner, taskIds, untilMs);
+    return this.batch.run(() => ({ value: this.side.renewDeliveries(owner, taskIds, untilMs) }));
   }
 
   // ── retention ──────────────────────────────────────────────────────────
 
   async pruneTasks(beforeMs: number, limit: number): Promise<number> {
-    return this.db.transaction(() => {
+    return this.batch.run(() => {
       const finished = this.sql.finishedTasks.all(beforeMs, limit) as Array<{ task_id: string }>;
       for (const { task_id: taskId } of finished) {
         this.sql.deleteEvents.run(taskId);
         this.side.deleteResult(taskId);
         this.side.deleteDelivery(taskId);
         this.sql.deleteTask.run(taskId);
-        this.cache.delete(taskId);
       }
-      return finished.length + this.side.pruneOutbound(beforeMs, limit - finished.length);
-    })();
+      const pruned = finished.length + this.side.pruneOutbound(beforeMs, limit - finished.length);
+      for (const { task_id: taskId } of finished) this.cache.delete(taskId);
+      return { value: pruned };
+    });
   }
 
   async close(): Promise<void> {
+    this.batch.flush();
     if (this.db.open) this.db.close();
   }
 }
