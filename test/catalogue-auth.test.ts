@@ -7,7 +7,7 @@ import { Code, ConnectError, createClient, type Client } from "@connectrpc/conne
 import { createConnectTransport, createGrpcTransport } from "@connectrpc/connect-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { RiskLevel } from "../gen/synapse/v1/capabilities_pb.js";
-import { AuditEventKind, CapabilityStatus, CapabilityType, RegistryService, type GovernedCapabilitySchema } from "../gen/synapse/v1/registry_pb.js";
+import { AuditEventKind, CapabilityHealth, CapabilityStatus, CapabilityType, RegistryService, type GovernedCapabilitySchema } from "../gen/synapse/v1/registry_pb.js";
 import type { AgentIdentity } from "../src/agent/identity.js";
 import { issueToken } from "../src/crypto/tokens.js";
 import { silentLogger } from "../src/log.js";
@@ -239,5 +239,21 @@ describe("the audit trail", () => {
     ]);
     // Allowed changes name their actor's key and operation too.
     expect(events.find((e) => e.kind === AuditEventKind.STATUS_CHANGED && e.actor === admin.agentId)).toMatchObject({ actorKeyId: admin.key.keyId, action: "SetCapabilityStatus" });
+  });
+});
+
+describe("capability health over the wire", () => {
+  it("a health number CapabilityHealth does not name is refused at RegisterCapability as at SetCapabilityStatus", async () => {
+    const unknownHealth = 9 as CapabilityHealth;
+    const registering = await refusal(rpc.registerCapability({ capability: capability({ code: "odd_health", agentId: owner.agentId, health: unknownHealth }) }, await as(owner)));
+    expect({ code: registering.code, protocolCode: registering.detail?.protocolCode, details: registering.detail?.details }).toEqual({
+      code: Code.InvalidArgument,
+      protocolCode: "invalid_params",
+      details: { field: "health" },
+    });
+    const stored = (await rpc.registerCapability({ capability: capability({ code: "odd_health", agentId: owner.agentId, health: CapabilityHealth.DEGRADED }) }, await as(owner))).capability!;
+    expect(stored.health).toBe(CapabilityHealth.DEGRADED);
+    const changing = await refusal(rpc.setCapabilityStatus({ id: stored.id, status: CapabilityStatus.ACTIVE, health: unknownHealth }, await as(owner)));
+    expect({ code: changing.code, details: changing.detail?.details }).toEqual({ code: Code.InvalidArgument, details: { field: "health" } });
   });
 });

@@ -315,6 +315,24 @@ describe("setStatus", () => {
     expect(await allAudit(cat)).toHaveLength(2);
   });
 
+  it("refuses a health CapabilityHealth does not name, here and at registration", async () => {
+    const { cat } = catalogue();
+    const stored = await cat.register(cap(), "alice");
+    const atStatus = await refusal(() => cat.setStatus(stored.id, CapabilityStatus.OFFLINE, "", "ops", 9 as CapabilityHealth));
+    expect({ code: atStatus.code, protocolCode: atStatus.detail.protocolCode, details: atStatus.detail.details }).toEqual({
+      code: Code.InvalidArgument,
+      protocolCode: "invalid_params",
+      details: { field: "health" },
+    });
+    const atRegister = await refusal(() => cat.register(cap({ code: "other_rule", health: 9 as CapabilityHealth }), "alice"));
+    expect({ code: atRegister.code, details: atRegister.detail.details }).toEqual({ code: Code.InvalidArgument, details: { field: "health" } });
+    expect(await cat.get("cap_other_rule_v1")).toBeUndefined();
+    // The four named values are all accepted.
+    for (const health of [CapabilityHealth.UNSPECIFIED, CapabilityHealth.HEALTHY, CapabilityHealth.DEGRADED, CapabilityHealth.UNHEALTHY]) {
+      expect((await cat.register(cap({ code: `rule_${health}`, health }), "alice")).health).toBe(health);
+    }
+  });
+
   it("an unknown id is NOT_FOUND with an invalid_params ErrorDetail", async () => {
     const { code, detail } = await refusal(async () => (await catalogue().cat.setStatus("cap_missing", CapabilityStatus.OFFLINE, "", "ops")));
     expect(code).toBe(Code.NotFound);

@@ -38,8 +38,10 @@ describe("synapse submit, status, tasks", () => {
     expect(out.task.result?.output).toMatchObject({ words: 4, sentences: 2 });
 
     const status = await cli("status", served.url, out.task_id, "--json");
+    expect(status.code).toBe(0);
     expect(json<TaskJson>(status.stdout).state).toBe("TASK_STATE_COMPLETED");
     const text = await cli("status", served.url, out.task_id);
+    expect(text.code).toBe(0);
     expect(text.stdout).toContain("completed, 100%");
 
     const listed = json<{ tasks: TaskJson[] }>((await cli("tasks", served.url, "--json", "--state", "completed")).stdout);
@@ -52,7 +54,16 @@ describe("synapse submit, status, tasks", () => {
     expect(bad.stderr).toContain("--payload is not JSON");
     const rejected = await cli("submit", served.url, "--type", "poetry", "--payload", "{}", "--json");
     expect(rejected.code).toBe(1);
-    expect(json<{ task: TaskJson }>(rejected.stdout).task.state).toBe("TASK_STATE_REJECTED");
+    const rejectedId = json<{ task_id: string; task: TaskJson }>(rejected.stdout);
+    expect(rejectedId.task.state).toBe("TASK_STATE_REJECTED");
+    // status reports the same outcome with the same exit status.
+    expect((await cli("status", served.url, rejectedId.task_id)).code).toBe(1);
+  });
+
+  it("answers a refusal (a task that is not yours, or none) with exit 1 and the protocol code", async () => {
+    const missing = await cli("status", served.url, "no-such-task");
+    expect(missing.code).toBe(1);
+    expect(missing.stderr).toContain("task_not_found");
   });
 });
 
@@ -63,6 +74,7 @@ describe("need-info and human decisions from the command line", () => {
     const out = json<{ task_id: string; task: TaskJson }>(asked.stdout);
     expect(out.task.pendingInfo?.missingFields[0]).toMatchObject({ field: "max_sentences", suggestedValue: 3 });
     const text = await cli("status", served.url, out.task_id);
+    expect(text.code).toBe(3);
     expect(text.stdout).toContain("provide-info");
 
     const provided = await cli("provide-info", served.url, out.task_id, "--set", "max_sentences=2", "--wait", "--json");
@@ -80,6 +92,7 @@ describe("need-info and human decisions from the command line", () => {
     };
     const first = await submit();
     expect(first.task.state).toBe("TASK_STATE_NEED_HUMAN");
+    expect((await cli("status", served.url, first.task_id)).code).toBe(3);
     const approved = await cli("decide", served.url, first.task_id, "--approve", "--note", "fine", "--wait", "--json");
     expect(json<{ task: TaskJson }>(approved.stdout).task.state).toBe("TASK_STATE_COMPLETED");
 
@@ -92,6 +105,7 @@ describe("need-info and human decisions from the command line", () => {
     const rejected = await cli("decide", served.url, third.task_id, "--reject", "--reason", "no", "--wait", "--json");
     expect(rejected.code).toBe(1);
     expect(json<{ task: TaskJson }>(rejected.stdout).task.error?.code).toBe("ERROR_CODE_HUMAN_REJECTED");
+    expect((await cli("status", served.url, third.task_id)).code).toBe(1);
 
     const usage = await cli("decide", served.url, third.task_id, "--approve", "--reject");
     expect(usage.code).toBe(2);
@@ -107,6 +121,8 @@ describe("watch and cancel", () => {
     const watching = cli("watch", served.url, submitted.task_id, "--json");
     await new Promise((resolve) => setTimeout(resolve, 600));
     const cancelled = await cli("cancel", served.url, submitted.task_id, "--reason", "enough", "--json");
+    // The cancel did what was asked: exit 0, with the signed task_ack.
+    expect(cancelled.code).toBe(0);
     expect(json<{ reply: { type: string }; task: TaskJson }>(cancelled.stdout)).toMatchObject({ reply: { type: "p2p:task_ack" }, task: { state: "TASK_STATE_CANCELLED" } });
     const watched = await watching;
     expect(watched.code).toBe(1);
@@ -118,6 +134,29 @@ describe("watch and cancel", () => {
 
     const from = await cli("watch", served.url, submitted.task_id, "--from", String(events.length), "--json");
     expect(from.stdout.trim().split("\n")).toHaveLength(1);
+    expect(from.code).toBe(1);
+    // Past the last event the stream holds only the snapshot: the exit status still tells the outcome.
+    expect((await cli("watch", served.url, submitted.task_id, "--from", String(events.length + 1), "--json")).code).toBe(1);
+
+    // The task as status shows it now: cancelled (exit 1), with the requester's reason.
+    const status = await cli("status", served.url, submitted.task_id);
+    expect(status.code).toBe(1);
+    expect(status.stdout).toContain("cancelled: enough");
+    expect(status.stdout).not.toContain("error:");
+    // Cancelling it again is refused: it has ended.
+    const again = await cli("cancel", served.url, submitted.task_id);
+    expect(again.code).toBe(1);
+    expect(again.stderr).toContain("task_already_completed");
+  });
+
+  it("cancel prints the signed acknowledgement and exits 0", async () => {
+    const submitted = json<{ task_id: string }>(
+      (await cli("submit", served.url, "--type", "data_analysis", "--payload", JSON.stringify({ csv: "n\n1\n2\n3", delay_ms_per_row: 5000 }), "--json")).stdout,
+    );
+    const cancelled = await cli("cancel", served.url, submitted.task_id, "--reason", "changed my mind");
+    expect(cancelled.code).toBe(0);
+    expect(cancelled.stdout.trim()).toMatch(new RegExp(`^p2p:task_ack #\\d+: task ${submitted.task_id} is cancelled \\(changed my mind\\)$`));
+    expect(cancelled.stdout).not.toContain("error");
   });
 });
 
@@ -140,7 +179,7 @@ describe("curl's view: token and envelope", () => {
   });
 
   it("an envelope from `synapse envelope` goes through curl-style JSON Send", async () => {
-    const request = (await cli("envelope", served.url, "--task-type", "text_analysis", "--payload", '{"text":"Curl works."}', "--wait", "10")).stdout;
+    const request = (await cli("envelope", served.url, "--type", "text_analysis", "--payload", '{"text":"Curl works."}', "--wait", "10")).stdout;
     const res = await fetch(`${served.url}/synapse.v1.P2PService/Send`, { method: "POST", headers: { "Content-Type": "application/json" }, body: request });
     expect(res.status).toBe(200);
     const body = (await res.json()) as { reply: { view: { header: { messageType: string } } }; task: TaskJson };
@@ -152,5 +191,24 @@ describe("curl's view: token and envelope", () => {
     // Piped into decode, the reply verifies.
     const decoded = await runCli(["decode"], { env, input: JSON.stringify(body) });
     expect(json<{ verified: boolean; message_type: string }>(decoded.stdout)).toMatchObject({ verified: true, message_type: "p2p:task_confirm" });
+  });
+
+  it("synapse envelope takes --type like submit, and --task-type as well", async () => {
+    const typeOf = (stdout: string) => {
+      const { envelope } = json<{ envelope: { payload: string } }>(stdout);
+      return Buffer.from(envelope.payload, "base64").toString("latin1");
+    };
+    const spelled = await cli("envelope", served.url, "--task-type", "summarization", "--payload", "{}");
+    expect(spelled.code).toBe(0);
+    expect(typeOf(spelled.stdout)).toContain("summarization");
+    const both = await cli("envelope", served.url, "--type", "summarization", "--task-type", "summarization", "--payload", "{}");
+    expect(both.code).toBe(0);
+    const differ = await cli("envelope", served.url, "--type", "summarization", "--task-type", "text_analysis");
+    expect(differ.code).toBe(2);
+    const none = await cli("envelope", served.url, "--payload", "{}");
+    expect(none.code).toBe(2);
+    expect(none.stderr).toContain("--type is required");
+    const notObject = await cli("envelope", served.url, "--type", "summarization", "--payload", "[1]");
+    expect(notObject.code).toBe(2);
   });
 });

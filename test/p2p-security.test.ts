@@ -10,7 +10,7 @@ import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { EnvelopeSchema, HeaderSchema, MessageType, type Envelope } from "../gen/synapse/v1/envelope_pb.js";
 import { P2PService } from "../gen/synapse/v1/p2p_pb.js";
-import { TaskCompletePayloadSchema, TaskRequestPayloadSchema, TaskState } from "../gen/synapse/v1/payloads_pb.js";
+import { DecisionAction, HumanDecisionPayloadSchema, TaskCompletePayloadSchema, TaskRequestPayloadSchema, TaskState } from "../gen/synapse/v1/payloads_pb.js";
 import { loadOrCreateIdentity } from "../src/agent/identity.js";
 import { pkcs8FromSeed } from "../src/crypto/ed25519.js";
 import { toBase64Url } from "../src/crypto/encoding.js";
@@ -191,10 +191,56 @@ describe("replay and idempotency", () => {
     expect(tasks).toHaveLength(1);
   });
 
-  it("refuses a task id that is already in use", async () => {
+  it("refuses a task id that is already in use, by this requester or another, as ALREADY_EXISTS / invalid_params", async () => {
     const client = await connectClient(server);
     await client.submit("text_analysis", { text: "a." }, { taskId: "t-dup" });
-    expect(await refusal(client.submit("text_analysis", { text: "b." }, { taskId: "t-dup" }))).toMatchObject({ code: Code.AlreadyExists });
+    expect(await refusal(client.submit("text_analysis", { text: "b." }, { taskId: "t-dup" }))).toMatchObject({ code: Code.AlreadyExists, protocolCode: "invalid_params" });
+    const other = await connectClient(server);
+    expect(await refusal(other.submit("text_analysis", { text: "c." }, { taskId: "t-dup" }))).toMatchObject({ code: Code.AlreadyExists, protocolCode: "invalid_params" });
+  });
+
+  it("keeps message ids per receiver, not per sender: another sender reusing an id is refused", async () => {
+    const first = await requesterIdentity();
+    const second = await requesterIdentity();
+    const messageId = crypto.randomUUID();
+    const sealFor = (identity: typeof first, taskId: string) =>
+      seal({ messageType: MessageType.TASK_REQUEST, sender: { agentId: identity.agentId }, receiver: { agentId: "executor_security" }, messageId, payload: request(taskId), taskId }, identity.key)
+        .envelope;
+    await raw.send({ envelope: sealFor(first, "t-scope-1") });
+    expect(await refusal(raw.send({ envelope: sealFor(second, "t-scope-2") }))).toMatchObject({ code: Code.AlreadyExists, protocolCode: "replay_detected" });
+    // Refused, so nothing was created: the second sender may use the task id with a fresh message id.
+    const again = await raw.send({ envelope: seal({ messageType: MessageType.TASK_REQUEST, sender: { agentId: second.agentId }, receiver: { agentId: "executor_security" }, payload: request("t-scope-2"), taskId: "t-scope-2" }, second.key).envelope });
+    expect(again.task?.taskId).toBe("t-scope-2");
+  });
+});
+
+describe("human decisions: decision_id", () => {
+  const decision = (decisionId: string, action: DecisionAction) => create(HumanDecisionPayloadSchema, { decisionId, decision: { action } });
+
+  it("an empty decision_id answers the pending decision; another id is invalid_params and changes nothing; an action is required", async () => {
+    const client = await connectClient(server);
+    const asked = async (taskId: string) => {
+      const { task } = await client.submit("text_analysis", { text: "a b. a.", require_approval: true }, { taskId, waitMs: 5000 });
+      expect(task?.state).toBe(TaskState.NEED_HUMAN);
+      return task!.pendingDecision!.decisionId;
+    };
+    const pending = await asked("t-decide-1");
+    expect(pending).not.toBe("");
+    const noAction = await refusal(raw.send({ envelope: client.envelope(MessageType.HUMAN_DECISION, decision(pending, DecisionAction.UNSPECIFIED), { taskId: "t-decide-1" }) }));
+    expect(noAction).toMatchObject({ code: Code.InvalidArgument, protocolCode: "invalid_params" });
+    const wrong = await refusal(raw.send({ envelope: client.envelope(MessageType.HUMAN_DECISION, decision("not-the-pending-one", DecisionAction.APPROVE), { taskId: "t-decide-1" }) }));
+    expect(wrong).toMatchObject({ code: Code.InvalidArgument, protocolCode: "invalid_params" });
+    expect(wrong.message).toContain(pending);
+    expect((await client.getTask("t-decide-1")).state).toBe(TaskState.NEED_HUMAN);
+    const answered = await raw.send({ envelope: client.envelope(MessageType.HUMAN_DECISION, decision("", DecisionAction.APPROVE), { taskId: "t-decide-1" }) });
+    expect(answered.task?.state).not.toBe(TaskState.NEED_HUMAN);
+
+    const pendingToo = await asked("t-decide-2");
+    const exact = await raw.send({ envelope: client.envelope(MessageType.HUMAN_DECISION, decision(pendingToo, DecisionAction.APPROVE), { taskId: "t-decide-2" }) });
+    expect(exact.task?.state).not.toBe(TaskState.NEED_HUMAN);
+    // Once decided, another decision is a transition the state machine refuses.
+    const late = await refusal(raw.send({ envelope: client.envelope(MessageType.HUMAN_DECISION, decision("", DecisionAction.APPROVE), { taskId: "t-decide-2" }) }));
+    expect(late.code).toBe(Code.FailedPrecondition);
   });
 });
 

@@ -1,15 +1,18 @@
 // Reading tasks: Watch (resumed after a dropped connection, from any
 // sequence, with heartbeats), ReadResult (resumed from an offset, checked
 // against the signed size and SHA-256), ListTasks, and many tasks at once.
-import { Code, ConnectError } from "@connectrpc/connect";
+import { Code, ConnectError, createClient } from "@connectrpc/connect";
+import { createConnectTransport } from "@connectrpc/connect-node";
 import net from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { MessageType } from "../gen/synapse/v1/envelope_pb.js";
+import { P2PService } from "../gen/synapse/v1/p2p_pb.js";
 import { TaskState, type TaskCompletePayload } from "../gen/synapse/v1/payloads_pb.js";
 import type { TaskHandler } from "../src/agent/handler.js";
 import { referenceHandlers } from "../src/agent/reference/index.js";
 import type { SynapseClient } from "../src/client/requester.js";
 import { fromValue } from "../src/protocol/json-values.js";
+import { refusal } from "./helpers/protocols.js";
 import { connectClient, startTestServer, type TestServer } from "./helpers/server.js";
 
 const csvOf = (rows: number) => ["id,value,label", ...Array.from({ length: rows }, (_, i) => `${i},${(i * 7) % 13},row ${i}`)].join("\n");
@@ -212,6 +215,24 @@ describe("results as streams", () => {
     await expect(client.readResult(taskId)).rejects.toMatchObject({ code: Code.FailedPrecondition });
     const streamed = await client.submit("data_analysis", { csv: csvOf(10), include_rows: true }, { waitMs: 5000 });
     await expect(client.readResult(streamed.taskId, { offset: 10_000_000 })).rejects.toMatchObject({ code: Code.OutOfRange });
+  });
+
+  it("ReadResult at offset == total_size answers one empty last chunk with size and SHA-256; past it, OUT_OF_RANGE (invalid_params)", async () => {
+    const { task, taskId } = await client.submit("data_analysis", { csv: csvOf(10), include_rows: true }, { waitMs: 5000 });
+    const stream = task!.result!.stream!;
+    const rpc = createClient(P2PService, createConnectTransport({ baseUrl: server.url, httpVersion: "1.1" }));
+    const auth = { headers: { Authorization: `Bearer ${await client.token()}` } };
+    const chunks = [];
+    for await (const response of rpc.readResult({ taskId, offset: stream.totalSize }, auth)) chunks.push(response.chunk!);
+    expect(chunks).toHaveLength(1);
+    expect(chunks[0]).toMatchObject({ streamId: taskId, offset: stream.totalSize, last: true, totalSize: stream.totalSize, sha256: stream.sha256 });
+    expect(chunks[0]!.data.byteLength).toBe(0);
+
+    const past = await refusal(rpc.readResult({ taskId, offset: stream.totalSize + 1n }, auth));
+    expect({ code: past.code, protocolCode: past.protocolCode }).toEqual({ code: Code.OutOfRange, protocolCode: "invalid_params" });
+    const inline = await client.submit("text_analysis", { text: "Hi." }, { waitMs: 5000 });
+    const none = await refusal(rpc.readResult({ taskId: inline.taskId, offset: 0n }, auth));
+    expect({ code: none.code, protocolCode: none.protocolCode }).toEqual({ code: Code.FailedPrecondition, protocolCode: "invalid_params" });
   });
 
   it("runs 200 concurrent tasks to a terminal state with none lost, and pages through them", async () => {

@@ -12,13 +12,17 @@ export interface FollowOptions {
   untilInput?: boolean;
 }
 
-/** Prints events until the task ends; resolves with the last state seen. */
+/** Prints events until the task ends; resolves with the last state seen (the snapshot's, when no event followed it). */
 export async function follow(client: SynapseClient, taskId: string, options: FollowOptions = {}): Promise<TaskState | undefined> {
   const bar = !options.json && process.stdout.isTTY === true;
   let state: TaskState | undefined;
+  let snapshot: TaskState | undefined;
   let progress = 0;
   for await (const item of client.watch(taskId, { fromSequence: options.fromSequence })) {
-    if (item.kind === "snapshot") continue;
+    if (item.kind === "snapshot") {
+      snapshot = item.task.state;
+      continue;
+    }
     if (options.json) {
       const line =
         item.kind === "event"
@@ -41,5 +45,5 @@ export async function follow(client: SynapseClient, taskId: string, options: Fol
     }
   }
   if (bar) process.stdout.write("\n");
-  return state;
+  return state ?? snapshot;
 }

@@ -2,7 +2,8 @@
 import { toJson, type JsonValue } from "@bufbuild/protobuf";
 import { HeaderSchema } from "../../gen/synapse/v1/envelope_pb.js";
 import { TaskSchema, type Task } from "../../gen/synapse/v1/p2p_pb.js";
-import { TaskState } from "../../gen/synapse/v1/payloads_pb.js";
+import { TaskState, type TaskAckPayload } from "../../gen/synapse/v1/payloads_pb.js";
+import { MessageType } from "../../gen/synapse/v1/envelope_pb.js";
 import type { VerifiedMessage } from "../client/requester.js";
 import { fromValue } from "../protocol/json-values.js";
 import { messageTypeInfo, wireName } from "../protocol/message-types.js";
@@ -43,9 +44,21 @@ export function describeTask(task: Task): string[] {
     if (task.result.output) lines.push(`result: ${JSON.stringify(fromValue(task.result.output))}`);
     if (task.result.stream) lines.push(`result stream: ${task.result.stream.totalSize} bytes (${task.result.stream.contentType}); read it with ReadResult`);
   }
-  if (task.error) lines.push(`error: ${ErrorCode[task.error.code]?.toLowerCase() ?? task.error.code}: ${task.error.message}`);
+  // A cancelled task's error (task_cancelled) is the requester's own reason, not a failure.
+  if (task.error && task.state === TaskState.CANCELLED) lines.push(`cancelled: ${task.error.message}`);
+  else if (task.error) lines.push(`error: ${ErrorCode[task.error.code]?.toLowerCase() ?? task.error.code}: ${task.error.message}`);
   if (task.rejection) lines.push(`rejected: ${ErrorCode[task.rejection.reason?.code ?? 0]?.toLowerCase()}: ${task.rejection.reason?.message ?? ""}`);
   return lines;
+}
+
+/** One line about a signed reply, e.g. the task_ack that answers a cancel. */
+export function describeReply(message: VerifiedMessage): string {
+  const sequence = message.header.sequence > 0n ? ` #${message.header.sequence}` : "";
+  if (message.type === MessageType.TASK_ACK) {
+    const ack = message.payload as TaskAckPayload;
+    return `${wireName(message.type)}${sequence}: task ${ack.taskId} is ${stateName(ack.state)}${ack.message ? ` (${ack.message})` : ""}`;
+  }
+  return `${wireName(message.type)}${sequence}`;
 }
 
 /** One line per event. */

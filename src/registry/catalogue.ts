@@ -177,9 +177,7 @@ export class CapabilityCatalogue {
    */
   async setStatus(id: string, status: CapabilityStatus, reason: string, actor: Actor, health: CapabilityHealth = CapabilityHealth.UNSPECIFIED): Promise<GovernedCapability> {
     if (!isKnownStatus(status)) throw governanceError("status_required", "a capability needs a status: active, inactive, offline or deprecated");
-    if (CapabilityHealth[health] === undefined) {
-      throw protocolError(ErrorCode.INVALID_PARAMS, `unknown capability health ${health}`, { details: { field: "health" } });
-    }
+    requireKnownHealth(health);
     return this.guarded(ACTION.setStatus, (batch) => {
       const current = batch.get(id);
       if (current === undefined) throw notFound(id);
@@ -364,6 +362,7 @@ export class CapabilityCatalogue {
     const lineage = batch.all().filter((other) => sameLineage(other, record));
     const owner = this.access.authorizeRegistration(actor, record, previous, lineage);
     checkGovernance(record);
+    requireKnownHealth(record.health);
     if (previous !== undefined && (previous.code !== record.code || previous.agentId !== record.agentId)) {
       throw governanceError("id_in_use", `capability id ${record.id} belongs to code ${previous.code}${previous.agentId ? ` of agent ${previous.agentId}` : ""}`, {
         id: record.id,
@@ -412,6 +411,13 @@ export class CapabilityCatalogue {
 /** Whether an agent provides the record; with a key id, under that key (records an admin listed for the agent have none). */
 function providedBy(record: GovernedCapability, agentId: string, keyId: string): boolean {
   return record.agentId === agentId && (keyId === "" || record.ownerKeyId === "" || record.ownerKeyId === keyId);
+}
+
+/** INVALID_ARGUMENT for a health number CapabilityHealth does not name (UNSPECIFIED is known: "not reported"). */
+function requireKnownHealth(health: CapabilityHealth): void {
+  if (CapabilityHealth[health] === undefined) {
+    throw protocolError(ErrorCode.INVALID_PARAMS, `unknown capability health ${health}`, { details: { field: "health" } });
+  }
 }
 
 function notFound(id: string) {

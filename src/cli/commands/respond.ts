@@ -1,15 +1,18 @@
 // The requester's answers to a task: `synapse cancel`, `synapse provide-info`
 // and `synapse decide`.
+import { TaskState } from "../../../gen/synapse/v1/payloads_pb.js";
 import type { SendResult } from "../../client/requester.js";
 import { integerOption, parse, requirePositional, UsageError } from "../args.js";
 import { clientOptions, openClient, parseAssignments } from "../client.js";
 import { printJson, printLine } from "../output.js";
-import { describeTask, messageJson, taskJson } from "../task-output.js";
+import { describeReply, describeTask, messageJson, taskJson } from "../task-output.js";
 import { exitCodeFor } from "./submit.js";
 
 export const cancelUsage = `usage: synapse cancel URL TASK_ID [--reason TEXT] [--home DIR] [--protocol P] [--json]
 
-Sends p2p:task_cancel; the agent answers with p2p:task_ack and the task ends cancelled.`;
+Sends p2p:task_cancel; the agent answers with p2p:task_ack and the task ends cancelled.
+Exit status: 0 when the task is cancelled; 1 when the cancel is refused (for example
+task_already_completed: the task had already ended).`;
 
 export const provideInfoUsage = `usage: synapse provide-info URL TASK_ID --set KEY=VALUE ... [--note TEXT] [--wait [--timeout SECONDS]] [--home DIR] [--protocol P] [--json]
 
@@ -44,8 +47,10 @@ export async function cancel(argv: string[]): Promise<number> {
   const url = requirePositional(positionals, 0, "URL", cancelUsage);
   const taskId = requirePositional(positionals, 1, "TASK_ID", cancelUsage);
   const result = await (await openClient(url, values)).cancel(taskId, values.reason ?? "");
-  report(result, values.json);
-  return 0;
+  if (values.json) printJson({ reply: result.reply ? messageJson(result.reply) : null, task: result.task ? taskJson(result.task) : null });
+  else if (result.reply) printLine(describeReply(result.reply));
+  // What was asked for happened: the task is cancelled. (A refusal throws, and exits 1.)
+  return result.task?.state === TaskState.CANCELLED ? 0 : exitCodeFor(result.task?.state);
 }
 
 export async function provideInfo(argv: string[]): Promise<number> {

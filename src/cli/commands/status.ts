@@ -3,10 +3,13 @@ import { parse, requirePositional } from "../args.js";
 import { clientOptions, openClient } from "../client.js";
 import { printJson, printLine } from "../output.js";
 import { describeTask, taskJson } from "../task-output.js";
+import { exitCodeFor } from "./submit.js";
 
 export const statusUsage = `usage: synapse status URL TASK_ID [--home DIR] [--protocol P] [--json]
 
-Polls one of your tasks (GetTask, with a bearer token made from your key).`;
+Polls one of your tasks (GetTask, with a bearer token made from your key).
+Exit status: 0 when the task completed or is still under way, 1 when it failed,
+was rejected or cancelled, 3 when it waits for information or a decision.`;
 
 export async function status(argv: string[]): Promise<number> {
   const { values, positionals } = parse(argv, clientOptions, statusUsage);
@@ -19,5 +22,5 @@ export async function status(argv: string[]): Promise<number> {
   const task = await (await openClient(url, values)).getTask(taskId);
   if (values.json) printJson(taskJson(task));
   else for (const line of describeTask(task)) printLine(line);
-  return 0;
+  return exitCodeFor(task.state);
 }

@@ -13,11 +13,24 @@ export const submitUsage = `usage: synapse submit URL --type TASK_TYPE --payload
 
 Sends a signed p2p:task_request. --wait holds the reply until the task ends or
 needs information or a decision (default timeout 300 s); --watch follows its
-events. Exit status: 0 when the task completed or is running, 1 when it failed,
-was rejected or cancelled, 3 when it waits for information or a decision.`;
+events. Exit status: 0 when the task completed or is still under way, 1 when it
+failed, was rejected or cancelled (or the request was refused), 3 when it waits
+for information or a decision.`;
 
+/** States in which a task waits for its requester: information or a human decision. */
+const WAITING_FOR_YOU = new Set([TaskState.INFO_NEEDED, TaskState.NEED_HUMAN, TaskState.HUMAN_DECIDING]);
+
+/**
+ * The exit status of a command that shows a task, by the state it shows:
+ * 0 completed or still under way, 1 failed, rejected or cancelled (a human's
+ * rejection included: the task fails next), 3 waiting for its requester.
+ * (`cancel` is the one exception: a task it cancelled is what was asked for, 0.)
+ */
 export function exitCodeFor(state: TaskState | undefined): number {
-  if (state === undefined || !isTerminal(state)) return state === TaskState.INFO_NEEDED || state === TaskState.NEED_HUMAN ? 3 : 0;
+  if (state === undefined) return 0;
+  if (WAITING_FOR_YOU.has(state)) return 3;
+  if (state === TaskState.HUMAN_REJECTED) return 1;
+  if (!isTerminal(state)) return 0;
   return state === TaskState.COMPLETED ? 0 : 1;
 }
 

@@ -15,11 +15,12 @@ Prints a bearer token (an EdDSA JWT signed by your key, audience the agent at UR
 at most 300 s) for GetTask, ListTasks, Watch and ReadResult:
   curl -H "Authorization: Bearer $(synapse token URL)" ...`;
 
-export const envelopeUsage = `usage: synapse envelope URL --task-type TASK_TYPE --payload JSON [--task-id ID] [--wait SECONDS] [--home DIR]
+export const envelopeUsage = `usage: synapse envelope URL --type TASK_TYPE --payload JSON [--task-id ID] [--wait SECONDS] [--home DIR]
 
 Prints a signed SendRequest carrying a p2p:task_request, as JSON, ready for
-  synapse envelope URL --task-type T --payload '{...}' | curl -H 'Content-Type: application/json' -d @- URL/synapse.v1.P2PService/Send
-It is valid for 5 minutes.`;
+  synapse envelope URL --type T --payload '{...}' | curl -H 'Content-Type: application/json' -d @- URL/synapse.v1.P2PService/Send
+It is valid for 5 minutes. --type is spelled as for \`synapse submit\`; --task-type is
+accepted too.`;
 
 export async function token(argv: string[]): Promise<number> {
   const { values, positionals } = parse(argv, { ...clientOptions, lifetime: { type: "string" } }, tokenUsage);
@@ -35,7 +36,7 @@ export async function token(argv: string[]): Promise<number> {
 export async function envelope(argv: string[]): Promise<number> {
   const { values, positionals } = parse(
     argv,
-    { ...clientOptions, "task-type": { type: "string" }, payload: { type: "string" }, "task-id": { type: "string" }, wait: { type: "string" } },
+    { ...clientOptions, type: { type: "string" }, "task-type": { type: "string" }, payload: { type: "string" }, "task-id": { type: "string" }, wait: { type: "string" } },
     envelopeUsage,
   );
   if (values.help) {
@@ -43,16 +44,21 @@ export async function envelope(argv: string[]): Promise<number> {
     return 0;
   }
   const url = requirePositional(positionals, 0, "URL", envelopeUsage);
-  if (!values["task-type"]) throw new UsageError(`--task-type is required\n\n${envelopeUsage}`);
+  if (values.type && values["task-type"] && values.type !== values["task-type"]) {
+    throw new UsageError(`--type and --task-type name different task types; give one\n\n${envelopeUsage}`);
+  }
+  const taskType = values.type || values["task-type"];
+  if (!taskType) throw new UsageError(`--type is required\n\n${envelopeUsage}`);
   let payload: JsonObject;
   try {
     payload = JSON.parse(values.payload ?? "{}") as JsonObject;
   } catch (error) {
     throw new UsageError(`--payload is not JSON: ${(error as Error).message}`);
   }
+  if (typeof payload !== "object" || payload === null || Array.isArray(payload)) throw new UsageError("--payload must be a JSON object");
   const client = await openClient(url, values);
   const taskId = values["task-id"] ?? randomUUID();
-  const request = create(TaskRequestPayloadSchema, { task: { id: taskId, type: values["task-type"], payload } });
+  const request = create(TaskRequestPayloadSchema, { task: { id: taskId, type: taskType, payload } });
   const wait = integerOption(values.wait, "--wait");
   const send = create(SendRequestSchema, {
     envelope: client.envelope(MessageType.TASK_REQUEST, request, { taskId }),
