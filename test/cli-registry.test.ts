@@ -108,7 +108,7 @@ describe("registry walkthrough", () => {
     });
     expect(broken.code).toBe(1);
     expect(broken.stderr).toContain("owner");
-  });
+  }, 90_000); // some twenty CLI runs, each a Node start
 
   it("refuses a --registry-admin that is not a key id", async () => {
     const refused = await runCli(["serve", "--port", "0", "--data-dir", await tempDir(), "--registry", "--registry-admin", "agent_one"]);

@@ -206,7 +206,8 @@ describe("a crash with 1,000 tasks in flight (SQLite, kill -9)", () => {
     gate.open();
     const callbackIds = ids.get("callback")!;
     const lastOf = new Map([...(await allTasks(after))].map(([id, task]) => [id, Number(task.lastSequence)]));
-    await until("every callback", async () => callbackIds.every((id) => receiver.deliveries.filter((d) => d.taskId === id).length >= lastOf.get(id)!));
+    // Deliveries backed off while the gate was shut: the next attempts may be a while away.
+    await until("every callback", async () => callbackIds.every((id) => receiver.deliveries.filter((d) => d.taskId === id).length >= lastOf.get(id)!), 120_000);
     await new Promise((resolve) => setTimeout(resolve, 500)); // a twin, if any, would arrive now
     for (const id of callbackIds) {
       const every = Array.from({ length: lastOf.get(id)! }, (_, i) => i + 1);

@@ -5,8 +5,8 @@
 // left flowing for the listener to drain rather than destroyed, each call's final
 // status is recorded for the request log, and a failing handler is logged
 // through our logger instead of the console.
-import { Code, ConnectError, createConnectRouter, type ConnectRouter, type ConnectRouterOptions } from "@connectrpc/connect";
-import type { UniversalHandler } from "@connectrpc/connect/protocol";
+import { Code, ConnectError, createConnectRouter, createMethodImplSpec, createServiceImplSpec, type ConnectRouter, type ConnectRouterOptions, type MethodImplSpec } from "@connectrpc/connect";
+import { createMethodUrl, validateUniversalHandlerOptions, type UniversalHandler } from "@connectrpc/connect/protocol";
 import { compressionBrotli, compressionGzip, universalRequestFromNodeRequest, universalResponseToNodeResponse } from "@connectrpc/connect-node";
 import type { Logger } from "../log.js";
 import type { RequestHandler } from "./listener.js";
@@ -14,6 +14,7 @@ import { observeStatus } from "./call-status.js";
 import { clampDeadlineHeaders } from "./deadline.js";
 import { shapeResponseErrors } from "./request-errors.js";
 import { callStatusFor } from "./request-log.js";
+import { unaryCall, type UnaryCall } from "./unary.js";
 
 /** Replies smaller than this are sent uncompressed, whatever the client accepts. */
 export const COMPRESS_MIN_BYTES = 32 * 1024;
@@ -33,11 +34,12 @@ export interface AdapterOptions extends Partial<ConnectRouterOptions> {
 // memory (10 MB by default): some sixty refused 256 KiB uploads, and it
 // refuses every new call on that connection (ENHANCE_YOUR_CALM).
 
-/** The request body; when the reader stops early the request is not destroyed, and flows on. */
-async function* bodyOf(req: Parameters<RequestHandler>[0]): AsyncIterable<Uint8Array> {
+/** The request body (after the bytes already read from it); when the reader stops early the request is not destroyed, and flows on. */
+async function* bodyOf(req: Parameters<RequestHandler>[0], alreadyRead: Uint8Array[] = []): AsyncIterable<Uint8Array> {
   let complete = false;
   try {
-    yield* req.iterator({ destroyOnReturn: false }) as AsyncIterable<Uint8Array>;
+    yield* alreadyRead;
+    if (!req.readableEnded) yield* req.iterator({ destroyOnReturn: false }) as AsyncIterable<Uint8Array>;
     complete = true;
   } finally {
     if (!complete) req.resume();
@@ -47,8 +49,16 @@ async function* bodyOf(req: Parameters<RequestHandler>[0]): AsyncIterable<Uint8A
 export function createRequestHandler(options: AdapterOptions): RequestHandler {
   // Compressed requests are accepted; replies are compressed only when large (a result chunk, say):
   // compressing the small replies of a task's calls cost more CPU than everything else they do.
-  const router = createConnectRouter({ acceptCompression: [compressionGzip, compressionBrotli], compressMinBytes: COMPRESS_MIN_BYTES, ...options });
-  options.routes(router);
+  const routerOptions = { acceptCompression: [compressionGzip, compressionBrotli], compressMinBytes: COMPRESS_MIN_BYTES, ...options };
+  const router = createConnectRouter(routerOptions);
+  const unaryOptions = validateUniversalHandlerOptions(routerOptions);
+  const unary = new Map<string, UnaryCall>();
+  options.routes(
+    recordingRouter(router, (spec) => {
+      const call = unaryCall(spec, unaryOptions);
+      if (call !== undefined) unary.set(createMethodUrl("/", spec.method), call);
+    }),
+  );
   const paths = new Map<string, UniversalHandler>();
   const readMaxBytes = options.readMaxBytes ?? 0xffffffff;
   for (const handler of router.handlers) paths.set(handler.requestPath, shapeResponseErrors(handler, readMaxBytes));
@@ -57,14 +67,8 @@ export function createRequestHandler(options: AdapterOptions): RequestHandler {
     res.end();
   };
   const fallback = options.fallback ?? notFound;
-  return (req, res) => {
-    const handler = paths.get(req.url?.split("?", 2)[0] ?? "");
-    if (handler === undefined) {
-      fallback(req, res);
-      return;
-    }
-    clampDeadlineHeaders(req.headers);
-    const request = { ...universalRequestFromNodeRequest(req, res as never, undefined, undefined), body: bodyOf(req) };
+  const standard = (req: Parameters<RequestHandler>[0], res: Parameters<RequestHandler>[1], handler: UniversalHandler, alreadyRead: Uint8Array[]) => {
+    const request = { ...universalRequestFromNodeRequest(req, res as never, undefined, undefined), body: bodyOf(req, alreadyRead) };
     const readsWhileAnswering = handler.method.methodKind === "client_streaming" || handler.method.methodKind === "bidi_streaming";
     handler(request)
       .then((response) => {
@@ -86,4 +90,40 @@ export function createRequestHandler(options: AdapterOptions): RequestHandler {
         } else res.destroy();
       });
   };
+  return (req, res) => {
+    const path = req.url?.split("?", 2)[0] ?? "";
+    const handler = paths.get(path);
+    if (handler === undefined) {
+      fallback(req, res);
+      return;
+    }
+    clampDeadlineHeaders(req.headers);
+    const fast = unary.get(path);
+    if (fast !== undefined) fast(req, res, (alreadyRead) => standard(req, res, handler, alreadyRead));
+    else standard(req, res, handler, []);
+  };
+}
+
+/**
+ * The router, telling `onUnary` each method implementation registered on it
+ * (for the fast unary path, unary.ts). A service registered with options of
+ * its own (interceptors, limits) is left to the standard path alone.
+ */
+function recordingRouter(router: ConnectRouter, onUnary: (spec: MethodImplSpec) => void): ConnectRouter {
+  const recording: ConnectRouter = {
+    get handlers() {
+      return router.handlers;
+    },
+    service(service, implementation, options) {
+      router.service(service, implementation, options);
+      if (options === undefined) Object.values(createServiceImplSpec(service, implementation).methods).forEach(onUnary);
+      return recording;
+    },
+    rpc(method, implementation, options) {
+      router.rpc(method, implementation, options);
+      if (options === undefined) onUnary(createMethodImplSpec(method, implementation));
+      return recording;
+    },
+  };
+  return recording;
 }
