@@ -439,7 +439,8 @@ func (a *Agent) remember(o *Opened, reply *synapsev1.SignedMessage, t *taskRecor
 
 // wait holds until t is terminal or d has passed.
 func (a *Agent) wait(ctx context.Context, t *taskRecord, d time.Duration) {
-	timer := time.NewTimer(min(d, a.opts.TaskTimeout))
+	// A task ends by its timeout; a little more lets its end be seen.
+	timer := time.NewTimer(min(d, a.opts.TaskTimeout+time.Second))
 	defer timer.Stop()
 	for {
 		a.mu.Lock()
@@ -633,6 +634,15 @@ func (a *Agent) accept(o *Opened) (*synapsev1.SignedMessage, *taskRecord, error)
 	ctx, cancel := context.WithTimeout(context.Background(), a.opts.TaskTimeout)
 	t.cancel = cancel
 	go a.run(t, tt, ctx)
+	// A handler that ignores its context still ends its task on time.
+	time.AfterFunc(a.opts.TaskTimeout, func() {
+		a.mu.Lock()
+		defer a.mu.Unlock()
+		if !IsTerminalState(t.state) {
+			t.failure = &synapsev1.TaskError{Code: synapsev1.ErrorCode_ERROR_CODE_EXECUTION_TIMEOUT, Message: "the task ran past " + a.opts.TaskTimeout.String(), Recoverable: true}
+			_, _ = a.record(t, synapsev1.MessageType_MESSAGE_TYPE_TASK_FAILED, &synapsev1.TaskFailedPayload{TaskId: t.id, Error: t.failure}, "", synapsev1.TaskState_TASK_STATE_FAILED)
+		}
+	})
 	return msg, t, nil
 }
 

@@ -377,3 +377,20 @@ func TestReadResultResumesAndChecksTheSignedDigest(t *testing.T) {
 		t.Fatalf("a wrong digest: %v", err)
 	}
 }
+
+func TestATaskPastItsTimeoutFails(t *testing.T) {
+	release := make(chan struct{})
+	defer close(release)
+	agent := NewAgent(mustIdentity(t), AgentOptions{TaskTimeout: 100 * time.Millisecond, TaskTypes: []TaskType{
+		{Type: "stuck", Handler: func(context.Context, *Task) (any, error) { <-release; return "late", nil }},
+	}})
+	url := serve(t, func(s *grpc.Server) { agent.Register(s) })
+	c := connect(t, url, mustIdentity(t))
+	sent, err := c.Submit(ctxFor(t), "stuck", nil, SubmitOptions{Wait: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sent.Task.GetState() != synapsev1.TaskState_TASK_STATE_FAILED || sent.Task.GetError().GetCode() != synapsev1.ErrorCode_ERROR_CODE_EXECUTION_TIMEOUT || !sent.Task.GetError().GetRecoverable() {
+		t.Fatalf("a handler past its timeout: %v", sent.Task)
+	}
+}

@@ -496,7 +496,7 @@ func (c *Client) readOnce(ctx context.Context, taskID string, buf *bytes.Buffer,
 	for {
 		msg, err := stream.Recv()
 		if errors.Is(err, io.EOF) {
-			return nil, status.Error(codes.Unavailable, "the result stream ended without its last chunk")
+			return nil, refuse(synapsev1.ErrorCode_ERROR_CODE_MESSAGE_FORMAT_INVALID, "the result stream ended without its last chunk")
 		}
 		if err != nil {
 			return nil, err

@@ -226,3 +226,17 @@ def test_read_result_resumes_and_checks_the_signed_digest(result_server: tuple[s
         with pytest.raises(Refused) as wrong:
             client.read_result("t", expected=payloads_pb2.ResultStream(total_size=len(DATA), sha256=hashlib.sha256(b"x").digest()))
         assert wrong.value.code == "signature_invalid"
+
+
+def test_a_task_past_its_timeout_fails() -> None:
+    release = threading.Event()
+    agent = Agent(Identity.generate(), task_types={"stuck": lambda task: release.wait(10) and "late"}, task_timeout=0.1)
+    server, port = agent.serve()
+    try:
+        with Client.connect(f"http://127.0.0.1:{port}", Identity.generate()) as client:
+            sent = client.submit("stuck", wait=5)
+            assert sent.task.state == payloads_pb2.TASK_STATE_FAILED
+            assert protocol_code_of_task(sent.task) == "ERROR_CODE_EXECUTION_TIMEOUT" and sent.task.error.recoverable
+    finally:
+        release.set()
+        server.stop(None)

@@ -322,7 +322,7 @@ class Agent:
             self._remember(opened, reply, record)
         wait = request.wait.ToTimedelta().total_seconds() if request.HasField("wait") else 0.0
         if record is not None and wait > 0:
-            deadline = time.monotonic() + min(wait, self.task_timeout)
+            deadline = time.monotonic() + min(wait, self.task_timeout + 1.0)  # a task ends by its timeout
             with self._lock:
                 while not is_terminal_state(record.state) and context.is_active():
                     remaining = deadline - time.monotonic()
