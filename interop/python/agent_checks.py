@@ -17,7 +17,6 @@ import subprocess
 import tempfile
 import uuid
 
-import grpc
 from synapse.v1 import capabilities_pb2, envelope_pb2, registry_pb2
 
 from live_checks import TEXT, check_counts, output_of

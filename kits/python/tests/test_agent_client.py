@@ -21,13 +21,13 @@ from synapse_kit import (
     Task,
     TaskFailure,
     TaskType,
+    TrustStore,
     bearer_metadata,
     is_terminal_event,
     make_token,
     open_envelope,
     protocol_code,
     seal,
-    TrustStore,
 )
 
 

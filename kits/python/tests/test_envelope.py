@@ -6,8 +6,8 @@ import time
 from collections.abc import Callable
 
 import pytest
-
 from synapse.v1 import envelope_pb2, payloads_pb2
+
 from synapse_kit import Identity, Peer, Refused, TrustStore, agent_id_for, is_self_certifying, open_envelope, seal, seal_header, trust_on_first_use
 
 ALICE, BOB, MALLORY = Identity.generate(), Identity.generate(), Identity.generate()

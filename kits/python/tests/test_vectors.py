@@ -7,8 +7,8 @@ from datetime import datetime
 
 import pytest
 from google.protobuf import json_format
-
 from synapse.v1 import envelope_pb2
+
 from synapse_kit import (
     DEFAULT_CLOCK_SKEW_SECONDS,
     Identity,
@@ -24,7 +24,6 @@ from synapse_kit import (
     signing_input,
     verify,
 )
-
 
 
 def load(name: str) -> dict:
