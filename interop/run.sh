@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # npm run test:interop: starts a server and proves that clients built without
 # this repository's TypeScript can use it: grpcurl and buf curl through
-# reflection, grpc-health-probe, the Go and Python clients generated from
-# proto/ (each also runs a gRPC-only agent that registers at the server's
-# registry and receives signed callbacks), and the console page in headless
-# Chromium. Prints each part's
+# reflection, grpc-health-probe, the Go and Python programs built on the
+# kits (kits/go, kits/python) and stubs generated from proto/ (each also runs
+# the kit's gRPC-only agent, registered at the server's registry to receive
+# signed callbacks, and serving a task to the TypeScript command line), and
+# the console page in headless Chromium. Prints each part's
 # result and exits non-zero if any part failed.
 set -uo pipefail
 

@@ -1,154 +1,110 @@
-// Check (f): a Go agent that serves gRPC only (a plain grpc-go server on
-// 127.0.0.1, no Connect, no HTTP/1.1) registers at the server's registry and
-// receives the signed callbacks of a task it requested. Its endpoint URL
-// names no protocol: the server finds out that it speaks HTTP/2 only and
-// calls it with gRPC (docs/PROTOCOL.md §1.1). Every pushed envelope is
-// verified with crypto/ed25519 against the executor's key.
+// Checks (g) and (h), the kit's Agent on a plain grpc-go server (HTTP/2
+// only, no Connect, no HTTP/1.1):
+//
+// (g) it registers at the server's registry (which calls it back) and
+// receives the signed callbacks of a task it requested there: its endpoint
+// URL names no protocol, so the server finds out that it speaks HTTP/2 only
+// and calls it with gRPC (docs/PROTOCOL.md §1.1);
+//
+// (h) it serves a task type of its own, "reverse": the kit's Client submits
+// to it and watches, and, with -cli, so does the TypeScript command line.
 package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net"
-	"sync"
+	"os"
+	"os/exec"
+	"strings"
 	"time"
 
 	"google.golang.org/grpc"
-	"google.golang.org/protobuf/types/known/structpb"
 
-	synapsev1 "synapse-interop/gen/synapse/v1"
+	synapse "github.com/synapse-connect/synapse-go"
+	"github.com/synapse-connect/synapse-go/synapsev1"
 )
 
-// basicInterfaces are the 8 basic standard interfaces (PROTOCOL.md §4), all
-// a registry requires.
-var basicInterfaces = []struct {
-	name     string
-	category synapsev1.InterfaceCategory
-}{
-	{"AgentIdentity", synapsev1.InterfaceCategory_INTERFACE_CATEGORY_CORE},
-	{"MessageHandler", synapsev1.InterfaceCategory_INTERFACE_CATEGORY_CORE},
-	{"CapabilitiesProvider", synapsev1.InterfaceCategory_INTERFACE_CATEGORY_CORE},
-	{"P2PTaskHandler", synapsev1.InterfaceCategory_INTERFACE_CATEGORY_P2P},
-	{"CallbackReceiver", synapsev1.InterfaceCategory_INTERFACE_CATEGORY_P2P},
-	{"HTTPTransport", synapsev1.InterfaceCategory_INTERFACE_CATEGORY_TRANSPORT},
-	{"Authenticator", synapsev1.InterfaceCategory_INTERFACE_CATEGORY_SECURITY},
-	{"IdempotencyHandler", synapsev1.InterfaceCategory_INTERFACE_CATEGORY_SECURITY},
-}
-
-// grpcAgent is the agent's side: its identity, what it declares, and the
-// callbacks it has received.
-type grpcAgent struct {
-	synapsev1.UnimplementedCapabilitiesServiceServer
-	synapsev1.UnimplementedP2PServiceServer
-	me       identity
-	executor peer
-
-	mu       sync.Mutex
-	pushed   []*synapsev1.Envelope
-	complete chan struct{}
-	closed   bool
-}
-
-func (a *grpcAgent) capabilities() *synapsev1.AgentCapabilities {
-	return &synapsev1.AgentCapabilities{
-		AgentId:                 a.me.agentID,
-		AgentName:               "Go interop agent (grpc-go only)",
-		ProtocolVersion:         protocolVersion,
-		PublicKey:               a.me.pub,
-		KeyId:                   a.me.keyID,
-		SupportedTransportModes: []synapsev1.TransportMode{synapsev1.TransportMode_TRANSPORT_MODE_CALLBACK},
-	}
-}
-
-func (a *grpcAgent) interfaces() []*synapsev1.ImplementedInterface {
-	out := make([]*synapsev1.ImplementedInterface, 0, len(basicInterfaces))
-	for _, i := range basicInterfaces {
-		out = append(out, &synapsev1.ImplementedInterface{Name: i.name, Category: i.category, ComplianceLevel: synapsev1.Compliance_COMPLIANCE_BASIC, Version: "1.0.0"})
-	}
-	return out
-}
-
-func (a *grpcAgent) GetCapabilities(context.Context, *synapsev1.GetCapabilitiesRequest) (*synapsev1.GetCapabilitiesResponse, error) {
-	return &synapsev1.GetCapabilitiesResponse{Capabilities: a.capabilities()}, nil
-}
-
-func (a *grpcAgent) GetSupportedInterfaces(context.Context, *synapsev1.GetSupportedInterfacesRequest) (*synapsev1.GetSupportedInterfacesResponse, error) {
-	return &synapsev1.GetSupportedInterfacesResponse{Interfaces: a.interfaces()}, nil
-}
-
-// Send keeps every pushed envelope; the check verifies them afterwards.
-func (a *grpcAgent) Send(_ context.Context, req *synapsev1.SendRequest) (*synapsev1.SendResponse, error) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	a.pushed = append(a.pushed, req.GetEnvelope())
-	if o, err := open(req.GetEnvelope(), a.executor, openOptions{self: a.me.agentID}); err == nil &&
-		o.header.GetMessageType() == synapsev1.MessageType_MESSAGE_TYPE_TASK_COMPLETE && !a.closed {
-		a.closed = true
-		close(a.complete)
-	}
-	return &synapsev1.SendResponse{}, nil
-}
-
-func checkAgent(r *report, rawURL string) {
-	names := []string{"grpc-agent/serve", "grpc-agent/register", "grpc-agent/callbacks-signed", "grpc-agent/deregister"}
-	skip := func(from int, why string) {
-		for _, name := range names[from:] {
-			r.fail(name, "not run: %s", why)
-		}
-	}
-	conn, err := dial(rawURL)
+// startAgent serves agent on a loopback port; it returns the base URL and a stop function.
+func startAgent(agent *synapse.Agent) (string, func(), error) {
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		skip(0, err.Error())
+		return "", nil, err
+	}
+	srv := grpc.NewServer()
+	agent.Register(srv)
+	go func() { _ = srv.Serve(lis) }()
+	return "http://" + lis.Addr().String(), srv.Stop, nil
+}
+
+func checkRegisteredAgent(r *report, url string) {
+	names := []string{"grpc-agent/serve", "grpc-agent/register", "grpc-agent/callbacks-signed", "grpc-agent/deregister"}
+	conn, err := synapse.Dial(url)
+	if err != nil {
+		r.skip(names, err.Error())
 		return
 	}
 	defer conn.Close()
-	agent := &grpcAgent{me: newIdentity(), complete: make(chan struct{})}
+	var client *synapse.Client
+	var agent *synapse.Agent
 	var endpoint string
 	var stop func()
-	if !r.check(names[0], func() error {
-		caps := synapsev1.NewCapabilitiesServiceClient(conn)
-		ctx, cancel := rpcContext(10 * time.Second)
-		defer cancel()
-		resp, err := caps.GetCapabilities(ctx, &synapsev1.GetCapabilitiesRequest{})
-		if err != nil {
-			return fmt.Errorf("GetCapabilities of the server: %v", err)
+	defer func() {
+		if stop != nil {
+			stop()
 		}
-		c := resp.GetCapabilities()
-		agent.executor = peer{agentID: c.GetAgentId(), keyID: c.GetKeyId(), pub: c.GetPublicKey()}
-		lis, err := net.Listen("tcp", "127.0.0.1:0")
+	}()
+	if !r.check(names[0], func() error {
+		me, err := synapse.NewIdentity()
 		if err != nil {
 			return err
 		}
-		srv := grpc.NewServer()
-		synapsev1.RegisterCapabilitiesServiceServer(srv, agent)
-		synapsev1.RegisterP2PServiceServer(srv, agent)
-		go func() { _ = srv.Serve(lis) }()
-		stop = srv.Stop
-		// No fragment: the server negotiates gRPC with this HTTP/2-only endpoint.
-		endpoint = "http://" + lis.Addr().String()
-		logf("gRPC-only agent %s at %s", agent.me.agentID, endpoint)
+		ctx, cancel := rpcContext(10 * time.Second)
+		defer cancel()
+		if client, err = synapse.NewClient(ctx, conn, me, synapse.ClientOptions{}); err != nil {
+			return err
+		}
+		agent = synapse.NewAgent(me, synapse.AgentOptions{Name: "Go interop agent (grpc-go only)"})
+		if endpoint, stop, err = startAgent(agent); err != nil {
+			return err
+		}
+		logf("gRPC-only agent %s at %s", me.AgentID, endpoint)
 		return nil
 	}) {
-		skip(1, "no agent")
+		r.skip(names[1:], "no agent")
 		return
 	}
-	defer stop()
 	registry := synapsev1.NewRegistryServiceClient(conn)
-	if !r.check(names[1], func() error { return agent.register(registry, endpoint) }) {
-		skip(2, "not registered")
+	if !r.check(names[1], func() error { return register(client, agent, registry, endpoint) }) {
+		r.skip(names[2:], "not registered")
 		return
 	}
-	r.check(names[2], func() error { return agent.requestWithCallback(synapsev1.NewP2PServiceClient(conn), endpoint) })
-	r.check(names[3], func() error { return agent.deregister(registry) })
+	r.check(names[2], func() error { return callbacks(client, agent, endpoint) })
+	r.check(names[3], func() error {
+		env, _, err := synapse.Seal(client.Identity(), synapse.Message{
+			Type: synapsev1.MessageType_MESSAGE_TYPE_REGISTRY_DEREGISTER, Payload: &synapsev1.AgentDeregistrationPayload{Reason: "interop run done"},
+			Receiver: client.Executor,
+		})
+		if err != nil {
+			return err
+		}
+		ctx, cancel := rpcContext(10 * time.Second)
+		defer cancel()
+		_, err = registry.Deregister(ctx, &synapsev1.DeregisterRequest{Envelope: env})
+		return err
+	})
 }
 
 // register sends a signed registry:register; the registry calls the agent
 // back (GetCapabilities, GetSupportedInterfaces) before it answers.
-func (a *grpcAgent) register(registry synapsev1.RegistryServiceClient, endpoint string) error {
-	env, _, err := a.me.seal(sealInput{
-		messageType: synapsev1.MessageType_MESSAGE_TYPE_REGISTRY_REGISTER,
-		payload:     &synapsev1.AgentRegistrationPayload{Capabilities: a.capabilities(), Interfaces: a.interfaces(), EndpointUrl: endpoint, PublicKey: a.me.pub},
-		receiver:    a.executor.agentID,
+func register(client *synapse.Client, agent *synapse.Agent, registry synapsev1.RegistryServiceClient, endpoint string) error {
+	me := agent.Identity()
+	env, _, err := synapse.Seal(me, synapse.Message{
+		Type: synapsev1.MessageType_MESSAGE_TYPE_REGISTRY_REGISTER,
+		Payload: &synapsev1.AgentRegistrationPayload{Capabilities: agent.Capabilities(), Interfaces: agent.Interfaces(),
+			EndpointUrl: endpoint, PublicKey: me.PublicKey},
+		Receiver: client.Executor,
 	})
 	if err != nil {
 		return err
@@ -160,7 +116,7 @@ func (a *grpcAgent) register(registry synapsev1.RegistryServiceClient, endpoint 
 		return fmt.Errorf("Register: %v", err)
 	}
 	got := resp.GetAgent()
-	if got.GetCapabilities().GetAgentId() != a.me.agentID || got.GetEndpointUrl() != endpoint {
+	if got.GetCapabilities().GetAgentId() != me.AgentID || got.GetEndpointUrl() != endpoint {
 		return fmt.Errorf("registered %q at %q", got.GetCapabilities().GetAgentId(), got.GetEndpointUrl())
 	}
 	if got.GetComplianceLevel() != synapsev1.Compliance_COMPLIANCE_BASIC {
@@ -169,76 +125,147 @@ func (a *grpcAgent) register(registry synapsev1.RegistryServiceClient, endpoint 
 	return nil
 }
 
-// requestWithCallback asks the server for a text_analysis task with
-// callback_url = this agent, waits for the pushed task_complete, and checks
-// every pushed envelope: signed by the executor, addressed to us, fresh, in
-// sequence order, ending with the right result.
-func (a *grpcAgent) requestWithCallback(p2p synapsev1.P2PServiceClient, endpoint string) error {
-	taskID := uuidV4()
-	input, err := structpb.NewStruct(map[string]any{"text": taskText})
-	if err != nil {
-		return err
-	}
-	env, _, err := a.me.seal(sealInput{
-		messageType: synapsev1.MessageType_MESSAGE_TYPE_TASK_REQUEST,
-		payload:     &synapsev1.TaskRequestPayload{Task: &synapsev1.TaskSpec{Id: taskID, Type: "text_analysis", Payload: input}, CallbackUrl: endpoint},
-		receiver:    a.executor.agentID,
-		taskID:      taskID,
-	})
-	if err != nil {
-		return err
-	}
+// callbacks asks the server for a text_analysis task with callback_url =
+// the agent; the agent verifies every pushed envelope (signed by the
+// executor, addressed to it, fresh, the next in sequence) and acknowledges it.
+func callbacks(client *synapse.Client, agent *synapse.Agent, endpoint string) error {
+	taskID := synapse.NewUUID()
+	pushed := agent.ExpectCallbacks(client.Executor, taskID)
 	ctx, cancel := rpcContext(30 * time.Second)
 	defer cancel()
-	if _, err := p2p.Send(ctx, &synapsev1.SendRequest{Envelope: env}); err != nil {
+	if _, err := client.Submit(ctx, "text_analysis", map[string]any{"text": taskText}, synapse.SubmitOptions{TaskID: taskID, CallbackURL: endpoint}); err != nil {
 		return fmt.Errorf("Send: %v", err)
 	}
-	select {
-	case <-a.complete:
-	case <-time.After(20 * time.Second):
-		a.mu.Lock()
-		n := len(a.pushed)
-		a.mu.Unlock()
-		return fmt.Errorf("no task_complete pushed within 20 s (%d envelopes pushed)", n)
-	}
-	a.mu.Lock()
-	pushed := append([]*synapsev1.Envelope(nil), a.pushed...)
-	a.mu.Unlock()
-	now := time.Now()
-	var last *opened
-	for i, e := range pushed {
-		o, err := open(e, a.executor, openOptions{self: a.me.agentID, now: &now})
-		if err != nil {
-			return fmt.Errorf("pushed envelope %d: %v", i+1, err)
+	var last *synapse.Opened
+	n := 0
+	timeout := time.After(20 * time.Second)
+	for done := false; !done; {
+		select {
+		case o, ok := <-pushed:
+			if !ok {
+				done = true
+				break
+			}
+			n++
+			if o.Header.GetTaskId() != taskID || o.Header.GetSequence() != uint64(n) {
+				return fmt.Errorf("pushed envelope %d is event %d of task %q", n, o.Header.GetSequence(), o.Header.GetTaskId())
+			}
+			last = o
+		case <-timeout:
+			return fmt.Errorf("no task_complete pushed within 20 s (%d envelopes pushed)", n)
 		}
-		if o.header.GetTaskId() != taskID {
-			return fmt.Errorf("pushed envelope %d is about task %q", i+1, o.header.GetTaskId())
-		}
-		if o.header.GetSequence() != uint64(i+1) {
-			return fmt.Errorf("pushed envelope %d has sequence %d", i+1, o.header.GetSequence())
-		}
-		last = o
 	}
-	if last == nil || last.header.GetMessageType() != synapsev1.MessageType_MESSAGE_TYPE_TASK_COMPLETE {
-		return fmt.Errorf("the last of %d pushed envelopes is not task_complete", len(pushed))
+	if last == nil || last.Type() != synapsev1.MessageType_MESSAGE_TYPE_TASK_COMPLETE {
+		return fmt.Errorf("the last of %d pushed envelopes is not task_complete", n)
 	}
-	logf("%d signed callbacks verified", len(pushed))
-	return checkOutput(last.payload.(*synapsev1.TaskCompletePayload).GetResult())
+	logf("%d signed callbacks verified", n)
+	return checkOutput(last.Payload.(*synapsev1.TaskCompletePayload).GetResult())
 }
 
-func (a *grpcAgent) deregister(registry synapsev1.RegistryServiceClient) error {
-	env, _, err := a.me.seal(sealInput{
-		messageType: synapsev1.MessageType_MESSAGE_TYPE_REGISTRY_DEREGISTER,
-		payload:     &synapsev1.AgentDeregistrationPayload{Reason: "interop run done"},
-		receiver:    a.executor.agentID,
-	})
+// reverse is the own agent's task type: it reverses input.text.
+func reverse(_ context.Context, task *synapse.Task) (any, error) {
+	text := []rune(task.Input.GetFields()["text"].GetStringValue())
+	if err := task.Progress(50, "reversing"); err != nil {
+		return nil, err
+	}
+	for i, j := 0, len(text)-1; i < j; i, j = i+1, j-1 {
+		text[i], text[j] = text[j], text[i]
+	}
+	return map[string]any{"reversed": string(text)}, nil
+}
+
+func checkOwnAgent(r *report, cli string) {
+	names := []string{"kit-agent/go-client", "kit-agent/typescript-cli"}
+	me, err := synapse.NewIdentity()
+	if err != nil {
+		r.skip(names, err.Error())
+		return
+	}
+	agent := synapse.NewAgent(me, synapse.AgentOptions{Name: "Go kit agent", TaskTypes: []synapse.TaskType{{Type: "reverse", Name: "Reverse a text", Handler: reverse}}})
+	url, stop, err := startAgent(agent)
+	if err != nil {
+		r.skip(names, err.Error())
+		return
+	}
+	defer stop()
+	r.check(names[0], func() error { return submitToOwnAgent(url) })
+	if cli == "" {
+		r.fail(names[1], "not run: no -cli")
+		return
+	}
+	r.check(names[1], func() error { return cliSubmits(cli, url) })
+}
+
+// submitToOwnAgent: the kit's Client submits "reverse" and watches it.
+func submitToOwnAgent(url string) error {
+	conn, err := synapse.Dial(url)
 	if err != nil {
 		return err
 	}
-	ctx, cancel := rpcContext(10 * time.Second)
-	defer cancel()
-	if _, err := registry.Deregister(ctx, &synapsev1.DeregisterRequest{Envelope: env}); err != nil {
-		return fmt.Errorf("Deregister: %v", err)
+	defer conn.Close()
+	me, err := synapse.NewIdentity()
+	if err != nil {
+		return err
 	}
+	ctx, cancel := rpcContext(20 * time.Second)
+	defer cancel()
+	client, err := synapse.NewClient(ctx, conn, me, synapse.ClientOptions{})
+	if err != nil {
+		return err
+	}
+	sent, err := client.Submit(ctx, "reverse", map[string]any{"text": "Synapse"}, synapse.SubmitOptions{})
+	if err != nil {
+		return err
+	}
+	var types []string
+	var output string
+	for item, err := range client.Watch(ctx, sent.TaskID, 1) {
+		if err != nil {
+			return err
+		}
+		if item.Event != nil {
+			types = append(types, strings.TrimPrefix(item.Event.Type().String(), "MESSAGE_TYPE_"))
+			if c, ok := item.Event.Payload.(*synapsev1.TaskCompletePayload); ok {
+				output = c.GetResult().GetOutput().GetStructValue().GetFields()["reversed"].GetStringValue()
+			}
+		}
+	}
+	if strings.Join(types, ",") != "TASK_CONFIRM,TASK_STATUS_UPDATE,TASK_COMPLETE" || output != "espanyS" {
+		return fmt.Errorf("events %v, output %q", types, output)
+	}
+	return nil
+}
+
+// cliSubmits: `synapse submit URL --protocol grpc --type reverse --watch
+// --json` (the TypeScript client, which checks every event's signature and
+// the state machine) against the Go agent.
+func cliSubmits(cli, url string) error {
+	home, err := os.MkdirTemp("", "synapse-cli-home-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(home)
+	ctx, cancel := rpcContext(60 * time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "node", cli, "submit", url, "--protocol", "grpc", "--type", "reverse",
+		"--payload", `{"text":"Go kit"}`, "--watch", "--json", "--home", home)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("%v: %s", err, out)
+	}
+	var states []string
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		var ev struct {
+			Kind  string `json:"kind"`
+			State string `json:"state"`
+		}
+		if json.Unmarshal([]byte(line), &ev) == nil && ev.Kind == "event" {
+			states = append(states, ev.State)
+		}
+	}
+	if len(states) == 0 || states[len(states)-1] != "COMPLETED" || !strings.Contains(string(out), "tik oG") {
+		return fmt.Errorf("the command line saw states %v:\n%s", states, out)
+	}
+	logf("typescript cli: %v", states)
 	return nil
 }

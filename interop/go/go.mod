@@ -1,10 +1,11 @@
-// Go module of the Synapse interop client: the program in this directory
-// and the code that buf generates from proto/ into gen/ (not committed).
+// Go module of the Synapse interop client: a program built only on the Go
+// kit (kits/go, with the stubs it ships in synapsev1) and grpc-go.
 module synapse-interop
 
 go 1.26.0
 
 require (
+	github.com/synapse-connect/synapse-go v0.0.0
 	google.golang.org/grpc v1.85.0
 	google.golang.org/protobuf v1.36.12
 )
@@ -15,3 +16,5 @@ require (
 	golang.org/x/text v0.42.0 // indirect
 	google.golang.org/genproto/googleapis/rpc v0.0.0-20260817212433-ac3dfec99bb1 // indirect
 )
+
+replace github.com/synapse-connect/synapse-go => ../../kits/go

@@ -2,10 +2,11 @@
 # Runs the Python interop client against a Synapse server:
 #   interop/python/run.sh http://127.0.0.1:<port>
 # Creates interop/python/.venv on first use, installs the pinned requirements
-# (skipped when the stamp says they are already installed), generates the
-# Python protobuf and gRPC modules from proto/ into interop/python/gen, and
-# runs synapse_interop.py with the URL and test/vectors. The program's exit
-# status is passed through.
+# (skipped when the stamp says they are already installed) and the Python kit
+# (kits/python, every run), generates the Python protobuf modules from proto/
+# into interop/python/gen, and runs synapse_interop.py with the URL,
+# test/vectors and the TypeScript command line (dist/src/cli/main.js). The
+# program's exit status is passed through.
 set -euo pipefail
 
 if [ "$#" -ne 1 ]; then
@@ -32,20 +33,23 @@ if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
   echo "$want" > "$stamp"
 fi
 
+# The kit, from this checkout, against the pinned dependencies above.
+"$python" -m pip install --quiet --disable-pip-version-check --no-input --no-deps --no-build-isolation --force-reinstall "$root/kits/python"
+
 # Regenerate every run (it takes well under a second), so gen/ always matches proto/.
 cd "$root"
 gen_tmp="$(mktemp -d "$here/.gen.XXXXXX")"
 chmod 755 "$gen_tmp"
 trap 'rm -rf "$gen_tmp"' EXIT
 "$python" -m grpc_tools.protoc -I proto \
-  --python_out="$gen_tmp" --grpc_python_out="$gen_tmp" \
+  --python_out="$gen_tmp" --pyi_out="$gen_tmp" \
   proto/synapse/v1/*.proto
 rm -rf "$here/gen"
 mv "$gen_tmp" "$here/gen"
 trap - EXIT
 
 set +e
-"$python" "$here/synapse_interop.py" --gen "$here/gen" "$url" "$root/test/vectors"
+"$python" "$here/synapse_interop.py" --gen "$here/gen" --cli "$root/dist/src/cli/main.js" "$url" "$root/test/vectors"
 status=$?
 set -e
 exit "$status"

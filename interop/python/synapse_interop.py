@@ -1,10 +1,11 @@
-"""Entry point of the Python interop client for Synapse over Connect:
-  python synapse_interop.py [--gen DIR] URL VECTORS_DIR
-runs the vector checks (a), the live checks (b)-(e) against the server at
-URL, and (f) a gRPC-only agent that registers there and receives callbacks,
-with the modules generated from proto/ (in DIR, default ./gen), prints
-"PASS <name>" or "FAIL <name>: <why>" for each check, and exits 1 if any
-check failed (2 for a usage error)."""
+"""Entry point of the Python interop client for Synapse over Connect, built on
+the kit (synapse_kit) and the modules generated from proto/:
+  python synapse_interop.py [--gen DIR] [--cli MAIN_JS] URL VECTORS_DIR
+runs the vector checks, the live checks against the server at URL, a gRPC-only
+agent that registers there and receives callbacks, and the kit's own agent
+serving a task to the kit's client and (with --cli) to the TypeScript command
+line. It prints "PASS <name>" or "FAIL <name>: <why>" for each check and exits
+1 if any check failed (2 for a usage error)."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument("vectors", type=Path, help="the directory of the test vectors (test/vectors)")
     parser.add_argument("--gen", type=Path, default=Path(__file__).resolve().parent / "gen",
                         help="the directory grpc_tools.protoc generated into")
+    parser.add_argument("--cli", help="the TypeScript command line (dist/src/cli/main.js) to submit to the kit's agent")
     parser.add_argument("--verbose", action="store_true", help="print tracebacks of unexpected errors to stderr")
     args = parser.parse_args(argv)
 
@@ -38,6 +40,7 @@ def main(argv: list[str]) -> int:
     vector_checks.run(report, args.vectors)
     live_checks.run(report, args.url)
     agent_checks.run(report, args.url)
+    agent_checks.run_own_agent(report, args.cli)
     print(f"{report.passed} passed, {report.failed} failed", flush=True)
     return 1 if report.failed else 0
 

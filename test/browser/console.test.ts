@@ -81,7 +81,9 @@ describe("operator console in Chromium", () => {
     for (const row of await page.getByTestId("event").all()) {
       rows.push({ sequence: await row.getAttribute("data-sequence"), verified: await row.getAttribute("data-verified"), cells: await row.locator("td").allTextContents() });
     }
-    expect(rows.length).toBeGreaterThanOrEqual(3);
+    // At least confirm and complete: a progress report that the completion follows within
+    // 100 ms is coalesced away by the engine, as it is for this short text.
+    expect(rows.length).toBeGreaterThanOrEqual(2);
     expect(rows.map((row) => row.sequence)).toEqual(rows.map((_, index) => String(index + 1)));
     for (const row of rows) {
       expect(row.verified).toBe("true");
