@@ -197,9 +197,11 @@ export class TaskEngine {
 
   /**
    * Resolves with the task once it is terminal or waits for its requester,
-   * or when `waitMs` has passed. Events committed by any instance count.
+   * or when `waitMs` has passed, or when any of `signals` aborts (listened to
+   * one by one: AbortSignal.any per call costs more than the rest of a wait).
+   * Events committed by any instance count.
    */
-  async waitForOutcome(taskId: string, waitMs: number, signal?: AbortSignal): Promise<TaskRecord | undefined> {
+  async waitForOutcome(taskId: string, waitMs: number, signals: readonly AbortSignal[] = []): Promise<TaskRecord | undefined> {
     const settled = (task: TaskRecord | undefined) => task === undefined || isTerminal(task.state) || WAITING_STATES.has(task.state);
     const { store, bus } = this.options;
     const first = await store.getTask(taskId);
@@ -212,7 +214,7 @@ export class TaskEngine {
         done = true;
         clearTimeout(timer);
         unsubscribe();
-        signal?.removeEventListener("abort", onAbort);
+        for (const signal of signals) signal.removeEventListener("abort", onAbort);
         if (task !== undefined) resolve(task);
         else store.getTask(taskId).then(resolve, () => resolve(latest));
       };
@@ -228,7 +230,8 @@ export class TaskEngine {
       });
       const onAbort = () => finish();
       const timer = setTimeout(() => finish(), waitMs);
-      signal?.addEventListener("abort", onAbort, { once: true });
+      for (const signal of signals) signal.addEventListener("abort", onAbort, { once: true });
+      if (signals.some((signal) => signal.aborted)) return finish();
       // It may have settled between the first read and the subscription.
       look();
     });

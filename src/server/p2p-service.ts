@@ -62,7 +62,7 @@ export function p2pService(agent: Agent, draining: AbortSignal, replyLimit: numb
       let task = outcome.task;
       if (request.wait !== undefined && task !== undefined) {
         const waitMs = Math.min(Math.max(0, durationMs(request.wait)), maxWaitMs());
-        task = (await agent.engine.waitForOutcome(task.taskId, waitMs, AbortSignal.any([ctx.signal, draining]))) ?? task;
+        task = (await agent.engine.waitForOutcome(task.taskId, waitMs, [ctx.signal, draining])) ?? task;
       }
       // The sender has its request: the task shown leaves it out (GetTask shows it).
       const format = replyFormat(ctx);
