@@ -10,6 +10,7 @@ import { RiskLevel } from "../gen/synapse/v1/capabilities_pb.js";
 import { AuditEventKind, CapabilityHealth, CapabilityStatus, CapabilityType, RegistryService, type GovernedCapabilitySchema } from "../gen/synapse/v1/registry_pb.js";
 import type { AgentIdentity } from "../src/agent/identity.js";
 import { issueToken } from "../src/crypto/tokens.js";
+import { TrustStore } from "../src/envelope/trust-sources.js";
 import { silentLogger } from "../src/log.js";
 import { findErrorDetail } from "../src/protocol/errors.js";
 import { joinRegistry, type Membership } from "../src/registry/join.js";
@@ -27,9 +28,11 @@ beforeAll(async () => {
   admin = await requesterIdentity();
   owner = await requesterIdentity();
   stranger = await requesterIdentity();
-  registry = await startTestServer({ agentId: "registry_auth", registry: { admins: [admin.key.keyId] } });
-  rpc = createClient(RegistryService, createGrpcTransport({ baseUrl: registry.url }));
   agent = await startTestServer({ agentId: "agent_synced" });
+  // A named id: the registry's operator binds it to the agent's key.
+  const bindings = new TrustStore([{ agentId: "agent_synced", publicKey: agent.agent.identity.key.publicKey }]);
+  registry = await startTestServer({ agentId: "registry_auth", registry: { admins: [admin.key.keyId], bindings } });
+  rpc = createClient(RegistryService, createGrpcTransport({ baseUrl: registry.url }));
   membership = await joinRegistry({ registryUrl: registry.url, identity: agent.agent.identity, provider: agent.agent.provider, endpointUrl: agent.url, logger: silentLogger });
 });
 afterAll(async () => {

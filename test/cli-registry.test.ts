@@ -1,6 +1,10 @@
 // The README's registry walkthrough as a user types it: an operator key, a
 // registry that names it admin, two agents that join it, then agents,
-// compliance, capability, permissions and audit.
+// compliance, capability, permissions and audit; and who may join under a
+// name: the registry's trust store binds names, --registry-open-names lets
+// anyone take one.
+import { writeFile } from "node:fs/promises";
+import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { runCli, startServe, type ServeProcess } from "./helpers/cli.js";
 import { tempDir } from "./helpers/server.js";
@@ -20,8 +24,10 @@ async function keyIdOf(home: string): Promise<string> {
 beforeAll(async () => {
   ops = await tempDir("synapse-ops-");
   registry = await startServe(["--data-dir", await tempDir(), "--registry", "--registry-admin", await keyIdOf(ops)]);
-  first = await startServe(["--data-dir", await tempDir(), "--join", registry.url, "--agent-id", "agent_one"]);
-  second = await startServe(["--data-dir", await tempDir(), "--join", registry.url, "--agent-id", "agent_two"]);
+  // Their ids are derived from their keys (the default), so they need nobody to bind them.
+  first = await startServe(["--data-dir", await tempDir(), "--join", registry.url]);
+  second = await startServe(["--data-dir", await tempDir(), "--join", registry.url]);
+  await Promise.all([joined(first), joined(second)]);
   env = { SYNAPSE_HOME: await tempDir("synapse-cli-home-") };
 });
 afterAll(async () => {
@@ -32,12 +38,18 @@ afterAll(async () => {
 
 const cli = (...args: string[]) => runCli(args, { env });
 
+/** Resolves once `serve --join` has registered. */
+async function joined(server: ServeProcess): Promise<void> {
+  for (let i = 0; i < 200 && !server.stdout().includes("joined registry"); i++) await new Promise((resolve) => setTimeout(resolve, 50));
+  expect(server.stdout()).toContain("joined registry");
+}
+
 describe("registry walkthrough", () => {
   it("finds the joined agents by task type", async () => {
     const found = await cli("agents", registry.url, "--task-type", "summarization", "--json");
     expect(found.code).toBe(0);
     const agents = (JSON.parse(found.stdout) as { agents: Array<{ capabilities: { agentId: string }; health: string; endpointUrl: string }> }).agents;
-    expect(agents.map((a) => a.capabilities.agentId).sort()).toEqual(["agent_one", "agent_two"]);
+    expect(agents.map((a) => a.capabilities.agentId).sort()).toEqual([first.agentId, second.agentId].sort());
     expect(agents.every((a) => a.health === "AGENT_HEALTH_HEALTHY")).toBe(true);
     expect(agents.map((a) => a.endpointUrl).sort()).toEqual([first.url, second.url].sort());
     const none = await cli("agents", registry.url, "--task-type", "poetry");
@@ -49,7 +61,7 @@ describe("registry walkthrough", () => {
     expect(partial.code).toBe(1);
     expect(partial.stdout).toContain("basic 3/8");
     expect(partial.stdout).toContain("missing basic interfaces: P2PTaskHandler, CallbackReceiver, HTTPTransport, Authenticator, IdempotencyHandler");
-    const agent = await cli("compliance", registry.url, "--agent", "agent_one", "--json");
+    const agent = await cli("compliance", registry.url, "--agent", first.agentId, "--json");
     expect(JSON.parse(agent.stdout)).toMatchObject({ evaluation: { compliant: true }, complianceLevel: "COMPLIANCE_BASIC" });
   });
 
@@ -120,6 +132,60 @@ describe("registry walkthrough", () => {
     const matched = await cli("capability", "match", registry.url, "--domain", "data", "--intent", "analyze", "--json");
     const candidates = (JSON.parse(matched.stdout) as { candidates: Array<{ capability: { code: string; agentId: string } }> }).candidates;
     expect(candidates.map((c) => c.capability.code)).toEqual(["data_analysis", "data_analysis"]);
-    expect(candidates.map((c) => c.capability.agentId).sort()).toEqual(["agent_one", "agent_two"]);
+    expect(candidates.map((c) => c.capability.agentId).sort()).toEqual([first.agentId, second.agentId].sort());
+  });
+});
+
+describe("names at a registry", () => {
+  const named = async () => {
+    const dataDir = await tempDir();
+    const shown = JSON.parse((await runCli(["keygen", "--home", dataDir, "--agent-id", "billing-agent", "--json"])).stdout) as { agent_id: string; public_key: string };
+    expect(shown.agent_id).toBe("billing-agent");
+    return { dataDir, publicKey: shown.public_key };
+  };
+
+  it("refuses an agent that joins under a name nobody bound: serve exits 1 and says what to do", async () => {
+    const agent = await named();
+    const server = await startServe(["--data-dir", agent.dataDir, "--join", registry.url]);
+    expect(await server.exited).toBe(1);
+    expect(server.stderr()).toMatch(/^synapse: \[permission_denied\] agent billing-agent may not be registered with key \S+: .* Register as agent_[0-9a-f]{32} \(the id derived from this key\), or ask the registry's operator to bind billing-agent to this key \(permission_denied\)$/m);
+    expect((await cli("agents", registry.url, "--json")).stdout).not.toContain("billing-agent");
+  });
+
+  it("lets the name join with the key the registry's trust store binds it to, and no other", async () => {
+    const [owner, stranger] = [await named(), await named()];
+    const trustStore = join(await tempDir(), "trust.json");
+    await writeFile(trustStore, JSON.stringify({ agents: [{ agent_id: "billing-agent", public_key: owner.publicKey }] }));
+    const bound = await startServe(["--data-dir", await tempDir(), "--registry", "--trust-store", trustStore, "--tofu"]);
+    try {
+      const squatter = await startServe(["--data-dir", stranger.dataDir, "--join", bound.url]);
+      expect(await squatter.exited).toBe(1);
+      expect(squatter.stderr()).toContain("agent billing-agent is bound to another key");
+      const genuine = await startServe(["--data-dir", owner.dataDir, "--join", bound.url]);
+      await joined(genuine);
+      const found = JSON.parse((await cli("agents", bound.url, "--json")).stdout) as { agents: Array<{ capabilities: { agentId: string }; endpointUrl: string }> };
+      expect(found.agents.map((a) => [a.capabilities.agentId, a.endpointUrl])).toEqual([["billing-agent", genuine.url]]);
+      expect(await genuine.stop()).toBe(0);
+    } finally {
+      expect(await bound.stop()).toBe(0);
+    }
+  });
+
+  it("gives a name to whoever joins first with --registry-open-names, which goes only with --registry", async () => {
+    const [first, later] = [await named(), await named()];
+    const open = await startServe(["--data-dir", await tempDir(), "--registry", "--registry-open-names"]);
+    try {
+      const early = await startServe(["--data-dir", first.dataDir, "--join", open.url]);
+      await joined(early);
+      const late = await startServe(["--data-dir", later.dataDir, "--join", open.url]);
+      expect(await late.exited).toBe(1);
+      expect(late.stderr()).toContain("(unknown_sender)");
+      expect(await early.stop()).toBe(0);
+    } finally {
+      expect(await open.stop()).toBe(0);
+    }
+    const refused = await runCli(["serve", "--port", "0", "--data-dir", await tempDir(), "--registry-open-names"]);
+    expect(refused.code).toBe(2);
+    expect(refused.stderr).toContain("--registry-open-names goes with --registry");
   });
 });

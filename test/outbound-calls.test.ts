@@ -134,7 +134,7 @@ describe("registry confirmations under the outbound policy", () => {
       // Listening "publicly": loopback only where the operator allows it by name.
       outbound: new OutboundPolicy({ localOnly: false, allow: ["open.test", "closed.test"], resolver }),
     });
-    agent = await startTestServer({ agentId: "agent_ob" });
+    agent = await startTestServer();
   });
   afterAll(async () => {
     await agent.close();
@@ -190,7 +190,7 @@ describe("registry confirmations under the outbound policy", () => {
     const transport = createOutboundTransport(`http://rebind.test:${agent.port}`, { policy, logger: silentLogger, purpose: "test", opaque: true });
     try {
       const client = createClient(CapabilitiesService, transport);
-      expect((await client.getCapabilities({})).capabilities?.agentId).toBe("agent_ob");
+      expect((await client.getCapabilities({})).capabilities?.agentId).toBe(agent.agent.identity.agentId);
       // Now rebind.test says 127.0.0.2: loopback, which this policy refuses (only 127.0.0.1/32 is allowed).
       expect(await refusal(client.getCapabilities({}))).toMatchObject({ code: Code.Unavailable, message: OUTBOUND_UNREACHABLE });
     } finally {

@@ -30,7 +30,7 @@ describe.skipIf(!postgresAvailable())("two registry instances on one PostgreSQL 
       storages.push(storage);
       registries.push(await startTestServer({ identity, storage, registry: { leaseMs: 60_000 } }));
     }
-    agent = await startTestServer({ agentId: "agent_shared" });
+    agent = await startTestServer();
   });
   afterAll(async () => {
     await agent?.close();
@@ -54,13 +54,13 @@ describe.skipIf(!postgresAvailable())("two registry instances on one PostgreSQL 
     );
     const [first, second] = registries.map(client);
     await first!.register({ envelope: registration });
-    expect((await second!.getAgent({ agentId: "agent_shared" })).agent?.endpointUrl).toBe(agent.url);
-    expect((await second!.findAgents({ taskType: "text_analysis" })).agents.map((a) => a.capabilities?.agentId)).toContain("agent_shared");
+    expect((await second!.getAgent({ agentId: agent.agent.identity.agentId })).agent?.endpointUrl).toBe(agent.url);
+    expect((await second!.findAgents({ taskType: "text_analysis" })).agents.map((a) => a.capabilities?.agentId)).toContain(agent.agent.identity.agentId);
     const beat = await second!.heartbeat({ envelope: envelope(MessageType.HEARTBEAT, create(HeartbeatPayloadSchema, { status: AgentStatus.READY })) });
     expect(beat.health).toBe(AgentHealth.HEALTHY);
     // The catalogue (the agent's task types) and its audit trail are the same at both.
     const listed = await second!.listCapabilities({});
-    expect(listed.capabilities.some((c) => c.agentId === "agent_shared")).toBe(true);
+    expect(listed.capabilities.some((c) => c.agentId === agent.agent.identity.agentId)).toBe(true);
     expect((await first!.listAuditEvents({})).events.length).toBe((await second!.listAuditEvents({})).events.length);
     const replay = await second!.register({ envelope: registration }).catch((error: unknown) => ConnectError.from(error));
     expect(replay).toBeInstanceOf(ConnectError);

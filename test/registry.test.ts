@@ -1,6 +1,7 @@
 // RegistryService through real servers: a registry and agents on ephemeral
-// ports. Registration accepted and refused, leases, every FindAgents
-// filter, the key directory, handshakes, and the catalogue over RPC.
+// ports. Registration accepted and refused, who may claim an agent id,
+// leases, every FindAgents filter, the key directory, handshakes, and the
+// catalogue over RPC.
 import { create } from "@bufbuild/protobuf";
 import { Code, ConnectError, createClient, type Client } from "@connectrpc/connect";
 import { createGrpcTransport } from "@connectrpc/connect-node";
@@ -20,9 +21,10 @@ import { RiskLevel } from "../gen/synapse/v1/capabilities_pb.js";
 import type { TaskHandler } from "../src/agent/handler.js";
 import { loadOrCreateIdentity } from "../src/agent/identity.js";
 import { defaultAgentCapabilities } from "../src/capabilities/defaults.js";
+import { isSelfCertifying, selfCertifyingAgentId } from "../src/crypto/keys.js";
 import { issueToken } from "../src/crypto/tokens.js";
 import { seal } from "../src/envelope/seal.js";
-import { PinnedKeys, TrustChain } from "../src/envelope/trust-sources.js";
+import { PinnedKeys, TrustChain, TrustStore } from "../src/envelope/trust-sources.js";
 import { findErrorDetail } from "../src/protocol/errors.js";
 import { joinRegistry, type Membership } from "../src/registry/join.js";
 import { RegistryTrust } from "../src/registry/registry-trust.js";
@@ -36,6 +38,11 @@ let registry: TestServer;
 let rpc: Client<typeof RegistryService>;
 let alpha: TestServer;
 let beta: TestServer;
+/** The agents' ids: derived from their keys (their default), so the registry binds them to no other key. */
+let ALPHA: string;
+let BETA: string;
+/** The registry operator's bindings of names to keys (a trust store). */
+const bindings = new TrustStore([]);
 let catalogueAdmin: Awaited<ReturnType<typeof requesterIdentity>>;
 const memberships: Membership[] = [];
 
@@ -47,17 +54,18 @@ const join = async (server: TestServer) => {
 
 beforeAll(async () => {
   catalogueAdmin = await requesterIdentity();
-  registry = await startTestServer({ agentId: "registry_main", registry: { leaseMs: 2000, admins: [catalogueAdmin.key.keyId] } });
+  registry = await startTestServer({ agentId: "registry_main", registry: { leaseMs: 2000, admins: [catalogueAdmin.key.keyId], bindings } });
   rpc = createClient(RegistryService, createGrpcTransport({ baseUrl: registry.url }));
-  alpha = await startTestServer({ agentId: "agent_alpha" });
+  alpha = await startTestServer();
   beta = await startTestServer({
-    agentId: "agent_beta",
     handlers: new Map([["translation", echo]]),
     capabilities: {
       supportedTaskTypes: [{ type: "translation", name: "Translation", capabilities: ["zh_en"], inputSchema: '{"type":"object"}', outputSchema: '{"type":"object"}' }],
       supportedContentTypes: ["text/plain"],
     },
   });
+  ALPHA = alpha.agent.identity.agentId;
+  BETA = beta.agent.identity.agentId;
   await join(alpha);
   await join(beta);
 });
@@ -73,7 +81,8 @@ async function refusal(attempt: Promise<unknown>) {
 
 describe("registration", () => {
   it("registers agents confirmed by calling them back, with their compliance", async () => {
-    const { agent } = await rpc.getAgent({ agentId: "agent_alpha" });
+    expect(isSelfCertifying(ALPHA, alpha.agent.identity.key.publicKey)).toBe(true);
+    const { agent } = await rpc.getAgent({ agentId: ALPHA });
     expect(agent?.endpointUrl).toBe(alpha.url);
     expect(agent?.health).toBe(AgentHealth.HEALTHY);
     expect(agent?.compliance?.compliant).toBe(true);
@@ -83,7 +92,7 @@ describe("registration", () => {
   });
 
   it("refuses an agent missing a basic interface with FAILED_PRECONDITION and the ComplianceEvaluation", async () => {
-    const { identity } = await loadOrCreateIdentity(await tempDir(), { agentId: "agent_partial" });
+    const { identity } = await loadOrCreateIdentity(await tempDir());
     // Only CapabilitiesService: no P2P, so most basic interfaces are missing.
     const partial = await startServer({
       capabilities: defaultAgentCapabilities({ agentId: identity.agentId, keyId: identity.key.keyId, publicKey: identity.key.publicKey }),
@@ -95,31 +104,33 @@ describe("registration", () => {
       const evaluation = result.error.findDetails(ComplianceEvaluationSchema)[0];
       expect(evaluation?.compliant).toBe(false);
       expect(evaluation?.missingBasics).toEqual(["MessageHandler", "P2PTaskHandler", "CallbackReceiver", "Authenticator", "IdempotencyHandler"]);
-      await expect(rpc.getAgent({ agentId: "agent_partial" })).rejects.toMatchObject({ code: Code.NotFound });
+      await expect(rpc.getAgent({ agentId: identity.agentId })).rejects.toMatchObject({ code: Code.NotFound });
     } finally {
       await partial.close();
     }
   });
 
   it("refuses a registration whose endpoint answers as another agent", async () => {
-    const identity = await requesterIdentity("agent_liar");
+    const identity = await requesterIdentity();
     const payload = create(AgentRegistrationPayloadSchema, {
-      capabilities: { ...alpha.agent.provider.getCapabilities(), agentId: "agent_liar", keyId: identity.key.keyId },
+      capabilities: { ...alpha.agent.provider.getCapabilities(), agentId: identity.agentId, keyId: identity.key.keyId },
       endpointUrl: alpha.url,
       publicKey: identity.key.publicKey,
     });
-    const { envelope } = seal({ messageType: MessageType.REGISTRY_REGISTER, payload, sender: { agentId: "agent_liar" }, receiver: { agentId: "registry_main" } }, identity.key);
-    expect((await refusal(rpc.register({ envelope }))).code).toBe(Code.PermissionDenied);
+    const { envelope } = seal({ messageType: MessageType.REGISTRY_REGISTER, payload, sender: { agentId: identity.agentId }, receiver: { agentId: "registry_main" } }, identity.key);
+    const refused = await refusal(rpc.register({ envelope }));
+    expect(refused.code).toBe(Code.PermissionDenied);
+    expect(refused.error.rawMessage).toContain(`answers as ${ALPHA}`);
   });
 
   it("keeps an agent id bound to its key and refuses a replayed registration", async () => {
-    const impostor = await requesterIdentity("agent_alpha");
+    const impostor = await requesterIdentity(ALPHA);
     const payload = create(AgentRegistrationPayloadSchema, {
       capabilities: { ...alpha.agent.provider.getCapabilities(), keyId: impostor.key.keyId },
       endpointUrl: alpha.url,
       publicKey: impostor.key.publicKey,
     });
-    const { envelope } = seal({ messageType: MessageType.REGISTRY_REGISTER, payload, sender: { agentId: "agent_alpha" }, receiver: { agentId: "registry_main" } }, impostor.key);
+    const { envelope } = seal({ messageType: MessageType.REGISTRY_REGISTER, payload, sender: { agentId: ALPHA }, receiver: { agentId: "registry_main" } }, impostor.key);
     expect(await refusal(rpc.register({ envelope }))).toMatchObject({ code: Code.Unauthenticated });
 
     const genuine = create(AgentRegistrationPayloadSchema, {
@@ -128,23 +139,124 @@ describe("registration", () => {
       endpointUrl: alpha.url,
       publicKey: alpha.agent.identity.key.publicKey,
     });
-    const once = seal({ messageType: MessageType.REGISTRY_REGISTER, payload: genuine, sender: { agentId: "agent_alpha" }, receiver: { agentId: "registry_main" } }, alpha.agent.identity.key).envelope;
+    const once = seal({ messageType: MessageType.REGISTRY_REGISTER, payload: genuine, sender: { agentId: ALPHA }, receiver: { agentId: "registry_main" } }, alpha.agent.identity.key).envelope;
     await rpc.register({ envelope: once });
     expect((await refusal(rpc.register({ envelope: once }))).detail?.protocolCode).toBe("replay_detected");
   });
 
   it("refuses an envelope addressed to another registry", async () => {
     const payload = create(AgentRegistrationPayloadSchema, { capabilities: alpha.agent.provider.getCapabilities(), endpointUrl: alpha.url, publicKey: alpha.agent.identity.key.publicKey });
-    const { envelope } = seal({ messageType: MessageType.REGISTRY_REGISTER, payload, sender: { agentId: "agent_alpha" }, receiver: { agentId: "elsewhere" } }, alpha.agent.identity.key);
+    const { envelope } = seal({ messageType: MessageType.REGISTRY_REGISTER, payload, sender: { agentId: ALPHA }, receiver: { agentId: "elsewhere" } }, alpha.agent.identity.key);
     expect((await refusal(rpc.register({ envelope }))).code).toBe(Code.PermissionDenied);
+  });
+});
+
+describe("who may claim an agent id", () => {
+  /** A registration of `server`'s agent, signed by its key, as joinRegistry sends it. */
+  const registrationOf = (server: TestServer, registryId: string) => {
+    const identity = server.agent.identity;
+    const payload = create(AgentRegistrationPayloadSchema, {
+      capabilities: server.agent.provider.getCapabilities(),
+      interfaces: server.agent.provider.getSupportedInterfaces(),
+      endpointUrl: server.url,
+      publicKey: identity.key.publicKey,
+    });
+    return seal({ messageType: MessageType.REGISTRY_REGISTER, payload, sender: { agentId: identity.agentId }, receiver: { agentId: registryId } }, identity.key).envelope;
+  };
+  /** An agent that trusts this registry's key directory before pinning. */
+  const trustsTheRegistry = (url: string) => startTestServer({ trust: new TrustChain([new RegistryTrust(url, 0), PinnedKeys.inMemory()]) });
+
+  it("refuses a stranger who registers a name first; the name bound by the operator goes only to the bound key", async () => {
+    const owner = await startTestServer({ agentId: "billing_agent" });
+    const squatter = await startTestServer({ agentId: "billing_agent" });
+    const guarded = await trustsTheRegistry(registry.url);
+    try {
+      // Nobody has bound the name: the first key to ask for it does not get it.
+      const squat = await refusal(rpc.register({ envelope: registrationOf(squatter, "registry_main") }));
+      expect(squat.code).toBe(Code.PermissionDenied);
+      expect(squat.detail?.protocolCode).toBe("permission_denied");
+      expect(squat.detail?.details).toEqual({
+        rule: "name_not_bound",
+        agent_id: "billing_agent",
+        key_id: squatter.agent.identity.key.keyId,
+        derived_agent_id: selfCertifyingAgentId(squatter.agent.identity.key.publicKey),
+      });
+      expect(squat.error.rawMessage).toContain("agent billing_agent may not be registered with key");
+      expect(squat.error.rawMessage).toContain(`Register as ${selfCertifyingAgentId(squatter.agent.identity.key.publicKey)}`);
+      expect(squat.error.rawMessage).toContain("ask the registry's operator to bind billing_agent to this key");
+      await expect(rpc.getAgent({ agentId: "billing_agent" })).rejects.toMatchObject({ code: Code.NotFound });
+      // So an agent that trusts the registry does not take the squatter for billing_agent.
+      const asSquatter = await connectClient(guarded, { identity: squatter.agent.identity });
+      expect((await refusal(asSquatter.submit("text_analysis", { text: "hi" }))).detail?.protocolCode).toBe("unknown_sender");
+      // Nor can a stranger take the id derived from a key that is not its own.
+      const unborn = selfCertifyingAgentId(owner.agent.identity.key.publicKey);
+      const early = await refusal(
+        rpc.register({
+          envelope: seal(
+            {
+              messageType: MessageType.REGISTRY_REGISTER,
+              payload: create(AgentRegistrationPayloadSchema, {
+                capabilities: { ...squatter.agent.provider.getCapabilities(), agentId: unborn },
+                interfaces: squatter.agent.provider.getSupportedInterfaces(),
+                endpointUrl: squatter.url,
+                publicKey: squatter.agent.identity.key.publicKey,
+              }),
+              sender: { agentId: unborn },
+              receiver: { agentId: "registry_main" },
+            },
+            squatter.agent.identity.key,
+          ).envelope,
+        }),
+      );
+      expect(early.detail?.details).toMatchObject({ rule: "name_not_bound", agent_id: unborn });
+
+      // The operator binds the name to the owner's key: the squatter is still refused, and told whose it is.
+      bindings.add("billing_agent", owner.agent.identity.key.publicKey);
+      const bound = await refusal(rpc.register({ envelope: registrationOf(squatter, "registry_main") }));
+      expect(bound.code).toBe(Code.PermissionDenied);
+      expect(bound.detail?.details).toMatchObject({ rule: "bound_to_another_key", agent_id: "billing_agent", expected_key_id: owner.agent.identity.key.keyId });
+      const membership = await join(owner);
+      expect(membership.registration.agent?.capabilities?.keyId).toBe(owner.agent.identity.key.keyId);
+      expect((await rpc.getAgent({ agentId: "billing_agent" })).agent?.endpointUrl).toBe(owner.url);
+      // Once registered, the id keeps its key.
+      expect((await refusal(rpc.register({ envelope: registrationOf(squatter, "registry_main") }))).detail?.protocolCode).toBe("unknown_sender");
+      const asOwner = await connectClient(guarded, { identity: owner.agent.identity });
+      expect((await asOwner.submit("text_analysis", { text: "hi." }, { waitMs: 5000 })).task?.taskId).toBeDefined();
+      await membership.leave();
+      memberships.splice(memberships.indexOf(membership), 1);
+      await expect(rpc.getAgent({ agentId: "billing_agent" })).rejects.toMatchObject({ code: Code.NotFound });
+    } finally {
+      await Promise.all([owner.close(), squatter.close(), guarded.close()]);
+    }
+  });
+
+  it("binds names first-come only on a registry started with open names, where the operator's bindings still hold", async () => {
+    const payrollOwner = await requesterIdentity("payroll_agent");
+    const openBindings = new TrustStore([{ agentId: "payroll_agent", publicKey: payrollOwner.key.publicKey }]);
+    const open = await startTestServer({ agentId: "registry_open", registry: { openNames: true, bindings: openBindings } });
+    const owner = await startTestServer({ agentId: "billing_agent" });
+    const squatter = await startTestServer({ agentId: "billing_agent" });
+    const payrollSquatter = await startTestServer({ agentId: "payroll_agent" });
+    try {
+      const openRpc = createClient(RegistryService, createGrpcTransport({ baseUrl: open.url }));
+      await openRpc.register({ envelope: registrationOf(squatter, "registry_open") });
+      expect((await openRpc.getAgent({ agentId: "billing_agent" })).agent?.capabilities?.keyId).toBe(squatter.agent.identity.key.keyId);
+      expect((await refusal(openRpc.register({ envelope: registrationOf(owner, "registry_open") }))).detail?.protocolCode).toBe("unknown_sender");
+      const bound = await refusal(openRpc.register({ envelope: registrationOf(payrollSquatter, "registry_open") }));
+      expect(bound.code).toBe(Code.PermissionDenied);
+      expect(bound.detail?.details).toMatchObject({ rule: "bound_to_another_key", agent_id: "payroll_agent", expected_key_id: payrollOwner.key.keyId });
+    } finally {
+      await Promise.all([open.close(), owner.close(), squatter.close(), payrollSquatter.close()]);
+    }
   });
 });
 
 describe("leases", () => {
   it("marks an agent that misses heartbeats unhealthy, then drops it; heartbeats keep a lease", async () => {
     const short = await startTestServer({ agentId: "registry_short", registry: { leaseMs: 300, dropAfterMs: 600 } });
-    const silent = await startTestServer({ agentId: "agent_silent" });
-    const steady = await startTestServer({ agentId: "agent_steady" });
+    const silent = await startTestServer();
+    const steady = await startTestServer();
+    const [SILENT, STEADY] = [silent.agent.identity.agentId, steady.agent.identity.agentId];
     try {
       const shortRpc = createClient(RegistryService, createGrpcTransport({ baseUrl: short.url }));
       const beating = await joinRegistry({ registryUrl: short.url, identity: steady.agent.identity, provider: steady.agent.provider, endpointUrl: steady.url, logger: silentLogger });
@@ -155,22 +267,22 @@ describe("leases", () => {
         endpointUrl: silent.url,
         publicKey: silent.agent.identity.key.publicKey,
       });
-      const { envelope } = seal({ messageType: MessageType.REGISTRY_REGISTER, payload, sender: { agentId: "agent_silent" }, receiver: { agentId: "registry_short" } }, silent.agent.identity.key);
+      const { envelope } = seal({ messageType: MessageType.REGISTRY_REGISTER, payload, sender: { agentId: SILENT }, receiver: { agentId: "registry_short" } }, silent.agent.identity.key);
       const registered = await shortRpc.register({ envelope });
       expect(registered.heartbeatInterval).toBeDefined();
       await new Promise((resolve) => setTimeout(resolve, 450));
-      expect((await shortRpc.getAgent({ agentId: "agent_silent" })).agent?.health).toBe(AgentHealth.UNHEALTHY);
-      expect((await shortRpc.findAgents({ taskType: "text_analysis" })).agents.map((a) => a.capabilities?.agentId)).toEqual(["agent_steady"]);
+      expect((await shortRpc.getAgent({ agentId: SILENT })).agent?.health).toBe(AgentHealth.UNHEALTHY);
+      expect((await shortRpc.findAgents({ taskType: "text_analysis" })).agents.map((a) => a.capabilities?.agentId)).toEqual([STEADY]);
       const all = await shortRpc.findAgents({ taskType: "text_analysis", includeUnhealthy: true });
-      expect(all.agents.map((a) => a.capabilities?.agentId)).toEqual(["agent_steady", "agent_silent"]);
+      expect(all.agents.map((a) => a.capabilities?.agentId)).toEqual([STEADY, SILENT]);
       // Its catalogue entries follow its health.
       const listed = await shortRpc.listCapabilities({ code: "text_analysis" });
-      expect(listed.capabilities.find((c) => c.agentId === "agent_silent")?.health).toBe(CapabilityHealth.UNHEALTHY);
+      expect(listed.capabilities.find((c) => c.agentId === SILENT)?.health).toBe(CapabilityHealth.UNHEALTHY);
       await new Promise((resolve) => setTimeout(resolve, 700));
-      await expect(shortRpc.getAgent({ agentId: "agent_silent" })).rejects.toMatchObject({ code: Code.NotFound });
-      expect((await shortRpc.getAgent({ agentId: "agent_steady" })).agent?.health).toBe(AgentHealth.HEALTHY);
+      await expect(shortRpc.getAgent({ agentId: SILENT })).rejects.toMatchObject({ code: Code.NotFound });
+      expect((await shortRpc.getAgent({ agentId: STEADY })).agent?.health).toBe(AgentHealth.HEALTHY);
       await beating.leave();
-      await expect(shortRpc.getAgent({ agentId: "agent_steady" })).rejects.toMatchObject({ code: Code.NotFound });
+      await expect(shortRpc.getAgent({ agentId: STEADY })).rejects.toMatchObject({ code: Code.NotFound });
     } finally {
       await Promise.all([short.close(), silent.close(), steady.close()]);
     }
@@ -179,19 +291,21 @@ describe("leases", () => {
 
 describe("FindAgents", () => {
   const ids = async (request: Parameters<typeof rpc.findAgents>[0]) => (await rpc.findAgents(request)).agents.map((a) => a.capabilities?.agentId);
+  /** Agents of equal health come in the order of their ids. */
+  const both = () => [ALPHA, BETA].sort();
 
   it("filters by task type, capability tag, content type, transport mode, interface and compliance", async () => {
-    expect(await ids({ taskType: "summarization" })).toEqual(["agent_alpha"]);
-    expect(await ids({ taskType: "translation" })).toEqual(["agent_beta"]);
+    expect(await ids({ taskType: "summarization" })).toEqual([ALPHA]);
+    expect(await ids({ taskType: "translation" })).toEqual([BETA]);
     expect(await ids({ taskType: "poetry" })).toEqual([]);
-    expect(await ids({ capability: "zh_en" })).toEqual(["agent_beta"]);
-    expect(await ids({ capability: "word_frequency" })).toEqual(["agent_alpha"]);
-    expect(await ids({ contentType: "text/plain" })).toEqual(["agent_beta"]);
-    expect(await ids({ contentType: "application/json" })).toEqual(["agent_alpha"]);
-    expect(await ids({ transportMode: TransportMode.CALLBACK })).toEqual(["agent_alpha", "agent_beta"]);
-    expect(await ids({ interface: "HILHandler" })).toEqual(["agent_alpha", "agent_beta"]);
+    expect(await ids({ capability: "zh_en" })).toEqual([BETA]);
+    expect(await ids({ capability: "word_frequency" })).toEqual([ALPHA]);
+    expect(await ids({ contentType: "text/plain" })).toEqual([BETA]);
+    expect(await ids({ contentType: "application/json" })).toEqual([ALPHA]);
+    expect(await ids({ transportMode: TransportMode.CALLBACK })).toEqual(both());
+    expect(await ids({ interface: "HILHandler" })).toEqual(both());
     expect(await ids({ interface: "GroupManager" })).toEqual([]);
-    expect(await ids({ minCompliance: Compliance.BASIC })).toEqual(["agent_alpha", "agent_beta"]);
+    expect(await ids({ minCompliance: Compliance.BASIC })).toEqual(both());
     expect(await ids({ minCompliance: Compliance.COMPLETE })).toEqual([]);
     expect(await ids({ taskType: "translation", contentType: "application/json" })).toEqual([]);
   });
@@ -208,9 +322,9 @@ describe("FindAgents", () => {
 
 describe("the registry as a key directory", () => {
   it("lets an agent refuse an impostor of a registered agent it has never met", async () => {
-    const guarded = await startTestServer({ agentId: "agent_guarded", trust: new TrustChain([new RegistryTrust(registry.url), PinnedKeys.inMemory()]) });
+    const guarded = await startTestServer({ trust: new TrustChain([new RegistryTrust(registry.url), PinnedKeys.inMemory()]) });
     try {
-      const impostor = await requesterIdentity("agent_beta");
+      const impostor = await requesterIdentity(BETA);
       const client = await connectClient(guarded, { identity: impostor });
       expect((await refusal(client.submit("text_analysis", { text: "hi" }))).detail?.protocolCode).toBe("unknown_sender");
       const genuine = await connectClient(guarded, { identity: beta.agent.identity });
@@ -248,7 +362,7 @@ describe("Handshake", () => {
       ["CapabilitiesProvider", "1.0.0"],
       ["P2PTaskHandler", "1.0.0"],
     ]);
-    expect(response.agent?.agentId).toBe("agent_alpha");
+    expect(response.agent?.agentId).toBe(ALPHA);
   });
 });
 
@@ -260,14 +374,14 @@ describe("compliance and the catalogue over RPC", () => {
     expect(missing.unknownInterfaces).toEqual(["Nonsense"]);
     const all = await rpc.evaluateCompliance({ interfaces: [...basics, "IdempotencyHandler"].map((name) => ({ name })) });
     expect(all).toMatchObject({ evaluation: { compliant: true, completeTotal: 5, advancedTotal: 5 }, complianceLevel: Compliance.BASIC });
-    const agent = await rpc.evaluateCompliance({ agentId: "agent_alpha" });
-    expect(agent.evaluation?.agentId).toBe("agent_alpha");
+    const agent = await rpc.evaluateCompliance({ agentId: ALPHA });
+    expect(agent.evaluation?.agentId).toBe(ALPHA);
     expect(agent.evaluation?.completeImplemented).toBe(4);
   });
 
   it("lists the agents' governed task types, and matches them by ontology", async () => {
     const match = await rpc.matchCapabilities({ ontology: { domain: "text", intent: "summarize" } });
-    expect(match.candidates[0]?.capability).toMatchObject({ code: "summarization", agentId: "agent_alpha", capabilityType: CapabilityType.TASK });
+    expect(match.candidates[0]?.capability).toMatchObject({ code: "summarization", agentId: ALPHA, capabilityType: CapabilityType.TASK });
     expect(match.candidates[0]?.reasons.join("\n")).toContain("intent");
   });
 

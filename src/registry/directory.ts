@@ -1,7 +1,9 @@
 // The agent directory: registrations confirmed by calling the agent back,
 // leases renewed by heartbeats (missed: unhealthy, then dropped), lookups by
 // what agents can do, and the binding of each agent id to its key, which
-// makes the directory a key directory other agents may trust.
+// makes the directory a key directory other agents may trust. Identity is
+// never first-come: an id the directory does not hold yet is bound only to
+// the key it is derived from, or to the key the operator bound it to.
 import { create } from "@bufbuild/protobuf";
 import { timestampFromMs } from "@bufbuild/protobuf/wkt";
 import { Code, ConnectError } from "@connectrpc/connect";
@@ -22,11 +24,12 @@ import {
 } from "../../gen/synapse/v1/registry_pb.js";
 import { complianceAtLeast, evaluateCompliance } from "../capabilities/compliance.js";
 import { bytesEqual } from "../crypto/encoding.js";
+import { isSelfCertifying, selfCertifyingAgentId } from "../crypto/keys.js";
 import type { OpenedEnvelope } from "../envelope/open.js";
 import type { TrustPolicy, TrustVerdict } from "../envelope/trust.js";
 import type { Logger } from "../log.js";
 import { outboundUrlProblem } from "../net/outbound-url.js";
-import { errorDetail, protocolError } from "../protocol/errors.js";
+import { clip, errorDetail, protocolError } from "../protocol/errors.js";
 import type { DirectoryEntry, DirectoryStorage } from "../store/registry-storage.js";
 import { checkGovernance, type CapabilityCatalogue } from "./catalogue.js";
 
@@ -47,6 +50,17 @@ export interface DirectoryOptions {
   leaseMs: number;
   /** An agent whose lease has expired this long ago is dropped. */
   dropAfterMs: number;
+  /**
+   * The operator's bindings of agent ids to keys (the hosting server's trust
+   * store): an id the directory does not hold may be registered with the key
+   * bound to it here, whatever the form of the id.
+   */
+  bindings?: TrustPolicy;
+  /**
+   * Lets anyone register any id the directory does not hold, with whatever
+   * key signs first. For closed or development networks only.
+   */
+  openNames?: boolean;
   now?: () => number;
 }
 
@@ -85,7 +99,11 @@ export class AgentDirectory implements TrustPolicy {
     return entry.keyId === keyId ? { kind: "trusted" } : { kind: "conflict", expectedKeyId: entry.keyId };
   }
 
-  /** The trust policy for registry messages: a registered id keeps its key; an unregistered one may claim any. */
+  /**
+   * The trust policy for registry messages: a registered id keeps its key.
+   * An unregistered one passes here: Register decides whether its signer may
+   * claim it (requireClaim), and Heartbeat and Deregister find it unregistered.
+   */
   readonly registrationTrust: TrustPolicy = {
     publicKeyFor: (keyId) => this.publicKeyFor(keyId),
     check: async (agentId, keyId) => {
@@ -106,6 +124,8 @@ export class AgentDirectory implements TrustPolicy {
     if (declared.keyId !== keyId || !bytesEqual(registration.publicKey, opened.publicKey)) {
       throw protocolError(ErrorCode.PERMISSION_DENIED, "the registered public key is not the key that signed the registration");
     }
+    // Before anything is called back: a name nobody may claim costs the registry nothing.
+    await this.requireClaim(agentId, keyId, opened.publicKey);
     // Its form only: whether the policy allows the address is told as "no agent answered", like any unreachable endpoint.
     const endpointProblem = outboundUrlProblem(registration.endpointUrl);
     if (endpointProblem) throw protocolError(ErrorCode.INVALID_PARAMS, `endpoint_url ${JSON.stringify(registration.endpointUrl)} ${endpointProblem}`);
@@ -165,6 +185,35 @@ export class AgentDirectory implements TrustPolicy {
     const capabilityIds = await this.options.catalogue.syncAgent(agentId, capabilities, { agentId, keyId });
     this.options.logger.info({ agent_id: agentId, endpoint: registration.endpointUrl, compliance: level }, "agent registered");
     return { agent, capabilityIds };
+  }
+
+  /**
+   * Who may bind an id the directory does not hold: the key the operator
+   * bound it to; failing an operator's binding, the key it is derived from (a
+   * self-certifying id) or, on a registry that allows open names, any key.
+   * An id held by this key already is its own; one held by another key is
+   * refused when it is written.
+   */
+  private async requireClaim(agentId: string, keyId: string, publicKey: Uint8Array): Promise<void> {
+    if ((await this.storage.getAgent(agentId))?.keyId === keyId) return;
+    const bound = await this.options.bindings?.check(agentId, keyId, publicKey);
+    if (bound?.kind === "trusted") return;
+    if (bound?.kind !== "conflict" && (this.options.openNames || isSelfCertifying(agentId, publicKey))) return;
+    const id = clip(agentId);
+    const derived = selfCertifyingAgentId(publicKey);
+    if (bound?.kind === "conflict") {
+      throw protocolError(
+        ErrorCode.PERMISSION_DENIED,
+        `agent ${id} is bound to another key (${bound.expectedKeyId}) by this registry's operator: register it with that key, or register this key as ${derived}, the id derived from it`,
+        { details: { rule: "bound_to_another_key", agent_id: id, key_id: keyId, expected_key_id: bound.expectedKeyId, derived_agent_id: derived } },
+      );
+    }
+    throw protocolError(
+      ErrorCode.PERMISSION_DENIED,
+      `agent ${id} may not be registered with key ${keyId}: this registry binds a new agent id only to the key it is derived from, or to a key its operator bound it to. ` +
+        `Register as ${derived} (the id derived from this key), or ask the registry's operator to bind ${id} to this key`,
+      { details: { rule: "name_not_bound", agent_id: id, key_id: keyId, derived_agent_id: derived } },
+    );
   }
 
   async heartbeat(opened: OpenedEnvelope): Promise<RegisteredAgent> {

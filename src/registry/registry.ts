@@ -6,6 +6,7 @@ import { createClient } from "@connectrpc/connect";
 import { CapabilitiesService } from "../../gen/synapse/v1/capabilities_pb.js";
 import { ErrorCode } from "../../gen/synapse/v1/errors_pb.js";
 import type { OpenedEnvelope } from "../envelope/open.js";
+import type { TrustPolicy } from "../envelope/trust.js";
 import type { Logger } from "../log.js";
 import { createOutboundTransport } from "../net/outbound-client.js";
 import { OutboundPolicy } from "../net/outbound-policy.js";
@@ -35,6 +36,17 @@ export interface RegistryOptions {
   admins?: readonly string[];
   /** Where confirmation calls may go; by default public addresses, and loopback while the server listens on loopback only. */
   outbound?: OutboundPolicy;
+  /**
+   * The operator's bindings of agent ids to keys (the hosting server's trust
+   * store). An id the directory does not hold is registered only with the key
+   * it is derived from (a self-certifying id) or the key bound to it here.
+   */
+  bindings?: TrustPolicy;
+  /**
+   * Lets any id the directory does not hold be registered with whatever key
+   * signs first (names are first-come). For closed or development networks only.
+   */
+  openNames?: boolean;
   now?: () => number;
 }
 
@@ -85,6 +97,8 @@ export class Registry {
       logger: options.logger,
       leaseMs: this.leaseMs,
       dropAfterMs: options.dropAfterMs ?? 3 * this.leaseMs,
+      bindings: options.bindings,
+      openNames: options.openNames,
       now: this.now,
     });
     this.sweeper = setInterval(() => {

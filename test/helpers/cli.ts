@@ -26,7 +26,12 @@ export function runCli(args: string[], options: { input?: string; env?: NodeJS.P
 export interface ServeProcess {
   child: ChildProcess;
   url: string;
+  /** The agent id it serves as. */
+  agentId: string;
+  stdout: () => string;
   stderr: () => string;
+  /** Resolves with the exit code once it has exited (by itself or stopped). */
+  exited: Promise<number | null>;
   /** Sends a signal and resolves with the exit code. */
   stop(signal?: NodeJS.Signals): Promise<number | null>;
 }
@@ -42,12 +47,15 @@ export function startServe(args: string[], env: NodeJS.ProcessEnv = {}): Promise
     child.stderr.on("data", (d: Buffer) => (stderr += d.toString()));
     child.stdout.on("data", (d: Buffer) => {
       stdout += d.toString();
-      const match = /listening on (\S+)/.exec(stdout);
+      const match = /synapse agent (\S+) listening on (\S+)/.exec(stdout);
       if (match) {
         resolve({
           child,
-          url: match[1]!,
+          url: match[2]!,
+          agentId: match[1]!,
+          stdout: () => stdout,
           stderr: () => stderr,
+          exited,
           stop: (signal = "SIGTERM") => {
             child.kill(signal);
             return exited;

@@ -34,8 +34,11 @@ export interface TestServerOptions extends Partial<Omit<ServerOptions, "capabili
   config?: Partial<P2PConfig>;
   trust?: TrustPolicy;
   clockSkewMs?: number;
-  /** Host a registry beside the agent. */
-  registry?: { leaseMs?: number; dropAfterMs?: number; admins?: readonly string[] };
+  /**
+   * Host a registry beside the agent; `bindings` are the operator's bindings
+   * of ids to keys (a trust store), `openNames` lets any key claim a new id.
+   */
+  registry?: { leaseMs?: number; dropAfterMs?: number; admins?: readonly string[]; bindings?: TrustPolicy; openNames?: boolean };
   /** The outbound policy of the agent's callbacks and the registry's confirmations. */
   outbound?: OutboundPolicy;
   /** Retention of finished tasks, and how often it runs. */
@@ -84,6 +87,8 @@ export async function startTestServer(options: TestServerOptions = {}): Promise<
         leaseMs: options.registry.leaseMs,
         dropAfterMs: options.registry.dropAfterMs,
         admins: options.registry.admins,
+        bindings: options.registry.bindings,
+        openNames: options.registry.openNames,
         outbound: agent.outbound,
         storage: storage ? { directory: storage.directory, catalogue: storage.catalogue, messages: storage.tasks } : undefined,
       })

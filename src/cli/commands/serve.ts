@@ -24,7 +24,8 @@ import { durationOption, integerOption, parse, UsageError } from "../args.js";
 export const serveUsage = `usage: synapse serve [--host H] [--port P] [--data-dir DIR] [--tls-cert FILE --tls-key FILE]
                      [--store sqlite|sqlite:PATH|postgres://...|memory] [--fsync normal|full] [--retention DURATION] [--run-lease SECONDS]
                      [--trust-store FILE [--tofu]] [--trust-registry URL] [--agent-id ID] [--agent-name NAME] [--system-id ID]
-                     [--registry [--lease SECONDS] [--registry-admin KEY_ID]...] [--join URL [--advertise-url URL]]
+                     [--registry [--lease SECONDS] [--registry-admin KEY_ID]... [--registry-open-names]]
+                     [--join URL [--advertise-url URL]]
                      [--allow-outbound CIDR|IP|HOST|*.DOMAIN]...
                      [--max-file-size BYTES] [--max-concurrent-tasks N] [--max-task-duration SECONDS]
                      [--task-timeout SECONDS] [--heartbeat-interval SECONDS] [--clock-skew SECONDS]
@@ -57,7 +58,14 @@ beside the agent; agents must heartbeat within --lease (default 30 s).
 43-character RFC 7638 thumbprint \`synapse keygen\` prints), never an agent id.
 Admins may add static capabilities, change any capability and grant the
 permissions matching counts (\`synapse permissions\`); everyone else may change
-only the capabilities it registered. --join URL
+only the capabilities it registered. An agent id the registry does not hold
+yet is registered only with the key it is derived from (agent_ and 32 hex
+digits of SHA-256 of the public key, every agent's default id) or with the key
+--trust-store binds it to (add --tofu to keep pinning the senders it does not
+list); any other name is refused, so nobody claims a name before its owner.
+--registry-open-names lets anyone register any name not yet held (and not
+bound by --trust-store) with whatever key signs first: for closed or
+development networks only. --join URL
 registers this agent at that registry on start (reachable at --advertise-url,
 default the listening URL), keeps the lease, and deregisters on shutdown.
 
@@ -91,15 +99,15 @@ A timeout of 0 turns it off.`;
  * file makes trust explicit; a registry's key directory (a remote one, or
  * the one this server hosts) is asked before pinning decides.
  */
-async function trustPolicy(
+function trustPolicy(
   pins: PinStore,
-  trustStore: string | undefined,
+  trustStore: TrustStore | undefined,
   tofu: boolean,
   registryUrl: string | undefined,
   hosted: TrustPolicy | undefined,
-): Promise<TrustPolicy> {
+): TrustPolicy {
   const sources: TrustPolicy[] = [];
-  if (trustStore !== undefined) sources.push(await TrustStore.load(trustStore));
+  if (trustStore !== undefined) sources.push(trustStore);
   if (hosted !== undefined) sources.push(hosted);
   if (registryUrl !== undefined) sources.push(new RegistryTrust(registryUrl));
   if (trustStore === undefined || tofu) sources.push(new PinnedKeys(pins));
@@ -145,6 +153,7 @@ export async function serve(argv: string[]): Promise<number> {
       registry: { type: "boolean" },
       lease: { type: "string" },
       "registry-admin": { type: "string", multiple: true },
+      "registry-open-names": { type: "boolean" },
       store: { type: "string" },
       fsync: { type: "string" },
       retention: { type: "string" },
@@ -165,6 +174,7 @@ export async function serve(argv: string[]): Promise<number> {
   }
   const admins = values["registry-admin"] ?? [];
   if (admins.length > 0 && !values.registry) throw new UsageError(`--registry-admin goes with --registry\n\n${serveUsage}`);
+  if (values["registry-open-names"] && !values.registry) throw new UsageError(`--registry-open-names goes with --registry\n\n${serveUsage}`);
   for (const admin of admins) {
     if (!isKeyId(admin)) {
       throw new UsageError(`--registry-admin takes a key id (43 characters, as \`synapse keygen\` prints), not ${JSON.stringify(admin)}\n\n${serveUsage}`);
@@ -209,6 +219,8 @@ export async function serve(argv: string[]): Promise<number> {
     values["tls-cert"] && values["tls-key"]
       ? { cert: await readFile(values["tls-cert"]), key: await readFile(values["tls-key"]) }
       : undefined;
+  // The operator's bindings of ids to keys: trusted by the agent, and the names its registry lets those keys register.
+  const trustStore = values["trust-store"] === undefined ? undefined : await TrustStore.load(values["trust-store"]);
   const storage: Storage = await openStorage(values.store ?? process.env.SYNAPSE_STORE, { dataDir, fsync, logger });
   logger.info({ store: storage.kind, location: storage.location }, "state store open");
   try {
@@ -219,7 +231,7 @@ export async function serve(argv: string[]): Promise<number> {
       identity,
       capabilities,
       handlers: referenceHandlers(),
-      trust: await trustPolicy(storage.pins, values["trust-store"], Boolean(values.tofu), values["trust-registry"] ?? values.join, hostedDirectory),
+      trust: trustPolicy(storage.pins, trustStore, Boolean(values.tofu), values["trust-registry"] ?? values.join, hostedDirectory),
       store: storage.tasks,
       config,
       clockSkewMs: seconds("clock-skew"),
@@ -235,9 +247,14 @@ export async function serve(argv: string[]): Promise<number> {
           leaseMs: seconds("lease"),
           admins,
           outbound,
+          bindings: trustStore,
+          openNames: Boolean(values["registry-open-names"]),
           storage: { directory: storage.directory, catalogue: storage.catalogue, messages: storage.tasks },
         })
       : undefined;
+    if (registry !== undefined && values["registry-open-names"]) {
+      logger.warn("--registry-open-names: any agent id not yet registered goes to the first key that registers it; for closed or development networks only");
+    }
     const server = await startServer({
       agent,
       registry,
