@@ -54,6 +54,18 @@ export type TaskAnswer =
       readonly decidedBy: DeciderRecord;
     };
 
+/**
+ * The ids a task's request carried in its header, which every event and
+ * reply of the task carries in turn, unchanged: W3C trace context, the
+ * session and the correlation id. Absent when the request carried none.
+ */
+export interface CarriedIds {
+  readonly traceparent: string;
+  readonly tracestate: string;
+  readonly sessionId: string;
+  readonly correlationId: string;
+}
+
 export interface TaskRecord {
   readonly taskId: string;
   readonly taskType: string;
@@ -89,12 +101,14 @@ export interface TaskRecord {
   readonly leaseUntilMs: number;
   /** Every answer received, oldest first. */
   readonly answers: readonly TaskAnswer[];
+  /** The request's trace context, session and correlation ids; fixed when the task is created. */
+  readonly carried?: CarriedIds;
 }
 
 /** A task as created: the store sets version and lastSequence. */
 export type NewTask = Omit<TaskRecord, "version" | "lastSequence">;
 
-export type TaskPatch = Partial<Omit<TaskRecord, "taskId" | "version" | "lastSequence" | "createdAtMs" | "requester" | "executor" | "taskType" | "requestMessageId" | "idempotencyKey">>;
+export type TaskPatch = Partial<Omit<TaskRecord, "taskId" | "version" | "lastSequence" | "createdAtMs" | "requester" | "executor" | "taskType" | "requestMessageId" | "idempotencyKey" | "carried">>;
 
 /** One entry of a task's event log: a signed envelope and its decoded form. */
 export interface StoredEvent {
