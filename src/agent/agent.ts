@@ -13,6 +13,8 @@ import { DEFAULT_CLOCK_SKEW_MS } from "../envelope/open.js";
 import type { TrustPolicy } from "../envelope/trust.js";
 import { silentLogger, type Logger } from "../log.js";
 import { OutboundPolicy } from "../net/outbound-policy.js";
+import { AgentObservers } from "../observability/agent-observer.js";
+import { TimedTaskStore } from "../observability/timed-store.js";
 import { MemoryTaskStore } from "../store/memory/tasks.js";
 import type { MessageStore, TaskStore } from "../store/store.js";
 import { CallbackSender } from "./callbacks.js";
@@ -68,8 +70,11 @@ export interface Agent {
   readonly outbound: OutboundPolicy;
   readonly config: P2PConfig;
   readonly clockSkewMs: number;
+  /** Its store, with commits timed for the observers. */
   readonly store: TaskStore;
   readonly instanceId: string;
+  /** Who is told of its messages, transitions, callback pushes and store writes (the server's metrics). */
+  readonly observers: AgentObservers;
   /** Takes over interrupted work and starts the background duties; call before serving. */
   start(): Promise<void>;
   /** Stops taking work, stops runs (see ExecutionRunner.shutdown) and the background duties. */
@@ -101,22 +106,23 @@ export function createAgent(options: AgentOptions): Agent {
     supportHil: true,
   });
   const provider = new CapabilitiesProvider(capabilities, AGENT_WIRING);
-  const store = options.store ?? new MemoryTaskStore(now);
+  const observers = new AgentObservers();
+  const store = new TimedTaskStore(options.store ?? new MemoryTaskStore(now), observers);
   const instanceId = options.instanceId ?? randomUUID();
   const leaseMs = options.leaseMs ?? DEFAULT_LEASE_MS;
   const bus = new TaskEventBus(store);
   const schemas = new TaskSchemas(capabilities.supportedTaskTypes);
-  const recorder = new EventRecorder({ identity, capabilities: provider, store, now });
+  const recorder = new EventRecorder({ identity, capabilities: provider, store, now, observer: observers });
   const runner = new ExecutionRunner({ capabilities: provider, handlers: options.handlers, schemas, store, bus, recorder, config, logger, now, instanceId, leaseMs });
   const outbound = options.outbound ?? new OutboundPolicy();
-  const callbacks = new CallbackSender({ store, bus, logger, outbound, maxRetries: config.maxRetries, retryBaseDelayMs: config.retryBaseDelayMs, instanceId, leaseMs, now });
+  const callbacks = new CallbackSender({ store, bus, logger, outbound, maxRetries: config.maxRetries, retryBaseDelayMs: config.retryBaseDelayMs, instanceId, leaseMs, now, observer: observers });
   const inbox = new CallbackInbox(store, bus, options.trust);
-  const engine = new TaskEngine({ capabilities: provider, handlers: options.handlers, schemas, store, bus, recorder, runner, callbacks, outbound, logger, clockSkewMs, now, inbox });
+  const engine = new TaskEngine({ capabilities: provider, handlers: options.handlers, schemas, store, bus, recorder, runner, callbacks, outbound, logger, clockSkewMs, now, inbox, observer: observers });
   const reader = new TaskReader({
     store,
     bus,
     heartbeatIntervalMs: config.heartbeatIntervalMs,
-    heartbeat: (task) => engine.sealHeartbeat(task.requester),
+    heartbeat: (task) => engine.sealHeartbeat(task.requester, task.carried),
   });
   const retention = new Retention({
     store,
@@ -140,6 +146,7 @@ export function createAgent(options: AgentOptions): Agent {
     clockSkewMs,
     store,
     instanceId,
+    observers,
     start() {
       started ??= (async () => {
         await runner.start();

@@ -19,6 +19,9 @@ import type { CapabilitiesProvider } from "../capabilities/provider.js";
 import type { OpenedEnvelope } from "../envelope/open.js";
 import type { Logger } from "../log.js";
 import type { OutboundPolicy } from "../net/outbound-policy.js";
+import type { AgentObserver } from "../observability/agent-observer.js";
+import { messageLogFields } from "../observability/log-fields.js";
+import { ATTR, receiving } from "../observability/spans.js";
 import { protocolError, taskNotFound } from "../protocol/errors.js";
 import { wireName } from "../protocol/message-types.js";
 import { isTerminal, stateName, WAITING_STATES } from "../protocol/state-machine.js";
@@ -50,6 +53,8 @@ export interface EngineOptions {
   logger: Logger;
   clockSkewMs: number;
   now: () => number;
+  /** Told of every message taken. */
+  observer: Pick<AgentObserver, "messageReceived">;
 }
 
 export interface SendOutcome {
@@ -80,6 +85,15 @@ export class TaskEngine {
    * be sent again.
    */
   async receive(opened: OpenedEnvelope): Promise<SendOutcome> {
+    this.options.observer.messageReceived(opened.header.messageType);
+    return receiving(opened.header, this.options.recorder.self.agentId, async (span) => {
+      const outcome = await this.take(opened);
+      if (span !== undefined && outcome.task !== undefined) span.setAttribute(ATTR.state, stateName(outcome.task.state));
+      return outcome;
+    });
+  }
+
+  private async take(opened: OpenedEnvelope): Promise<SendOutcome> {
     const { header } = opened;
     const seen = await this.options.store.getMessage("p2p", header.messageId);
     if (seen !== undefined) return this.redelivered(opened, seen);
@@ -147,7 +161,7 @@ export class TaskEngine {
       case MessageType.CAPABILITY_RESPONSE:
         return this.answered(opened, cause, undefined);
       case MessageType.NACK:
-        this.options.logger.warn({ from: header.sender?.agentId, reply_to: header.replyTo }, "peer refused a message (p2p:nack)");
+        this.options.logger.warn({ ...messageLogFields(header), reply_to: header.replyTo }, "peer refused a message (p2p:nack)");
         return this.answered(opened, cause, undefined);
       default: {
         // registry:* messages are RegistryService's, never P2PService.Send's.
@@ -190,9 +204,9 @@ export class TaskEngine {
 
   // ── waiting and shutdown ───────────────────────────────────────────────
 
-  /** A signed heartbeat for a peer (also sent on idle Watch streams). */
-  sealHeartbeat(receiver: TaskRecord["requester"]): Promise<StoredReply> {
-    return this.options.recorder.sealHeartbeat(receiver, this.draining);
+  /** A signed heartbeat for a peer (also sent on idle Watch streams, carrying the task's ids). */
+  sealHeartbeat(receiver: TaskRecord["requester"], carried?: TaskRecord["carried"]): Promise<StoredReply> {
+    return this.options.recorder.sealHeartbeat(receiver, this.draining, carried);
   }
 
   /**

@@ -68,6 +68,22 @@ export interface TaskOutput {
   stream?: ResultStreamSource;
 }
 
+/**
+ * The ids the task's request carried in its header, which every event of
+ * the task carries too: W3C trace context, the session and the correlation
+ * id. Empty strings when the request carried none.
+ */
+export interface TaskTrace {
+  /** The request's W3C `traceparent`, for example "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01". */
+  readonly traceparent: string;
+  /** The request's W3C `tracestate`. */
+  readonly tracestate: string;
+  /** The trace id of `traceparent` (32 hex digits). */
+  readonly traceId: string;
+  readonly sessionId: string;
+  readonly correlationId: string;
+}
+
 export interface TaskContext extends TaskInput {
   /**
    * 1 for the first run of this task's handler; more when a resumable
@@ -78,6 +94,9 @@ export interface TaskContext extends TaskInput {
   readonly attempt: number;
   /** Aborted when the task is cancelled, times out, or the agent shuts down. */
   readonly signal: AbortSignal;
+  /** The task's trace, session and correlation ids (read-only): pass them on to work this task starts elsewhere. */
+  readonly trace: TaskTrace;
+  /** Lines logged here carry the task id and trace id. */
   readonly logger: Logger;
   /** Reports progress (0-100) as a p2p:task_status_update. */
   progress(percent: number, message?: string, intermediateResult?: JsonValue): Promise<void>;

@@ -1,7 +1,10 @@
 // The requester side: a typed client that seals and sends protocol
 // messages, verifies every signed reply and event against the executor's
 // key, resumes watches and result reads after a disconnect, and checks that
-// what it is told follows the task state machine.
+// what it is told follows the task state machine. Every message it seals
+// carries W3C trace context: a new trace per submitted task (unless a span
+// is active), the task's trace for the messages about it that follow; with
+// an OpenTelemetry tracer installed, each send is a span of that trace.
 import { create, type JsonObject, type Message } from "@bufbuild/protobuf";
 import { durationFromMs, timestampFromMs } from "@bufbuild/protobuf/wkt";
 import { Code, ConnectError, createClient, type Client } from "@connectrpc/connect";
@@ -34,6 +37,8 @@ import { PinnedKeys, TrustChain } from "../envelope/trust-sources.js";
 import { stateAfterEvent } from "../protocol/event-state.js";
 import { protocolError } from "../protocol/errors.js";
 import { isTerminal, WAITING_STATES } from "../protocol/state-machine.js";
+import { clientSending, type OutgoingTrace } from "../observability/spans.js";
+import { freshTraceparent, traceFieldsOf, type TraceFields } from "../observability/trace-context.js";
 import { createTransport, type TransportOptions } from "./transport.js";
 
 export interface ClientOptions {
@@ -105,6 +110,20 @@ export interface WatchOptions {
 /** Lifetime of the tokens the client makes for its own reads. */
 const TOKEN_LIFETIME_SECONDS = 180;
 
+/** How many submitted tasks' traces a client remembers, for the messages about them it sends later. */
+const REMEMBERED_TRACES = 1024;
+
+/** What envelope() seals besides type and payload. */
+export interface EnvelopeExtras {
+  taskId?: string;
+  idempotencyKey?: string;
+  sessionId?: string;
+  correlationId?: string;
+  /** W3C trace context; default the active span's, else the task's trace (for a task this client submitted), else a new trace. */
+  traceparent?: string;
+  tracestate?: string;
+}
+
 /** Connection-level failures worth resuming after; anything else is an answer. */
 const RESUMABLE = new Set([Code.Unavailable, Code.Internal, Code.Unknown, Code.Aborted, Code.DeadlineExceeded]);
 
@@ -114,6 +133,8 @@ export class SynapseClient {
   private readonly maxRetries: number;
   private readonly retryBaseDelayMs: number;
   private cachedToken: { token: string; renewAtMs: number } | undefined;
+  /** The trace of each task this client submitted (the latest ones). */
+  private readonly taskTraces = new Map<string, TraceFields>();
 
   private constructor(
     private readonly options: ClientOptions,
@@ -179,9 +200,30 @@ export class SynapseClient {
     return { Authorization: `Bearer ${this.cachedToken.token}` };
   }
 
-  /** Seals a message to the executor. */
-  envelope(type: MessageType, payload: Message, extra: { taskId?: string; idempotencyKey?: string; sessionId?: string; correlationId?: string } = {}): Envelope {
-    return seal({ messageType: type, payload, sender: this.me, receiver: this.executor, ...extra }, this.options.identity.key).envelope;
+  /** Seals a message to the executor (with trace context, see EnvelopeExtras). */
+  envelope(type: MessageType, payload: Message, extra: EnvelopeExtras = {}): Envelope {
+    const trace = extra.traceparent ? extra : this.traceFor(extra.taskId);
+    return seal(
+      { messageType: type, payload, sender: this.me, receiver: this.executor, ...extra, traceparent: trace.traceparent, tracestate: trace.tracestate },
+      this.options.identity.key,
+    ).envelope;
+  }
+
+  /** The trace a message sealed now belongs to, when the caller names none. */
+  private traceFor(taskId: string | undefined): TraceFields {
+    const active = traceFieldsOf();
+    if (active.traceparent) return active;
+    return (taskId === undefined ? undefined : this.taskTraces.get(taskId)) ?? { traceparent: freshTraceparent() };
+  }
+
+  private rememberTrace(taskId: string, trace: TraceFields): void {
+    if (this.taskTraces.size >= REMEMBERED_TRACES) this.taskTraces.delete(this.taskTraces.keys().next().value!);
+    this.taskTraces.set(taskId, trace);
+  }
+
+  /** Seals and sends one message about a task, in its trace (a span of it when tracing). */
+  private sendTraced(type: MessageType, taskId: string, build: (trace: OutgoingTrace) => Envelope, waitMs?: number): Promise<SendResult> {
+    return clientSending(type, taskId, this.taskTraces.get(taskId), (trace) => this.sendEnvelope(build(trace), waitMs, trace.headers));
   }
 
   /** Verifies a message the executor signed and addressed to this requester. */
@@ -193,9 +235,9 @@ export class SynapseClient {
     return { envelope, header: opened.header, type: opened.header.messageType, payload: opened.payload };
   }
 
-  /** Sends one sealed envelope and verifies the reply. */
-  async sendEnvelope(envelope: Envelope, waitMs?: number): Promise<SendResult> {
-    const response = await this.p2p.send({ envelope, wait: waitMs === undefined ? undefined : durationFromMs(waitMs) });
+  /** Sends one sealed envelope and verifies the reply; `headers` go with the request (traceparent, say). */
+  async sendEnvelope(envelope: Envelope, waitMs?: number, headers?: Record<string, string>): Promise<SendResult> {
+    const response = await this.p2p.send({ envelope, wait: waitMs === undefined ? undefined : durationFromMs(waitMs) }, { headers });
     const reply = response.reply?.envelope ? await this.verify(response.reply.envelope) : undefined;
     return { reply, task: response.task };
   }
@@ -215,22 +257,29 @@ export class SynapseClient {
     });
     // Expect the pushes before asking, so that not even the first one is refused.
     await this.options.callback?.inbox.expect(this.executor, taskId);
-    const envelope = this.envelope(MessageType.TASK_REQUEST, request, {
-      taskId,
-      idempotencyKey: options.idempotencyKey,
-      sessionId: options.sessionId,
-      correlationId: options.correlationId,
+    // A new trace for the task, unless a span is active: the task's events will all carry it.
+    const sent = await clientSending(MessageType.TASK_REQUEST, taskId, undefined, (trace) => {
+      this.rememberTrace(taskId, trace.fields);
+      const envelope = this.envelope(MessageType.TASK_REQUEST, request, {
+        taskId,
+        idempotencyKey: options.idempotencyKey,
+        sessionId: options.sessionId,
+        correlationId: options.correlationId,
+        ...trace.fields,
+      });
+      return this.sendEnvelope(envelope, options.waitMs, trace.headers);
     });
-    return { taskId, ...(await this.sendEnvelope(envelope, options.waitMs)) };
+    return { taskId, ...sent };
   }
 
   cancel(taskId: string, reason = "", waitMs?: number): Promise<SendResult> {
-    return this.sendEnvelope(this.envelope(MessageType.TASK_CANCEL, create(TaskCancelPayloadSchema, { taskId, reason }), { taskId }), waitMs);
+    const payload = create(TaskCancelPayloadSchema, { taskId, reason });
+    return this.sendTraced(MessageType.TASK_CANCEL, taskId, (trace) => this.envelope(MessageType.TASK_CANCEL, payload, { taskId, ...trace.fields }), waitMs);
   }
 
   provideInfo(taskId: string, fields: JsonObject, options: { note?: string; waitMs?: number } = {}): Promise<SendResult> {
     const payload = create(TaskInfoProvidedPayloadSchema, { taskId, fields, note: options.note ?? "" });
-    return this.sendEnvelope(this.envelope(MessageType.TASK_INFO_PROVIDED, payload, { taskId }), options.waitMs);
+    return this.sendTraced(MessageType.TASK_INFO_PROVIDED, taskId, (trace) => this.envelope(MessageType.TASK_INFO_PROVIDED, payload, { taskId, ...trace.fields }), options.waitMs);
   }
 
   async decide(taskId: string, decision: DecisionInput, options: { waitMs?: number } = {}): Promise<SendResult> {
@@ -249,12 +298,13 @@ export class SynapseClient {
       notes: decision.notes ?? "",
       timestamp: timestampFromMs(Date.now()),
     });
-    return this.sendEnvelope(this.envelope(MessageType.HUMAN_DECISION, payload, { taskId }), options.waitMs);
+    return this.sendTraced(MessageType.HUMAN_DECISION, taskId, (trace) => this.envelope(MessageType.HUMAN_DECISION, payload, { taskId, ...trace.fields }), options.waitMs);
   }
 
   /** Acknowledges a terminal outcome (or takes up a pending human decision). */
   acknowledge(taskId: string): Promise<SendResult> {
-    return this.sendEnvelope(this.envelope(MessageType.TASK_ACK, create(TaskAckPayloadSchema, { taskId }), { taskId }));
+    const payload = create(TaskAckPayloadSchema, { taskId });
+    return this.sendTraced(MessageType.TASK_ACK, taskId, (trace) => this.envelope(MessageType.TASK_ACK, payload, { taskId, ...trace.fields }));
   }
 
   async getTask(taskId: string): Promise<Task> {

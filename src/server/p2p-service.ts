@@ -21,6 +21,7 @@ import { signedMessage } from "../envelope/view.js";
 import { protocolError } from "../protocol/errors.js";
 import type { StoredReply, TaskRecord } from "../store/store.js";
 import { authenticate } from "./auth.js";
+import { callStatusKey } from "./call-status.js";
 import { fitTasks, replyFormat, type ReplyFormat } from "./reply-fit.js";
 import { signedMessageBytes, taskEventBytes } from "./signed-bytes.js";
 import { knownEncoding, withEncodedField } from "../protocol/encoded.js";
@@ -42,11 +43,17 @@ function viewFor(record: TaskRecord, format: ReplyFormat, options: { withRequest
   return withEncodedField(view, TASK_RESULT, bytes);
 }
 
+/** Told when a Watch stream opens and closes (the server's metrics). */
+export interface WatchCounter {
+  watchOpened(): void;
+  watchClosed(): void;
+}
+
 /**
  * @param replyLimit the largest message the server writes: replies showing a
  * task leave its request out rather than exceed it (see reply-fit.ts).
  */
-export function p2pService(agent: Agent, draining: AbortSignal, replyLimit: number): ServiceImpl<typeof P2PService> {
+export function p2pService(agent: Agent, draining: AbortSignal, replyLimit: number, watches?: WatchCounter): ServiceImpl<typeof P2PService> {
   const maxWaitMs = () => agent.provider.getCapabilities().maxTaskDurationSeconds * 1000;
   const bearer = { audience: agent.identity.agentId, trust: agent.trust };
   return {
@@ -58,12 +65,16 @@ export function p2pService(agent: Agent, draining: AbortSignal, replyLimit: numb
         selfKeyId: agent.identity.key.keyId,
         clockSkewMs: agent.clockSkewMs,
       });
+      // The call's log line is about this message.
+      const status = ctx.values.get(callStatusKey);
+      if (status !== undefined) status.envelope = opened.header;
       const outcome = await agent.engine.receive(opened);
       let task = outcome.task;
       if (request.wait !== undefined && task !== undefined) {
         const waitMs = Math.min(Math.max(0, durationMs(request.wait)), maxWaitMs());
         task = (await agent.engine.waitForOutcome(task.taskId, waitMs, [ctx.signal, draining])) ?? task;
       }
+      if (status !== undefined) status.taskState = task?.state;
       // The sender has its request: the task shown leaves it out (GetTask shows it).
       const format = replyFormat(ctx);
       const view = task ? viewFor(task, format, { withRequest: false }) : undefined;
@@ -94,25 +105,30 @@ export function p2pService(agent: Agent, draining: AbortSignal, replyLimit: numb
       const signal = AbortSignal.any([ctx.signal, draining]);
       const format = replyFormat(ctx);
       let last = 0n;
-      for await (const item of agent.reader.watch(request.taskId, caller.agentId, Number(request.fromSequence), signal)) {
-        let message: WatchResponse;
-        if (item.kind === "snapshot") {
-          const view = viewFor(item.task, format);
-          message = fitTasks(WatchResponseSchema, create(WatchResponseSchema, { kind: { case: "snapshot", value: view } }), [view], format, replyLimit);
-        } else if (item.kind === "heartbeat") {
-          message =
-            format === "binary"
-              ? withEncodedField(create(WatchResponseSchema), WATCH_HEARTBEAT, signedMessageBytes(item.heartbeat))
-              : create(WatchResponseSchema, { kind: { case: "heartbeat", value: signed(item.heartbeat) } });
-        } else {
-          last = BigInt(item.event.sequence);
-          // Every watcher of the task gets the same bytes, encoded once.
-          message =
-            format === "binary"
-              ? withEncodedField(create(WatchResponseSchema), WATCH_EVENT, taskEventBytes(item.event))
-              : create(WatchResponseSchema, { kind: { case: "event", value: { sequence: last, message: signed(item.event) } } });
+      watches?.watchOpened();
+      try {
+        for await (const item of agent.reader.watch(request.taskId, caller.agentId, Number(request.fromSequence), signal)) {
+          let message: WatchResponse;
+          if (item.kind === "snapshot") {
+            const view = viewFor(item.task, format);
+            message = fitTasks(WatchResponseSchema, create(WatchResponseSchema, { kind: { case: "snapshot", value: view } }), [view], format, replyLimit);
+          } else if (item.kind === "heartbeat") {
+            message =
+              format === "binary"
+                ? withEncodedField(create(WatchResponseSchema), WATCH_HEARTBEAT, signedMessageBytes(item.heartbeat))
+                : create(WatchResponseSchema, { kind: { case: "heartbeat", value: signed(item.heartbeat) } });
+          } else {
+            last = BigInt(item.event.sequence);
+            // Every watcher of the task gets the same bytes, encoded once.
+            message =
+              format === "binary"
+                ? withEncodedField(create(WatchResponseSchema), WATCH_EVENT, taskEventBytes(item.event))
+                : create(WatchResponseSchema, { kind: { case: "event", value: { sequence: last, message: signed(item.event) } } });
+          }
+          yield message;
         }
-        yield message;
+      } finally {
+        watches?.watchClosed();
       }
       if (draining.aborted) {
         throw new ConnectError(`the agent is shutting down; resume with from_sequence ${last + 1n}`, Code.Unavailable);

@@ -43,6 +43,8 @@ export interface RegistryHost {
   /** The hosting agent's own trust, beside the directory's keys, for bearer tokens. */
   trust: TrustPolicy;
   clockSkewMs: number;
+  /** Told of every registry message taken (the server's metrics). */
+  onMessage?(type: MessageType): void;
 }
 
 const pageSize = (requested: number, fallback: number, max: number) => {
@@ -66,6 +68,7 @@ export function registryService(registry: Registry, host: RegistryHost): Service
       throw protocolError(ErrorCode.MESSAGE_FORMAT_INVALID, `expected ${wireName(type)}, got ${opened.info.wireName}`);
     }
     await registry.remember(opened);
+    host.onMessage?.(opened.header.messageType);
     return opened;
   }
 

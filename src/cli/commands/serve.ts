@@ -14,6 +14,7 @@ import { REFERENCE_TASK_TYPES } from "../../agent/reference/task-types.js";
 import { loadOrCreateIdentity, PINNED_KEYS_FILE } from "../../agent/identity.js";
 import { createLogger, type Logger } from "../../log.js";
 import { OutboundPolicy } from "../../net/outbound-policy.js";
+import { installTracing, otlpTracesUrl } from "../../observability/tracing.js";
 import { startServer } from "../../server/server.js";
 import { readPinFile } from "../../store/file-pins.js";
 import { openStorage } from "../../store/open.js";
@@ -31,6 +32,7 @@ export const serveUsage = `usage: synapse serve [--host H] [--port P] [--data-di
                      [--task-timeout SECONDS] [--heartbeat-interval SECONDS] [--clock-skew SECONDS]
                      [--max-connections N] [--header-timeout SECONDS] [--body-timeout SECONDS]
                      [--idle-timeout SECONDS] [--write-timeout SECONDS] [--log-level LEVEL]
+                     [--no-metrics] [--otlp-endpoint URL]
 
 Serves the reference agent (CapabilitiesService and P2PService) as gRPC, gRPC-web
 and Connect on one port. HOST and PORT environment variables are used when the
@@ -92,7 +94,15 @@ Connections are bounded so that slow or stalled clients cannot hold the port:
                             this (default 60); long streams are not idle
   --write-timeout SECONDS   a response that cannot write anything for this long
                             (its client stopped reading) is cut (default 60)
-A timeout of 0 turns it off.`;
+A timeout of 0 turns it off.
+
+Observability: GET /metrics on the same port answers the server's metrics in
+the Prometheus text format (--no-metrics turns it off). --otlp-endpoint URL
+exports OpenTelemetry traces over OTLP/HTTP to a collector (its base URL,
+http://host:4318, or the full .../v1/traces URL); without the flag,
+OTEL_EXPORTER_OTLP_TRACES_ENDPOINT or OTEL_EXPORTER_OTLP_ENDPOINT do the same,
+and with none of them no spans are made. Every log line about a message
+carries trace_id, message_id, message_type, task_id, sender, receiver and state.`;
 
 /**
  * Pinning on first use by default (self-certifying ids only); a trust-store
@@ -162,6 +172,8 @@ export async function serve(argv: string[]): Promise<number> {
       "advertise-url": { type: "string" },
       "allow-outbound": { type: "string", multiple: true },
       "log-level": { type: "string" },
+      "no-metrics": { type: "boolean" },
+      "otlp-endpoint": { type: "string" },
     },
     serveUsage,
   );
@@ -179,6 +191,12 @@ export async function serve(argv: string[]): Promise<number> {
     if (!isKeyId(admin)) {
       throw new UsageError(`--registry-admin takes a key id (43 characters, as \`synapse keygen\` prints), not ${JSON.stringify(admin)}\n\n${serveUsage}`);
     }
+  }
+  let tracesUrl: string | undefined;
+  try {
+    tracesUrl = otlpTracesUrl(values["otlp-endpoint"]);
+  } catch {
+    throw new UsageError(`--otlp-endpoint (or OTEL_EXPORTER_OTLP_ENDPOINT) must be a URL such as http://127.0.0.1:4318\n\n${serveUsage}`);
   }
   const logger = createLogger({ level: values["log-level"] });
   let outbound: OutboundPolicy;
@@ -223,6 +241,8 @@ export async function serve(argv: string[]): Promise<number> {
   const trustStore = values["trust-store"] === undefined ? undefined : await TrustStore.load(values["trust-store"]);
   const storage: Storage = await openStorage(values.store ?? process.env.SYNAPSE_STORE, { dataDir, fsync, logger });
   logger.info({ store: storage.kind, location: storage.location }, "state store open");
+  const tracing = tracesUrl === undefined ? undefined : await installTracing({ url: tracesUrl, attributes: { "synapse.agent.id": identity.agentId } });
+  if (tracing !== undefined) logger.info({ otlp_traces_url: tracing.url }, "exporting traces");
   try {
     await importPinFile(dataDir, storage.pins, logger);
     // A registry this server hosts vouches for the agents registered with it.
@@ -267,9 +287,12 @@ export async function serve(argv: string[]): Promise<number> {
       bodyTimeoutMs: seconds("body-timeout"),
       idleTimeoutMs: seconds("idle-timeout"),
       writeTimeoutMs: seconds("write-timeout"),
+      metrics: !values["no-metrics"],
     });
     await serveUntilSignalled(server, registry !== undefined, values.join, values["advertise-url"], identity, agent.provider, logger);
   } finally {
+    // The last spans leave before the process does.
+    await tracing?.shutdown().catch((error: unknown) => logger.warn({ err: error }, "could not export the last traces"));
     await storage.close();
   }
   return 0;
