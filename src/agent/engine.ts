@@ -14,6 +14,7 @@ import {
   type TaskCancelPayload,
   type TaskInfoProvidedPayload,
   type TaskRequestPayload,
+  type TaskState,
 } from "../../gen/synapse/v1/payloads_pb.js";
 import type { CapabilitiesProvider } from "../capabilities/provider.js";
 import type { OpenedEnvelope } from "../envelope/open.js";
@@ -60,6 +61,8 @@ export interface EngineOptions {
 export interface SendOutcome {
   reply?: StoredReply;
   task?: TaskRecord;
+  /** The state of the message's task after it, when there is no TaskRecord (a callback of a task this agent requested). */
+  state?: TaskState;
 }
 
 /** The inbound message as it will be remembered (its reply is added where it is committed). */
@@ -84,12 +87,16 @@ export class TaskEngine {
    * message id is refused. A refused message is not remembered, so it may
    * be sent again.
    */
-  async receive(opened: OpenedEnvelope): Promise<SendOutcome> {
+  receive(opened: OpenedEnvelope): Promise<SendOutcome> {
     this.options.observer.messageReceived(opened.header.messageType);
-    return receiving(opened.header, this.options.recorder.self.agentId, async (span) => {
-      const outcome = await this.take(opened);
-      if (span !== undefined && outcome.task !== undefined) span.setAttribute(ATTR.state, stateName(outcome.task.state));
-      return outcome;
+    // Without a tracer `receiving` calls back with no span: no promise is added to the call.
+    return receiving(opened.header, this.options.recorder.self.agentId, (span) => {
+      if (span === undefined) return this.take(opened);
+      return this.take(opened).then((outcome) => {
+        const state = outcome.task?.state ?? outcome.state;
+        if (state !== undefined) span.setAttribute(ATTR.state, stateName(state));
+        return outcome;
+      });
     });
   }
 
@@ -152,6 +159,8 @@ export class TaskEngine {
       case MessageType.HUMAN_DECISION:
         return this.steering.decide(header, opened.payload as HumanDecisionPayload, cause);
       case MessageType.TASK_ACK:
+        // An executor's task_ack (recorded after information or a decision) pushed to the agent that requested the task.
+        if (header.taskId && (await this.options.inbox.expects(opened))) return this.callback(opened, cause);
         return this.onTaskAck(opened, cause);
       case MessageType.HEARTBEAT:
         return this.answered(opened, cause, recorder.reply(header, MessageType.HEARTBEAT, await recorder.heartbeatPayload(this.draining)));
@@ -170,15 +179,19 @@ export class TaskEngine {
         }
         // confirm, reject, status, complete, failed, need_info, need_human: the executor's words,
         // welcome only as callbacks for a task this agent requested.
-        if (header.taskId && (await this.options.inbox.expects(opened))) {
-          return this.answered(opened, cause, recorder.reply(header, MessageType.ACK, await this.options.inbox.receive(opened)));
-        }
+        if (header.taskId && (await this.options.inbox.expects(opened))) return this.callback(opened, cause);
         const task = header.taskId ? await this.options.store.getTask(header.taskId) : undefined;
         // Only the task's requester may learn that it exists.
         if (task === undefined || task.requester.agentId !== header.sender!.agentId) throw taskNotFound(header.taskId);
         throw protocolError(ErrorCode.PERMISSION_DENIED, `${info.wireName} is sent by a task's executor, and this agent is the executor of task ${task.taskId}`);
       }
     }
+  }
+
+  /** Keeps an event pushed for a task this agent requested, and acknowledges it. */
+  private async callback(opened: OpenedEnvelope, cause: Cause): Promise<SendOutcome> {
+    const { ack, state } = await this.options.inbox.receive(opened);
+    return { ...(await this.answered(opened, cause, this.options.recorder.reply(opened.header, MessageType.ACK, ack))), state };
   }
 
   private async onTaskAck(opened: OpenedEnvelope, cause: Cause): Promise<SendOutcome> {

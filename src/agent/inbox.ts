@@ -4,7 +4,7 @@
 // legal step of the state machine, and is kept in the store.
 import { create } from "@bufbuild/protobuf";
 import { ErrorCode } from "../../gen/synapse/v1/errors_pb.js";
-import { AckPayloadSchema, TaskState } from "../../gen/synapse/v1/payloads_pb.js";
+import { AckPayloadSchema, TaskState, type AckPayload } from "../../gen/synapse/v1/payloads_pb.js";
 import type { OpenedEnvelope } from "../envelope/open.js";
 import type { TrustPolicy } from "../envelope/trust.js";
 import { protocolError } from "../protocol/errors.js";
@@ -51,15 +51,15 @@ export class CallbackInbox {
     return (await this.store.getOutbound(opened.header.sender!.agentId, opened.header.taskId)) !== undefined;
   }
 
-  /** Takes one pushed event; returns the p2p:ack payload to answer with. */
-  async receive(opened: OpenedEnvelope) {
+  /** Takes one pushed event; returns the p2p:ack payload to answer with and the task's state as this agent knows it now. */
+  async receive(opened: OpenedEnvelope): Promise<{ ack: AckPayload; state: TaskState }> {
     const executor = opened.header.sender!.agentId;
     const taskId = opened.header.taskId;
     const sequence = Number(opened.header.sequence);
     const task = await this.store.getOutbound(executor, taskId);
     if (task === undefined) throw protocolError(ErrorCode.TASK_NOT_FOUND, `this agent requested no task ${taskId} from ${executor}`);
     const ack = create(AckPayloadSchema, { acknowledgedMessageId: opened.header.messageId, message: `event ${sequence} received` });
-    if (sequence >= 1 && sequence <= task.lastSequence) return ack; // delivered again: already kept
+    if (sequence >= 1 && sequence <= task.lastSequence) return { ack, state: task.state }; // delivered again: already kept
     if (sequence !== task.lastSequence + 1) {
       throw protocolError(ErrorCode.ILLEGAL_TRANSITION, `expected event ${task.lastSequence + 1} of task ${taskId}, got ${sequence}`, {
         details: { expected_sequence: task.lastSequence + 1 },
@@ -73,10 +73,10 @@ export class CallbackInbox {
     try {
       await this.store.appendOutboundEvent(executor, event, next);
     } catch (error) {
-      if (error instanceof StoreConflictError) return ack; // a concurrent delivery of the same event won
+      if (error instanceof StoreConflictError) return { ack, state: next }; // a concurrent delivery of the same event won
       throw error;
     }
-    return ack;
+    return { ack, state: next };
   }
 
   /**

@@ -74,7 +74,7 @@ export function p2pService(agent: Agent, draining: AbortSignal, replyLimit: numb
         const waitMs = Math.min(Math.max(0, durationMs(request.wait)), maxWaitMs());
         task = (await agent.engine.waitForOutcome(task.taskId, waitMs, [ctx.signal, draining])) ?? task;
       }
-      if (status !== undefined) status.taskState = task?.state;
+      if (status !== undefined) status.taskState = task?.state ?? outcome.state;
       // The sender has its request: the task shown leaves it out (GetTask shows it).
       const format = replyFormat(ctx);
       const view = task ? viewFor(task, format, { withRequest: false }) : undefined;
