@@ -32,6 +32,11 @@ export interface AgentObserver {
 export class AgentObservers implements AgentObserver {
   private list: readonly AgentObserver[] = [];
 
+  /** True while no observer is attached: whoever reports may skip measuring. */
+  get idle(): boolean {
+    return this.list.length === 0;
+  }
+
   /** Attaches an observer; returns the function that detaches it. */
   add(observer: AgentObserver): () => void {
     this.list = [...this.list, observer];

@@ -1,7 +1,8 @@
 // A TaskStore that times its commits: createTask and commit (the writes
 // every state change makes) are measured and reported to an observer, by
 // outcome; every other method is passed through as it is. It wraps any
-// store (memory, SQLite, PostgreSQL), so no store times itself.
+// store (memory, SQLite, PostgreSQL), so no store times itself. While no
+// one observes (an agent not served with metrics) nothing is measured.
 import type { TaskState } from "../../gen/synapse/v1/payloads_pb.js";
 import type { ChangeListener } from "../store/changes.js";
 import {
@@ -31,7 +32,7 @@ export class TimedTaskStore implements TaskStore {
 
   constructor(
     private readonly inner: TaskStore,
-    private readonly observer: Pick<AgentObserver, "storeWrite">,
+    private readonly observer: Pick<AgentObserver, "storeWrite"> & { readonly idle?: boolean },
   ) {
     const watch = inner.watchTasks;
     if (watch !== undefined) this.watchTasks = (taskIds) => watch.call(inner, taskIds);
@@ -41,24 +42,27 @@ export class TimedTaskStore implements TaskStore {
     return this.inner.exclusive;
   }
 
-  private async timed<T>(operation: StoreOperation, write: Promise<T>): Promise<T> {
-    const started = performance.now();
-    try {
-      const value = await write;
-      this.observer.storeWrite(operation, "ok", (performance.now() - started) / 1000);
-      return value;
-    } catch (error) {
-      this.observer.storeWrite(operation, outcomeOf(error), (performance.now() - started) / 1000);
-      throw error;
-    }
+  private timed<T>(operation: StoreOperation, started: number, write: Promise<T>): Promise<T> {
+    return write.then(
+      (value) => {
+        this.observer.storeWrite(operation, "ok", (performance.now() - started) / 1000);
+        return value;
+      },
+      (error: unknown) => {
+        this.observer.storeWrite(operation, outcomeOf(error), (performance.now() - started) / 1000);
+        throw error;
+      },
+    );
   }
 
   createTask(task: NewTask, firstEvent: StoredEvent, options?: CreateOptions): Promise<TaskRecord> {
-    return this.timed("create_task", this.inner.createTask(task, firstEvent, options));
+    if (this.observer.idle) return this.inner.createTask(task, firstEvent, options);
+    return this.timed("create_task", performance.now(), this.inner.createTask(task, firstEvent, options));
   }
 
   commit(taskId: string, expectedVersion: number, patch: TaskPatch, event?: StoredEvent, options?: CommitOptions): Promise<TaskRecord> {
-    return this.timed("commit", this.inner.commit(taskId, expectedVersion, patch, event, options));
+    if (this.observer.idle) return this.inner.commit(taskId, expectedVersion, patch, event, options);
+    return this.timed("commit", performance.now(), this.inner.commit(taskId, expectedVersion, patch, event, options));
   }
 
   // ── everything else, as it is ──────────────────────────────────────────
