@@ -10,7 +10,7 @@ import { durationFromMs, timestampFromMs } from "@bufbuild/protobuf/wkt";
 import { Code, ConnectError, createClient, type Client } from "@connectrpc/connect";
 import { createHash, randomUUID } from "node:crypto";
 import { CapabilitiesService, type AgentCapabilities } from "../../gen/synapse/v1/capabilities_pb.js";
-import { MessageType, type Envelope, type Header } from "../../gen/synapse/v1/envelope_pb.js";
+import { MessageType, type Envelope } from "../../gen/synapse/v1/envelope_pb.js";
 import { ErrorCode } from "../../gen/synapse/v1/errors_pb.js";
 import { P2PService, type Task, type TaskEvent } from "../../gen/synapse/v1/p2p_pb.js";
 import {
@@ -25,8 +25,6 @@ import {
   type ResultStream,
   type TaskAckPayload,
 } from "../../gen/synapse/v1/payloads_pb.js";
-import type { AgentIdentity } from "../agent/identity.js";
-import type { CallbackInbox } from "../agent/inbox.js";
 import { bytesEqual } from "../crypto/encoding.js";
 import { keyIdOf } from "../crypto/keys.js";
 import { issueToken } from "../crypto/tokens.js";
@@ -39,90 +37,14 @@ import { protocolError } from "../protocol/errors.js";
 import { isTerminal, WAITING_STATES } from "../protocol/state-machine.js";
 import { clientSending, type OutgoingTrace } from "../observability/spans.js";
 import { freshTraceparent, traceFieldsOf, type TraceFields } from "../observability/trace-context.js";
-import { createTransport, type TransportOptions } from "./transport.js";
+import type { ClientOptions, ClientWatchItem, DecisionInput, EnvelopeExtras, SendResult, SubmitOptions, VerifiedMessage, WatchOptions } from "./options.js";
+import { RememberedTaskIds } from "./task-ids.js";
+import { createTransport } from "./transport.js";
 
-export interface ClientOptions {
-  /** The executor's base URL, for example http://127.0.0.1:8080. */
-  baseUrl: string;
-  /** This requester's identity (its key signs every message and token). */
-  identity: AgentIdentity;
-  transport?: TransportOptions;
-  /**
-   * How the executor's key is trusted. Default: pinned on first use in
-   * memory; pass a PinnedKeys opened on a file to keep pins across runs.
-   */
-  trust?: TrustPolicy;
-  /**
-   * Ask executors to push every event to this requester's own agent
-   * (CallbackReceiver): its base URL and its inbox. The requester identity
-   * must be that agent's identity.
-   */
-  callback?: { url: string; inbox: CallbackInbox };
-  /** Retries for watch and result reads after a dropped connection. */
-  maxRetries?: number;
-  retryBaseDelayMs?: number;
-}
-
-/** A signed message from the executor, verified. */
-export interface VerifiedMessage {
-  envelope: Envelope;
-  header: Header;
-  type: MessageType;
-  payload: Message;
-}
-
-export interface SendResult {
-  reply?: VerifiedMessage;
-  task?: Task;
-}
-
-export interface SubmitOptions {
-  taskId?: string;
-  /** Hold the reply until the task is terminal or needs input, for at most this long. */
-  waitMs?: number;
-  idempotencyKey?: string;
-  priority?: TaskPriority;
-  deadline?: Date;
-  sessionId?: string;
-  correlationId?: string;
-  metadata?: JsonObject;
-}
-
-export interface DecisionInput {
-  action: "approve" | "reject" | "modify";
-  fields?: JsonObject;
-  notes?: string;
-  rejectionReason?: string;
-  decidedBy?: { userId?: string; userName?: string; role?: string };
-}
-
-export type ClientWatchItem =
-  | { kind: "snapshot"; task: Task }
-  | { kind: "event"; sequence: number; event: VerifiedMessage; state: TaskState }
-  | { kind: "heartbeat"; heartbeat: VerifiedMessage }
-  | { kind: "reconnecting"; attempt: number; fromSequence: number; error: ConnectError };
-
-export interface WatchOptions {
-  fromSequence?: number;
-  signal?: AbortSignal;
-}
+export type { ClientOptions, ClientWatchItem, DecisionInput, EnvelopeExtras, SendResult, SubmitOptions, VerifiedMessage, WatchOptions } from "./options.js";
 
 /** Lifetime of the tokens the client makes for its own reads. */
 const TOKEN_LIFETIME_SECONDS = 180;
-
-/** How many submitted tasks' traces a client remembers, for the messages about them it sends later. */
-const REMEMBERED_TRACES = 1024;
-
-/** What envelope() seals besides type and payload. */
-export interface EnvelopeExtras {
-  taskId?: string;
-  idempotencyKey?: string;
-  sessionId?: string;
-  correlationId?: string;
-  /** W3C trace context; default the active span's, else the task's trace (for a task this client submitted), else a new trace. */
-  traceparent?: string;
-  tracestate?: string;
-}
 
 /** Connection-level failures worth resuming after; anything else is an answer. */
 const RESUMABLE = new Set([Code.Unavailable, Code.Internal, Code.Unknown, Code.Aborted, Code.DeadlineExceeded]);
@@ -133,8 +55,8 @@ export class SynapseClient {
   private readonly maxRetries: number;
   private readonly retryBaseDelayMs: number;
   private cachedToken: { token: string; renewAtMs: number } | undefined;
-  /** The trace of each task this client submitted (the latest ones). */
-  private readonly taskTraces = new Map<string, TraceFields>();
+  /** The trace, session and correlation ids of the tasks this client submitted (the latest ones). */
+  private readonly taskIds = new RememberedTaskIds();
 
   private constructor(
     private readonly options: ClientOptions,
@@ -200,30 +122,38 @@ export class SynapseClient {
     return { Authorization: `Bearer ${this.cachedToken.token}` };
   }
 
-  /** Seals a message to the executor (with trace context, see EnvelopeExtras). */
+  /** Seals a message to the executor (with trace context and the task's ids, see EnvelopeExtras). */
   envelope(type: MessageType, payload: Message, extra: EnvelopeExtras = {}): Envelope {
-    const trace = extra.traceparent ? extra : this.traceFor(extra.taskId);
+    const known = this.taskIds.get(extra.taskId);
+    const trace = extra.traceparent ? extra : this.traceFor(known);
     return seal(
-      { messageType: type, payload, sender: this.me, receiver: this.executor, ...extra, traceparent: trace.traceparent, tracestate: trace.tracestate },
+      {
+        messageType: type,
+        payload,
+        sender: this.me,
+        receiver: this.executor,
+        ...extra,
+        sessionId: extra.sessionId ?? known?.sessionId,
+        correlationId: extra.correlationId ?? known?.correlationId,
+        traceparent: trace.traceparent,
+        tracestate: trace.tracestate,
+      },
       this.options.identity.key,
     ).envelope;
   }
 
   /** The trace a message sealed now belongs to, when the caller names none. */
-  private traceFor(taskId: string | undefined): TraceFields {
+  private traceFor(known: { trace: TraceFields } | undefined): TraceFields {
     const active = traceFieldsOf();
     if (active.traceparent) return active;
-    return (taskId === undefined ? undefined : this.taskTraces.get(taskId)) ?? { traceparent: freshTraceparent() };
-  }
-
-  private rememberTrace(taskId: string, trace: TraceFields): void {
-    if (this.taskTraces.size >= REMEMBERED_TRACES) this.taskTraces.delete(this.taskTraces.keys().next().value!);
-    this.taskTraces.set(taskId, trace);
+    return known?.trace ?? { traceparent: freshTraceparent() };
   }
 
   /** Seals and sends one message about a task, in its trace (a span of it when tracing). */
-  private sendTraced(type: MessageType, taskId: string, build: (trace: OutgoingTrace) => Envelope, waitMs?: number): Promise<SendResult> {
-    return clientSending(type, taskId, this.taskTraces.get(taskId), (trace) => this.sendEnvelope(build(trace), waitMs, trace.headers));
+  private sendTraced(type: MessageType, taskId: string, payload: Message, waitMs?: number): Promise<SendResult> {
+    return clientSending(type, taskId, this.taskIds.get(taskId)?.trace, (trace: OutgoingTrace) =>
+      this.sendEnvelope(this.envelope(type, payload, { taskId, ...trace.fields }), waitMs, trace.headers),
+    );
   }
 
   /** Verifies a message the executor signed and addressed to this requester. */
@@ -259,7 +189,7 @@ export class SynapseClient {
     await this.options.callback?.inbox.expect(this.executor, taskId);
     // A new trace for the task, unless a span is active: the task's events will all carry it.
     const sent = await clientSending(MessageType.TASK_REQUEST, taskId, undefined, (trace) => {
-      this.rememberTrace(taskId, trace.fields);
+      this.taskIds.remember(taskId, { trace: trace.fields, sessionId: options.sessionId, correlationId: options.correlationId });
       const envelope = this.envelope(MessageType.TASK_REQUEST, request, {
         taskId,
         idempotencyKey: options.idempotencyKey,
@@ -274,12 +204,12 @@ export class SynapseClient {
 
   cancel(taskId: string, reason = "", waitMs?: number): Promise<SendResult> {
     const payload = create(TaskCancelPayloadSchema, { taskId, reason });
-    return this.sendTraced(MessageType.TASK_CANCEL, taskId, (trace) => this.envelope(MessageType.TASK_CANCEL, payload, { taskId, ...trace.fields }), waitMs);
+    return this.sendTraced(MessageType.TASK_CANCEL, taskId, payload, waitMs);
   }
 
   provideInfo(taskId: string, fields: JsonObject, options: { note?: string; waitMs?: number } = {}): Promise<SendResult> {
     const payload = create(TaskInfoProvidedPayloadSchema, { taskId, fields, note: options.note ?? "" });
-    return this.sendTraced(MessageType.TASK_INFO_PROVIDED, taskId, (trace) => this.envelope(MessageType.TASK_INFO_PROVIDED, payload, { taskId, ...trace.fields }), options.waitMs);
+    return this.sendTraced(MessageType.TASK_INFO_PROVIDED, taskId, payload, options.waitMs);
   }
 
   async decide(taskId: string, decision: DecisionInput, options: { waitMs?: number } = {}): Promise<SendResult> {
@@ -298,13 +228,13 @@ export class SynapseClient {
       notes: decision.notes ?? "",
       timestamp: timestampFromMs(Date.now()),
     });
-    return this.sendTraced(MessageType.HUMAN_DECISION, taskId, (trace) => this.envelope(MessageType.HUMAN_DECISION, payload, { taskId, ...trace.fields }), options.waitMs);
+    return this.sendTraced(MessageType.HUMAN_DECISION, taskId, payload, options.waitMs);
   }
 
   /** Acknowledges a terminal outcome (or takes up a pending human decision). */
   acknowledge(taskId: string): Promise<SendResult> {
     const payload = create(TaskAckPayloadSchema, { taskId });
-    return this.sendTraced(MessageType.TASK_ACK, taskId, (trace) => this.envelope(MessageType.TASK_ACK, payload, { taskId, ...trace.fields }));
+    return this.sendTraced(MessageType.TASK_ACK, taskId, payload);
   }
 
   async getTask(taskId: string): Promise<Task> {
