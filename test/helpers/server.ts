@@ -95,7 +95,17 @@ export async function startTestServer(options: TestServerOptions = {}): Promise<
     : undefined;
   const { maxConnections, headerTimeoutMs, bodyTimeoutMs, idleTimeoutMs, writeTimeoutMs } = options;
   const limits = { maxConnections, headerTimeoutMs, bodyTimeoutMs, idleTimeoutMs, writeTimeoutMs };
-  const server = await startServer({ tls: options.tls, logger: options.logger, shutdownGraceMs: options.shutdownGraceMs, agent, registry, port: 0, host: options.host ?? "127.0.0.1", ...limits });
+  const server = await startServer({
+    tls: options.tls,
+    logger: options.logger,
+    shutdownGraceMs: options.shutdownGraceMs,
+    agent,
+    registry,
+    port: 0,
+    host: options.host ?? "127.0.0.1",
+    metrics: options.metrics,
+    ...limits,
+  });
   return Object.assign(server, { agent, registry });
 }
 
