@@ -69,6 +69,16 @@ for (const kind of storeKinds()) {
       await expect(store.createTask(newTask("t2", { idempotencyKey: "idem" }), signedEvent("t2", 1))).rejects.toEqual(conflict("idempotency_key"));
     });
 
+    it("keeps the ids a task's request carried through every commit, and none for a task created without them", async () => {
+      const carried = { traceparent: "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", tracestate: "vendor=1", sessionId: "session-1", correlationId: "" };
+      await store.createTask(newTask("t1", { carried }), signedEvent("t1", 1));
+      await store.createTask(newTask("t2"), signedEvent("t2", 1));
+      await store.commit("t1", 1, { state: TaskState.EXECUTING }, signedEvent("t1", 2));
+      expect((await store.getTask("t1"))?.carried).toEqual(carried);
+      expect((await store.listTasks({ requesterAgentId: requester.agentId, pageSize: 10 })).tasks.find((t) => t.taskId === "t1")?.carried).toEqual(carried);
+      expect((await store.getTask("t2"))?.carried).toBeUndefined();
+    });
+
     it("stores the exact signed bytes of every event and reads them from any sequence", async () => {
       const events = [1, 2, 3, 4].map((sequence) => signedEvent("t1", sequence));
       await store.createTask(newTask("t1"), events[0]!);
