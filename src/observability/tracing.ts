@@ -28,9 +28,16 @@ export interface Tracing {
 
 const TRACES_PATH = "/v1/traces";
 
+/** An http(s) URL; anything else is not an OTLP/HTTP endpoint (and "host:4318" parses with "host:" as its scheme). */
+function httpUrl(value: string): URL {
+  const url = new URL(value);
+  if (url.protocol !== "http:" && url.protocol !== "https:") throw new TypeError(`${value} is not an http or https URL`);
+  return url;
+}
+
 /** A base URL as OTEL_EXPORTER_OTLP_ENDPOINT means it: the traces path is appended (unless it is there). */
 function withTracesPath(base: string): string {
-  const url = new URL(base);
+  const url = httpUrl(base);
   if (!url.pathname.endsWith(TRACES_PATH)) url.pathname = `${url.pathname.replace(/\/+$/, "")}${TRACES_PATH}`;
   return url.toString();
 }
@@ -41,13 +48,13 @@ function withTracesPath(base: string): string {
  * full traces URL), else OTEL_EXPORTER_OTLP_TRACES_ENDPOINT (used as it is),
  * else OTEL_EXPORTER_OTLP_ENDPOINT (a base URL). OTEL_SDK_DISABLED=true and
  * OTEL_TRACES_EXPORTER=none turn the environment's endpoints off. Throws
- * TypeError for a URL that does not parse.
+ * TypeError for a value that is not an http(s) URL.
  */
 export function otlpTracesUrl(flag: string | undefined, env: NodeJS.ProcessEnv = process.env): string | undefined {
   if (flag !== undefined) return withTracesPath(flag);
   if (env.OTEL_SDK_DISABLED?.trim().toLowerCase() === "true" || env.OTEL_TRACES_EXPORTER?.trim().toLowerCase() === "none") return undefined;
   const traces = env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT?.trim();
-  if (traces) return new URL(traces).toString();
+  if (traces) return httpUrl(traces).toString();
   const base = env.OTEL_EXPORTER_OTLP_ENDPOINT?.trim();
   return base ? withTracesPath(base) : undefined;
 }
