@@ -151,7 +151,7 @@ describe("trace context, session and correlation ids", () => {
     }
   });
 
-  it("the log line of each Send names its message: trace id, message id and type, task, sender, receiver and state", async () => {
+  it("log lines about a message name it: trace id, message id and type, task, sender, receiver and state", async () => {
     const lines: Array<Record<string, unknown>> = [];
     const destination = new Writable({
       write(chunk: Buffer, _encoding, done) {
@@ -160,6 +160,7 @@ describe("trace context, session and correlation ids", () => {
       },
     });
     const executor = await startTestServer({ logger: createLogger({ level: "info", destination }) });
+    const bystander = await startTestServer();
     try {
       const client = await connectClient(executor);
       const sent = await client.submit("text_analysis", { text: TEXT }, { waitMs: 5000 });
@@ -184,8 +185,31 @@ describe("trace context, session and correlation ids", () => {
       // A refused envelope's bytes are not trusted: its line says why, not what it claims to be.
       expect(sends[1]).toMatchObject({ status: "unauthenticated", error_code: "signature_invalid" });
       expect(sends[1]).not.toHaveProperty("message_id");
+
+      // A push the requester's agent refuses (it expects no such task) is given up, and the line names the event.
+      const stranger = await startTestServer();
+      try {
+        const pushing = await SynapseClient.connect({ baseUrl: executor.url, identity: stranger.agent.identity, callback: { url: stranger.url, inbox: bystander.agent.inbox } });
+        const pushed = await pushing.submit("text_analysis", { text: TEXT }, { waitMs: 5000 });
+        const givenUp = () => lines.find((line) => line.msg === "giving up on the callback endpoint for this task");
+        for (let i = 0; i < 100 && givenUp() === undefined; i++) await new Promise((resolve) => setTimeout(resolve, 20));
+        expect(givenUp()).toMatchObject({
+          trace_id: ids(pushed.reply?.header).traceparent!.slice(3, 35),
+          message_id: pushed.reply?.header.messageId,
+          message_type: "p2p:task_confirm",
+          task_id: pushed.taskId,
+          sender: executor.agent.identity.agentId,
+          receiver: stranger.agent.identity.agentId,
+          state: "confirmed",
+          sequence: 1,
+          code: "NotFound",
+        });
+      } finally {
+        await stranger.close();
+      }
     } finally {
       await executor.close();
+      await bystander.close();
     }
   });
 });

@@ -12,7 +12,7 @@ import { Code, ConnectError, createClient, type Client } from "@connectrpc/conne
 import { P2PService } from "../../gen/synapse/v1/p2p_pb.js";
 import type { Logger } from "../log.js";
 import type { AgentObserver } from "../observability/agent-observer.js";
-import { messageLogFields } from "../observability/log-fields.js";
+import { eventLogFields } from "../observability/log-fields.js";
 import { delivering } from "../observability/spans.js";
 import { createOutboundTransport, type OutboundTransport } from "../net/outbound-client.js";
 import type { OutboundPolicy } from "../net/outbound-policy.js";
@@ -207,7 +207,7 @@ export class CallbackSender {
       if (!TRANSIENT.has(connectError.code) || attempts >= maxRetries) {
         observer?.callback("given_up");
         logger.warn(
-          { ...messageLogFields(event.header), callback_url: url, code: Code[connectError.code], attempts: attempts + 1, error: connectError.rawMessage },
+          { ...eventLogFields(event), callback_url: url, code: Code[connectError.code], attempts: attempts + 1, error: connectError.rawMessage },
           "giving up on the callback endpoint for this task",
         );
         await store.updateDelivery(taskId, instanceId, { status: DeliveryStatus.GIVEN_UP, attempts: attempts + 1, lastError, release: true });
@@ -215,7 +215,7 @@ export class CallbackSender {
         return "given_up";
       }
       observer?.callback("retried");
-      logger.debug({ ...messageLogFields(event.header), callback_url: url, code: Code[connectError.code], attempts: attempts + 1, error: connectError.rawMessage }, "callback push failed; retrying");
+      logger.debug({ ...eventLogFields(event), callback_url: url, code: Code[connectError.code], attempts: attempts + 1, error: connectError.rawMessage }, "callback push failed; retrying");
       const delay = retryBaseDelayMs * 2 ** attempts;
       const record = { ...entry.record, attempts: attempts + 1, nextAttemptAtMs: this.now() + delay, lastError };
       if (!(await store.updateDelivery(taskId, instanceId, { attempts: record.attempts, nextAttemptAtMs: record.nextAttemptAtMs, lastError }))) {

@@ -2,11 +2,11 @@
 // everywhere: trace_id, message_id, message_type, task_id, sender,
 // receiver and state (the task's state after the message). Span attributes
 // name the same things (spans.ts ATTR).
-import type { Header } from "../../gen/synapse/v1/envelope_pb.js";
-import type { TaskState } from "../../gen/synapse/v1/payloads_pb.js";
+import { MessageType, type Header } from "../../gen/synapse/v1/envelope_pb.js";
+import { TaskState, type TaskAckPayload } from "../../gen/synapse/v1/payloads_pb.js";
 import { wireName } from "../protocol/message-types.js";
 import { stateName } from "../protocol/state-machine.js";
-import type { CarriedIds } from "../store/store.js";
+import type { CarriedIds, StoredEvent } from "../store/store.js";
 import { traceIdOf } from "./trace-context.js";
 
 export interface MessageLogFields {
@@ -33,6 +33,24 @@ export function messageLogFields(header: Header, state?: TaskState): MessageLogF
   if (state !== undefined) fields.state = stateName(state);
   if (header.sequence > 0n) fields.sequence = Number(header.sequence);
   return fields;
+}
+
+/** The state an executor's event puts its task in; a task_ack names it in its payload. */
+const EVENT_STATES = new Map<MessageType, TaskState>([
+  [MessageType.TASK_CONFIRM, TaskState.CONFIRMED],
+  [MessageType.TASK_REJECT, TaskState.REJECTED],
+  [MessageType.TASK_STATUS_UPDATE, TaskState.EXECUTING],
+  [MessageType.TASK_NEED_INFO, TaskState.INFO_NEEDED],
+  [MessageType.TASK_NEED_HUMAN, TaskState.NEED_HUMAN],
+  [MessageType.TASK_COMPLETE, TaskState.COMPLETED],
+  [MessageType.TASK_FAILED, TaskState.FAILED],
+]);
+
+/** The fields of a log line about one event of a task, with the state it put the task in. */
+export function eventLogFields(event: Pick<StoredEvent, "header" | "payload">): MessageLogFields {
+  const type = event.header.messageType;
+  const state = type === MessageType.TASK_ACK ? (event.payload as TaskAckPayload).state : EVENT_STATES.get(type);
+  return messageLogFields(event.header, state === TaskState.UNSPECIFIED ? undefined : state);
 }
 
 export interface TaskLogFields {
