@@ -3,6 +3,7 @@
 // Watch is open, callbacks pushed to the requester's agent, tampered
 // envelopes in every protocol), each family grows by what the workload did.
 import { Code } from "@connectrpc/connect";
+import { readFile } from "node:fs/promises";
 import { describe, expect, it } from "vitest";
 import { MessageType } from "../gen/synapse/v1/envelope_pb.js";
 import { P2PService } from "../gen/synapse/v1/p2p_pb.js";
@@ -202,6 +203,30 @@ describe("GET /metrics", () => {
     } finally {
       await server.close();
       await quiet.close();
+    }
+  });
+
+  it("is what docs/OBSERVABILITY.md lists and what the sample Grafana dashboard queries", async () => {
+    const server = await startTestServer();
+    try {
+      const { types } = await scrape(server.url);
+      const ours = [...types.keys()].filter((name) => name.startsWith("synapse_"));
+      expect(ours.length).toBeGreaterThanOrEqual(10);
+      const doc = await readFile(new URL("../docs/OBSERVABILITY.md", import.meta.url), "utf8");
+      const documented = new Set([...doc.matchAll(/^\| `(synapse_[a-z_]+)` \| (\w+) \|/gm)].map((m) => `${m[1]} ${m[2]}`));
+      expect(documented).toEqual(new Set(ours.map((name) => `${name} ${types.get(name)}`)));
+
+      const dashboard = JSON.parse(await readFile(new URL("../docs/grafana-dashboard.json", import.meta.url), "utf8")) as { panels: Array<{ targets?: Array<{ expr: string }> }> };
+      const queried = new Set(dashboard.panels.flatMap((panel) => (panel.targets ?? []).flatMap((target) => [...target.expr.matchAll(/\b((?:synapse|process|nodejs)_[a-z0-9_]+)\b/g)].map((m) => m[1]!))));
+      expect(queried.size).toBeGreaterThanOrEqual(12);
+      for (const name of queried) {
+        const family = types.has(name) ? name : name.replace(/_(bucket|sum|count)$/, "");
+        expect(types.has(family), `${name} is exported`).toBe(true);
+        if (family !== name) expect(types.get(family)).toBe("histogram");
+      }
+      for (const name of ours) expect([...queried].some((q) => q === name || q.startsWith(`${name}_`)), `${name} is on the dashboard`).toBe(true);
+    } finally {
+      await server.close();
     }
   });
 });
