@@ -19,6 +19,19 @@ describe("encodeValue", () => {
     );
   });
 
+  it("writes the bytes protobuf-es writes for any text: multi-byte characters, lone surrogates", () => {
+    const anyText = fc.jsonValue({ maxDepth: 3, stringUnit: "binary" }).map((value) => JSON.parse(JSON.stringify(value)) as never);
+    fc.assert(
+      fc.property(anyText, (value) => {
+        expect(Buffer.from(encodeValue(value))).toEqual(Buffer.from(toBinary(ValueSchema, toValue(value))));
+      }),
+      { numRuns: 500 },
+    );
+    // Lengths past one varint byte, and a number protobuf-es writes as a double like any other.
+    const long = { ["k".repeat(200)]: ["é".repeat(20_000), -0, 1e308, 5e-324, null, true, false, ""] };
+    expect(Buffer.from(encodeValue(long))).toEqual(Buffer.from(toBinary(ValueSchema, toValue(long))));
+  });
+
   it("reads back as the same JSON value", () => {
     fc.assert(
       fc.property(json, (value) => {
