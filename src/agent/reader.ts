@@ -52,15 +52,22 @@ export class TaskReader {
   /**
    * The task's current state first, then every event from `fromSequence`,
    * then new ones as they happen, with heartbeats when idle; ends after the
-   * terminal event or when `signal` aborts. Events are always read from the
-   * store (the bus only says when to look), so a resumed watch loses none.
+   * terminal event or when `signal` aborts. Events this process commits
+   * come from the bus as they are committed, the same objects (and so the
+   * same encoded bytes) for every watcher; anything else (a resume, a gap,
+   * another instance's commit) is read from the store, so none is lost.
    */
   async *watch(taskId: string, callerAgentId: string, fromSequence: number, signal: AbortSignal): AsyncGenerator<WatchItem> {
     const first = await this.getTask(taskId, callerAgentId);
-    let changed = true;
+    const heard: StoredEvent[] = []; // handed over by the bus since the last look
+    let latest: TaskRecord | undefined; // the task as of the last event heard
+    let unheard = true; // something changed that the bus did not hand over: read the store
     let wake: (() => void) | undefined;
-    const unsubscribe = this.options.bus.subscribe(taskId, () => {
-      changed = true;
+    const unsubscribe = this.options.bus.subscribe(taskId, (change) => {
+      if (change.event !== undefined && change.task !== undefined) {
+        heard.push(change.event);
+        latest = change.task;
+      } else unheard = true;
       wake?.();
     });
     const onAbort = () => wake?.();
@@ -68,22 +75,39 @@ export class TaskReader {
     try {
       yield { kind: "snapshot", task: first };
       let next = Math.max(1, fromSequence);
+      let task: TaskRecord | undefined = first;
       while (!signal.aborted) {
-        changed = false;
-        for (const event of await this.options.store.listEvents(taskId, next)) {
-          yield { kind: "event", event };
-          next = event.sequence + 1;
+        if (unheard) {
+          unheard = false;
+          heard.length = 0;
+          for (const event of await this.options.store.listEvents(taskId, next)) {
+            yield { kind: "event", event };
+            next = event.sequence + 1;
+          }
+          task = await this.options.store.getTask(taskId);
+        } else if (heard.length > 0) {
+          const known = latest;
+          for (const event of heard.splice(0)) {
+            if (event.sequence < next) continue; // read from the store already
+            if (event.sequence > next) {
+              unheard = true; // a gap: the store has the missing ones
+              break;
+            }
+            yield { kind: "event", event };
+            next = event.sequence + 1;
+          }
+          if (unheard) continue;
+          task = known;
         }
-        const task = await this.options.store.getTask(taskId);
         if (task === undefined || (isTerminal(task.state) && next > task.lastSequence)) return;
-        if (changed) continue;
+        if (unheard || heard.length > 0) continue;
         const idle = await new Promise<boolean>((resolve) => {
           const timer = setTimeout(() => resolve(true), this.options.heartbeatIntervalMs);
           wake = () => {
             clearTimeout(timer);
             resolve(false);
           };
-          if (changed || signal.aborted) wake();
+          if (unheard || heard.length > 0 || signal.aborted) wake();
         });
         wake = undefined;
         if (idle && !signal.aborted) yield { kind: "heartbeat", heartbeat: await this.options.heartbeat(first) };
