@@ -6,7 +6,6 @@
 import { create, fromBinary, toBinary } from "@bufbuild/protobuf";
 import { Code, ConnectError, createClient } from "@connectrpc/connect";
 import { createConnectTransport } from "@connectrpc/connect-node";
-import { createHash, createPublicKey, verify } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import {
   ConsensusRule,
@@ -24,6 +23,7 @@ import type { GroupClient } from "../src/client/group-client.js";
 import { seal } from "../src/envelope/seal.js";
 import { findErrorDetail } from "../src/protocol/errors.js";
 import { inviteAll, startGroupAgents, stopAll, userClient, type GroupAgent } from "./helpers/group-agents.js";
+import { derivedId, verifies } from "./helpers/independent-verify.js";
 
 let agents: GroupAgent[];
 let host: GroupAgent;
@@ -179,21 +179,6 @@ describe("ballots", () => {
 });
 
 // ── an independent recount ─────────────────────────────────────────────────
-
-const SPKI_ED25519 = Buffer.from("302a300506032b6570032100", "hex");
-const le64 = (n: number) => {
-  const bytes = Buffer.alloc(8);
-  bytes.writeBigUInt64LE(BigInt(n));
-  return bytes;
-};
-/** docs/PROTOCOL.md §2.1, written out again: PAE(["synapse.v1.Envelope", header, payload]). */
-function signingInput(header: Uint8Array, payload: Uint8Array): Buffer {
-  const pieces = [Buffer.from("synapse.v1.Envelope"), Buffer.from(header), Buffer.from(payload)];
-  return Buffer.concat([le64(pieces.length), ...pieces.flatMap((piece) => [le64(piece.length), piece])]);
-}
-const verifies = (envelope: { header: Uint8Array; payload: Uint8Array; signature?: { value: Uint8Array } }, publicKey: Uint8Array) =>
-  verify(null, signingInput(envelope.header, envelope.payload), createPublicKey({ key: Buffer.concat([SPKI_ED25519, publicKey]), format: "der", type: "spki" }), envelope.signature!.value);
-const derivedId = (publicKey: Uint8Array) => `agent_${createHash("sha256").update(publicKey).digest("hex").slice(0, 32)}`;
 
 it("a member recomputes the count from the signed ballots alone", async () => {
   const [w, x, y, z] = everyone();

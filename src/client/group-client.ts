@@ -23,8 +23,8 @@ import {
   VoteCastPayloadSchema,
   VoteClosePayloadSchema,
   VoteStartPayloadSchema,
+  type GroupDecisionAction,
   type GroupEventPayload,
-  type SubtaskDecision,
 } from "../../gen/synapse/v1/a2n_pb.js";
 import { CapabilitiesService } from "../../gen/synapse/v1/capabilities_pb.js";
 import { MessageType, type Envelope, type Header } from "../../gen/synapse/v1/envelope_pb.js";
@@ -96,6 +96,9 @@ export interface VoteInput {
   eligibleVoters?: string[];
   deadline: Date;
 }
+
+/** Fields for a sub-task's need-info, or a decision for its need-human. */
+export type SubtaskAnswer = { info: JsonObject } | { decision: { action: GroupDecisionAction; fields?: JsonObject; rejectionReason?: string } };
 
 export type BallotInput = { choice: string } | { ranking: string[] } | { abstain: true };
 
@@ -213,12 +216,12 @@ export class GroupClient {
     return this.send(this.envelope(MessageType.A2N_GROUP_TASK_SUBMIT, payload, groupTaskId), groupId, waitMs);
   }
 
-  answer(groupId: string, groupTaskId: string, subtaskId: string, answer: { info: JsonObject } | { decision: Omit<SubtaskDecision, "$typeName" | "$unknown"> }, note = "", waitMs?: number) {
+  answer(groupId: string, groupTaskId: string, subtaskId: string, answer: SubtaskAnswer, note = "", waitMs?: number) {
     const payload = create(GroupTaskAnswerPayloadSchema, {
       groupId,
       groupTaskId,
       subtaskId,
-      answer: "info" in answer ? { case: "info", value: answer.info } : { case: "decision", value: answer.decision },
+      answer: "info" in answer ? { case: "info", value: answer.info } : { case: "decision", value: { ...answer.decision, rejectionReason: answer.decision.rejectionReason ?? "" } },
       note,
     });
     return this.send(this.envelope(MessageType.A2N_GROUP_TASK_ANSWER, payload, groupTaskId), groupId, waitMs);

@@ -32,12 +32,22 @@ export interface GroupHostOptions {
   now?: () => number;
 }
 
+/** A sub-task just answered, and the sequence of the member's event that asked. */
+export interface AnsweredSubtask {
+  subtaskId: string;
+  memberSequence: bigint;
+}
+
 export interface GroupHost {
   readonly reader: GroupReader;
   /** Takes one verified a2n:* message. */
   receive(opened: OpenedEnvelope): Promise<GroupOutcome>;
-  /** The group task once it is over or waits for an answer, or after `waitMs`. */
-  waitForTask(groupId: string, groupTaskId: string, waitMs: number, signal?: AbortSignal): Promise<GroupTask | undefined>;
+  /**
+   * The group task once it is over or waits for an answer, or after `waitMs`.
+   * With `answered`, that sub-task's question (answered just now) does not
+   * count as waiting until the member has moved on from it.
+   */
+  waitForTask(groupId: string, groupTaskId: string, waitMs: number, signal?: AbortSignal, answered?: AnsweredSubtask): Promise<GroupTask | undefined>;
   start(): Promise<void>;
   stop(): Promise<void>;
 }
@@ -64,12 +74,14 @@ export function createGroupHost(options: GroupHostOptions): GroupHost {
   const retentionMs = options.retentionMs ?? DEFAULT_RETENTION_MS;
   let pruner: NodeJS.Timeout | undefined;
 
-  const settled = (task: GroupTask | undefined) => task === undefined || isOver(task) || task.state === GroupTaskState.WAITING;
+  const stillAsking = (task: GroupTask, answered: AnsweredSubtask | undefined) =>
+    answered !== undefined && task.subtasks.some((subtask) => subtask.ref?.subtaskId === answered.subtaskId && subtask.memberSequence === answered.memberSequence);
 
   return {
     reader,
     receive: (opened) => handler.receive(opened),
-    async waitForTask(groupId, groupTaskId, waitMs, signal) {
+    async waitForTask(groupId, groupTaskId, waitMs, signal, answered) {
+      const settled = (task: GroupTask | undefined) => task === undefined || isOver(task) || (task.state === GroupTaskState.WAITING && !stillAsking(task, answered));
       const first = await storage.getGroupTask(groupId, groupTaskId);
       if (settled(first) || waitMs <= 0) return first;
       return new Promise((resolve) => {

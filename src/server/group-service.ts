@@ -4,6 +4,8 @@
 import { create } from "@bufbuild/protobuf";
 import { durationMs } from "@bufbuild/protobuf/wkt";
 import { Code, ConnectError, type ServiceImpl } from "@connectrpc/connect";
+import type { GroupTaskAnswerPayload } from "../../gen/synapse/v1/a2n_pb.js";
+import { MessageType } from "../../gen/synapse/v1/envelope_pb.js";
 import { ErrorCode } from "../../gen/synapse/v1/errors_pb.js";
 import {
   GetGroupResponseSchema,
@@ -44,7 +46,10 @@ export function groupService(host: GroupHost, agent: Agent, draining: AbortSigna
       let groupTask = outcome.groupTask;
       if (request.wait !== undefined && groupTask !== undefined) {
         const waitMs = Math.min(Math.max(0, durationMs(request.wait)), MAX_WAIT_MS);
-        groupTask = (await host.waitForTask(groupTask.groupId, groupTask.groupTaskId, waitMs, AbortSignal.any([ctx.signal, draining]))) ?? groupTask;
+        const answer = opened.info.type === MessageType.A2N_GROUP_TASK_ANSWER ? (opened.payload as GroupTaskAnswerPayload) : undefined;
+        const asked = groupTask.subtasks.find((subtask) => subtask.ref?.subtaskId === answer?.subtaskId);
+        const answered = asked === undefined ? undefined : { subtaskId: answer!.subtaskId, memberSequence: asked.memberSequence };
+        groupTask = (await host.waitForTask(groupTask.groupId, groupTask.groupTaskId, waitMs, AbortSignal.any([ctx.signal, draining]), answered)) ?? groupTask;
       }
       return create(GroupServiceSendResponseSchema, { reply: signed(outcome.reply), group: outcome.group, groupTask, vote: outcome.vote });
     },
