@@ -3,6 +3,7 @@
 // a one-second task timeout, so the slow input fails there (a member that
 // fails), and is stopped at the end (a member that cannot be reached).
 import { fromBinary } from "@bufbuild/protobuf";
+import { Code } from "@connectrpc/connect";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { GroupDecisionAction, GroupEventKind, GroupTaskState, GroupTaskStrategy } from "../gen/synapse/v1/a2n_pb.js";
 import { HeaderSchema, MessageType } from "../gen/synapse/v1/envelope_pb.js";
@@ -145,9 +146,9 @@ describe("questions and answers", () => {
     const sent = await lead.submitTask("workers", { groupTaskId: "approval", taskType: "text_analysis", payload: { text: "ok", require_approval: true }, strategy: GroupTaskStrategy.BROADCAST, members: members(b) }, WAIT);
     const subtask = sent.groupTask!.subtasks[0]!;
     expect(subtask.state).toBe(TaskState.NEED_HUMAN);
-    await expect(lead.answer("workers", "approval", subtask.ref!.subtaskId, { info: { x: 1 } })).rejects.toMatchObject({ code: 7 });
+    await expect(lead.answer("workers", "approval", subtask.ref!.subtaskId, { info: { x: 1 } })).rejects.toMatchObject({ code: Code.InvalidArgument });
     // Only a coordinator answers.
-    await expect(b.client.answer("workers", "approval", subtask.ref!.subtaskId, { decision: { action: GroupDecisionAction.APPROVE } })).rejects.toMatchObject({ code: 7 });
+    await expect(b.client.answer("workers", "approval", subtask.ref!.subtaskId, { decision: { action: GroupDecisionAction.APPROVE } })).rejects.toMatchObject({ code: Code.PermissionDenied });
     const approved = await lead.answer("workers", "approval", subtask.ref!.subtaskId, { decision: { action: GroupDecisionAction.APPROVE } }, "", WAIT);
     expect(approved.groupTask?.state).toBe(GroupTaskState.COMPLETED);
   });

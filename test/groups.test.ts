@@ -14,6 +14,15 @@ import type { GroupClient } from "../src/client/group-client.js";
 import { seal } from "../src/envelope/seal.js";
 import { findErrorDetail } from "../src/protocol/errors.js";
 import { startGroupAgents, stopAll, userClient, type GroupAgent } from "./helpers/group-agents.js";
+import { tempDir } from "./helpers/server.js";
+import { CapabilitiesService, InterfaceCategory } from "../gen/synapse/v1/capabilities_pb.js";
+import { createAgent } from "../src/agent/agent.js";
+import { loadOrCreateIdentity } from "../src/agent/identity.js";
+import { defaultAgentCapabilities } from "../src/capabilities/defaults.js";
+import { PinnedKeys } from "../src/envelope/trust-sources.js";
+import { createGroupHost } from "../src/group/group-host.js";
+import { startServer } from "../src/server/server.js";
+import { memoryStorage } from "../src/store/memory/index.js";
 
 let agents: GroupAgent[];
 let host: GroupAgent;
@@ -178,5 +187,26 @@ describe("WatchGroup", () => {
     // A stranger cannot watch it.
     const stranger = await userClient(host.url);
     await expect((async () => { for await (const _ of stranger.watch("log")) void _; })()).rejects.toMatchObject({ code: Code.NotFound });
+  });
+});
+
+describe("declared interfaces", () => {
+  it("a host declares the three group interfaces with the RPCs that provide them, and support_groups", async () => {
+    const capabilities = createClient(CapabilitiesService, createConnectTransport({ baseUrl: host.url, httpVersion: "1.1" }));
+    const { interfaces } = await capabilities.getSupportedInterfaces({});
+    const group = interfaces.filter((entry) => entry.category === InterfaceCategory.GROUP);
+    expect(group.map((entry) => entry.name)).toEqual(["GroupTaskHandler", "GroupManager", "VotingHandler"]);
+    for (const entry of group) expect(JSON.stringify(entry.metadata)).toContain("synapse.v1.GroupService/");
+    expect((await capabilities.getCapabilities({})).capabilities?.supportGroups).toBe(true);
+  });
+
+  it("an agent declares groups only when it serves them", async () => {
+    const storage = memoryStorage();
+    const make = async (groups: boolean) =>
+      createAgent({ identity: (await loadOrCreateIdentity(await tempDir())).identity, capabilities: defaultAgentCapabilities(), handlers: new Map(), trust: PinnedKeys.inMemory(), store: storage.tasks, groups });
+    await expect(startServer({ agent: await make(true), port: 0 })).rejects.toThrow(TypeError);
+    expect(() => createGroupHost({ agent: undefined as never, storage: storage.groups })).toThrow();
+    const plain = await make(false);
+    expect(() => createGroupHost({ agent: plain, storage: storage.groups })).toThrow(/groups: true/);
   });
 });

@@ -40,6 +40,10 @@ export function alreadyExists(what: string, id: string) {
   return protocolError(ErrorCode.INVALID_PARAMS, `${what} ${clip(id)} exists`, { status: Code.AlreadyExists, details: { rule: `${what.replace(/ /g, "_")}_exists` } });
 }
 
+export function tooMany(message: string) {
+  return protocolError(ErrorCode.CONCURRENCY_LIMIT, message, { retryAfterSeconds: 10, details: { rule: "too_many_open" } });
+}
+
 export function denied(rule: string, message: string) {
   return protocolError(ErrorCode.PERMISSION_DENIED, message, { details: { rule } });
 }

@@ -25,7 +25,7 @@ import { stateAfterEvent } from "../protocol/event-state.js";
 import { clip } from "../protocol/errors.js";
 import { isTerminal, WAITING_STATES } from "../protocol/state-machine.js";
 import { causedBy, type EventDraft } from "./log.js";
-import { checkId, denied, invalidParams, LIMITS, memberOf, notFound, refusedNow, requireActive, requireCoordinator, takesPart } from "./rules.js";
+import { alreadyExists, checkId, invalidParams, tooMany, LIMITS, memberOf, notFound, refusedNow, requireActive, requireCoordinator, takesPart } from "./rules.js";
 import { completedOk, nextStep, submitTerms } from "./strategy.js";
 
 export interface TaskChange {
@@ -86,8 +86,8 @@ export function submitTask(group: Group, opened: OpenedEnvelope, existing: Group
   requireActive(group);
   requireCoordinator(group, opened.header.sender!.agentId, "submit group tasks");
   const assigned = checkTerms(group, payload, opened.header);
-  if (existing !== undefined) throw invalidParams(`group task ${clip(payload.groupTaskId)} exists`, { rule: "group_task_exists" });
-  if (openTasks >= LIMITS.open) throw invalidParams(`a group has at most ${LIMITS.open} running group tasks`, { rule: "too_many_group_tasks" });
+  if (existing !== undefined) throw alreadyExists("group task", payload.groupTaskId);
+  if (openTasks >= LIMITS.open) throw tooMany(`a group has at most ${LIMITS.open} running group tasks`);
   const n = assigned.length;
   const required = payload.strategy === GroupTaskStrategy.QUORUM ? payload.quorum || Math.floor(n / 2) + 1 : payload.strategy === GroupTaskStrategy.SHARD ? payload.shards.length : n;
   const task = create(GroupTaskSchema, {
@@ -224,7 +224,7 @@ export function checkAnswer(group: Group, current: GroupTask | undefined, opened
   const subtask = find(current, payload.subtaskId);
   const asks = subtask.finished ? undefined : subtask.state === TaskState.INFO_NEEDED ? "info" : WAITING_STATES.has(subtask.state) ? "decision" : undefined;
   if (asks === undefined) throw refusedNow("not_waiting", `sub-task ${clip(payload.subtaskId)} is not waiting for an answer`);
-  if (payload.answer.case !== asks) throw denied("wrong_answer", `sub-task ${clip(payload.subtaskId)} waits for ${asks === "info" ? "information" : "a decision"}`);
+  if (payload.answer.case !== asks) throw invalidParams(`sub-task ${clip(payload.subtaskId)} waits for ${asks === "info" ? "information" : "a decision"}`, { rule: "wrong_answer" });
   if (payload.answer.case === "decision" && (payload.answer.value.action === GroupDecisionAction.UNSPECIFIED || GroupDecisionAction[payload.answer.value.action] === undefined)) {
     throw invalidParams("decision.action is required", { field: "decision.action" });
   }

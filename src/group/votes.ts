@@ -11,7 +11,7 @@ import type { OpenedEnvelope } from "../envelope/open.js";
 import { signedMessage } from "../envelope/view.js";
 import { clip } from "../protocol/errors.js";
 import { causedBy, type EventDraft } from "./log.js";
-import { checkId, checkText, denied, invalidParams, LIMITS, notFound, refusedNow, requireActive, requireMember, takesPart } from "./rules.js";
+import { alreadyExists, checkId, checkText, denied, invalidParams, LIMITS, notFound, refusedNow, requireActive, requireMember, takesPart, tooMany } from "./rules.js";
 import { countVote, DEFAULT_THRESHOLD, effectiveQuorum } from "./tally.js";
 
 export interface VoteChange {
@@ -65,8 +65,8 @@ export function startVote(group: Group, opened: OpenedEnvelope, existing: Vote |
   const starter = requireMember(group, opened.header.sender!.agentId);
   if (!takesPart(starter)) throw denied("observer", "observers do not start votes");
   checkTerms(payload, opened.header.sentAt ? timestampMs(opened.header.sentAt) : nowMs, nowMs);
-  if (existing !== undefined) throw invalidParams(`vote ${clip(payload.voteId)} exists`, { rule: "vote_exists" });
-  if (openVotes >= LIMITS.open) throw invalidParams(`a group has at most ${LIMITS.open} open votes`, { rule: "too_many_votes" });
+  if (existing !== undefined) throw alreadyExists("vote", payload.voteId);
+  if (openVotes >= LIMITS.open) throw tooMany(`a group has at most ${LIMITS.open} open votes`);
   const voters = group.members.filter(takesPart);
   let eligible = voters;
   if (payload.eligibleVoters.length > 0) {
