@@ -1,5 +1,5 @@
 // The limits and refusals of the group protocol in one place, so that every
-// module refuses the same way (docs/PROTOCOL.md §7.8 lists them).
+// module refuses the same way (docs/PROTOCOL.md §7.2 lists the checks).
 import { Code } from "@connectrpc/connect";
 import { ErrorCode } from "../../gen/synapse/v1/errors_pb.js";
 import { GroupRole, type GroupMember } from "../../gen/synapse/v1/a2n_pb.js";
