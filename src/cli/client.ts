@@ -6,7 +6,9 @@ import { existsSync } from "node:fs";
 import { IDENTITY_FILE, loadOrCreateIdentity } from "../agent/identity.js";
 import { GroupClient } from "../client/group-client.js";
 import { SynapseClient } from "../client/requester.js";
-import { parseProtocol } from "../client/transport.js";
+import { createTransport, parseProtocol } from "../client/transport.js";
+import { createClient } from "@connectrpc/connect";
+import { CapabilitiesService } from "../../gen/synapse/v1/capabilities_pb.js";
 import { PinnedKeys } from "../envelope/trust-sources.js";
 import { UsageError } from "./args.js";
 import { synapseHome } from "./home.js";
@@ -64,4 +66,11 @@ export async function openGroupClient(url: string, values: { home?: string; prot
     transport: { protocol: parseProtocol(values.protocol) },
     trust: await PinnedKeys.open(join(home, KNOWN_AGENTS_FILE), { firstUse: "any" }),
   });
+}
+
+/** The agent id and key id an agent declares at its URL (GetCapabilities). */
+export async function agentAt(url: string, protocol: string | undefined): Promise<{ agentId: string; keyId: string }> {
+  const { capabilities } = await createClient(CapabilitiesService, createTransport(url, { protocol: parseProtocol(protocol) })).getCapabilities({});
+  if (capabilities === undefined) throw new Error(`${url} declared no capabilities`);
+  return { agentId: capabilities.agentId, keyId: capabilities.keyId };
 }

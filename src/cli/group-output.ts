@@ -87,7 +87,7 @@ export function describeGroupTask(task: GroupTask): string[] {
   ];
   for (const subtask of task.subtasks) {
     const ref = subtask.ref!;
-    const state = subtask.lostReason ? `lost: ${subtask.lostReason}` : stateName(subtask.state);
+    const state = subtask.lostReason ? `stopped: ${subtask.lostReason}` : stateName(subtask.state);
     lines.push(`  ${ref.subtaskId} at ${ref.agentId}: ${state}${subtask.progress ? ` ${subtask.progress}%` : ""}`);
     if (!subtask.finished && subtask.pendingInfo) {
       lines.push(`    needs information: ${subtask.pendingInfo.question} (${subtask.pendingInfo.missingFields.map((field) => field.field).join(", ")})`);

@@ -5,12 +5,12 @@ import { GroupDecisionAction, GroupTaskState, GroupTaskStrategy } from "../../..
 import { GroupTaskSchema } from "../../../gen/synapse/v1/group_pb.js";
 import type { GroupSendResult } from "../../client/group-client.js";
 import { integerOption, parse, requirePositional, UsageError } from "../args.js";
-import { clientOptions, openGroupClient, parseAssignments } from "../client.js";
+import { agentAt, clientOptions, openGroupClient, parseAssignments } from "../client.js";
 import { describeGroupEvent, describeGroupTask, groupTaskExit, sendJson } from "../group-output.js";
 import { printJson, printLine } from "../output.js";
 
 export const groupTaskUsage = `usage: synapse group task URL GROUP_ID --type TASK_TYPE (--payload JSON | --shards JSON_ARRAY [--payload JSON])
-                            [--strategy broadcast|shard|quorum] [--quorum K] [--member AGENT_ID]...
+                            [--strategy broadcast|shard|quorum] [--quorum K] [--member AGENT_ID|URL]...
                             [--member-timeout SECONDS] [--max-attempts N] [--task-id ID] [--wait [--timeout SECONDS]]
        synapse group task URL GROUP_ID --task-id ID [--wait [--timeout SECONDS]]           (show it)
        synapse group task URL GROUP_ID --task-id ID --answer SUBTASK_ID (--set K=V ... | --approve | --modify --set K=V ... | --reject)
@@ -20,8 +20,10 @@ Every form takes --home DIR, --protocol P and --json.
 A coordinator's group task runs as P2P tasks at the members, requested and
 signed by the host: broadcast (every member, the default; --payload), shard
 (one sub-task per element of --shards, dealt to free members, a failed shard
-retried on another member) or quorum (done when K of them completed). The
-members' signed task_complete messages come back in the group task.
+retried on another member) or quorum (done when K of them completed); --member
+(repeatable; an agent id or an agent's URL) picks the members, in order. The
+members' signed task_complete messages come back in the group task; a sub-task
+id is GROUP_TASK_ID.SLOT.ATTEMPT (the first sub-task of task sum is sum.0.1).
 Exit status: 0 completed (or running), 1 failed or cancelled (or refused),
 2 usage error, 3 a sub-task waits for an answer (--answer it).`;
 
@@ -139,7 +141,7 @@ export async function groupTask(argv: string[]): Promise<number> {
       strategy,
       shards: json(values.shards, "--shards", isObjects),
       quorum: integerOption(values.quorum, "--quorum"),
-      members: values.member,
+      members: values.member === undefined ? undefined : await Promise.all(values.member.map((member) => (/^https?:\/\//.test(member) ? agentAt(member, values.protocol).then((agent) => agent.agentId) : member))),
       memberTimeoutMs: values["member-timeout"] === undefined ? undefined : integerOption(values["member-timeout"], "--member-timeout")! * 1000,
       maxAttempts: integerOption(values["max-attempts"], "--max-attempts"),
     },

@@ -3,14 +3,11 @@
 // the identity in --home (default SYNAPSE_HOME): a member joins or leaves
 // with its own key, for an agent the key in its data dir.
 import { toJson } from "@bufbuild/protobuf";
-import { createClient } from "@connectrpc/connect";
 import { GroupRole } from "../../../gen/synapse/v1/a2n_pb.js";
-import { CapabilitiesService } from "../../../gen/synapse/v1/capabilities_pb.js";
 import { GroupSchema, GroupStatus, PendingKind } from "../../../gen/synapse/v1/group_pb.js";
 import type { GroupSendResult } from "../../client/group-client.js";
-import { createTransport, parseProtocol } from "../../client/transport.js";
 import { integerOption, parse, requirePositional, UsageError } from "../args.js";
-import { clientOptions, openGroupClient } from "../client.js";
+import { agentAt, clientOptions, openGroupClient } from "../client.js";
 import { describeGroup, describeGroupEvent, eventJson, roleLabel, sendJson } from "../group-output.js";
 import { printJson, printLine } from "../output.js";
 import { groupTask } from "./group-task.js";
@@ -76,13 +73,6 @@ function report(result: GroupSendResult, json: boolean | undefined, hint?: strin
     if (hint) printLine(hint);
   }
   return 0;
-}
-
-/** The agent id and key id an agent declares at its URL. */
-async function agentAt(url: string, protocol: string | undefined): Promise<{ agentId: string; keyId: string }> {
-  const { capabilities } = await createClient(CapabilitiesService, createTransport(url, { protocol: parseProtocol(protocol) })).getCapabilities({});
-  if (capabilities === undefined) throw new Error(`${url} declared no capabilities`);
-  return { agentId: capabilities.agentId, keyId: capabilities.keyId };
 }
 
 export async function group(argv: string[]): Promise<number> {
