@@ -49,6 +49,11 @@ export interface AgentOptions {
   prunedMessages?: MessageStore[];
   /** Lease length for runs and callback pushes (default 15 s); others take over this long after an instance dies. */
   leaseMs?: number;
+  /**
+   * The agent also serves GroupService (see src/group/group-host.ts): it then
+   * declares support_groups and the group interfaces.
+   */
+  groups?: boolean;
   /** This process among the instances sharing the store; default a random id. */
   instanceId?: string;
   /** Where callbacks may go; by default public addresses, and loopback while the server listens on loopback only. */
@@ -99,8 +104,9 @@ export function createAgent(options: AgentOptions): Agent {
     supportProgressUpdates: true,
     supportStreaming: true,
     supportHil: true,
+    supportGroups: options.groups === true,
   });
-  const provider = new CapabilitiesProvider(capabilities, AGENT_WIRING);
+  const provider = new CapabilitiesProvider(capabilities, { ...AGENT_WIRING, groups: options.groups === true });
   const store = options.store ?? new MemoryTaskStore(now);
   const instanceId = options.instanceId ?? randomUUID();
   const leaseMs = options.leaseMs ?? DEFAULT_LEASE_MS;

@@ -61,6 +61,8 @@ export interface Wiring {
   humanInTheLoop: boolean;
   /** Executor events are pushed to a requester's callback endpoint. */
   callbacks: boolean;
+  /** GroupService is served: groups, group tasks and votes (A2N). */
+  groups?: boolean;
 }
 
 export const INTERFACE_VERSION = "1.0.0";
@@ -92,6 +94,21 @@ function providedBy(name: string, wiring: Wiring): string[] | undefined {
       return wiring.streaming && wiring.taskStatus ? ["synapse.v1.P2PService/Watch", "synapse.v1.P2PService/GetTask"] : undefined;
     case "HILHandler":
       return wiring.humanInTheLoop ? ["p2p:task_need_human", "p2p:human_decision"] : undefined;
+    case "GroupManager":
+      return wiring.groups
+        ? [
+            "synapse.v1.GroupService/Send (a2n:group_create, group_dissolve, member_invite, member_join, member_approve, member_leave, member_remove)",
+            ...["GetGroup", "ListGroups", "WatchGroup"].map((m) => `synapse.v1.GroupService/${m}`),
+          ]
+        : undefined;
+    case "GroupTaskHandler":
+      return wiring.groups
+        ? ["synapse.v1.GroupService/Send (a2n:group_task_submit, group_task_answer, group_task_cancel)", "synapse.v1.GroupService/GetGroupTask", "synapse.v1.P2PService/Send (sub-tasks at the members)"]
+        : undefined;
+    case "VotingHandler":
+      return wiring.groups
+        ? ["synapse.v1.GroupService/Send (a2n:vote_start, vote_cast, vote_close)", "synapse.v1.GroupService/GetVote", "synapse.v1.GroupService/Tally"]
+        : undefined;
     default:
       return undefined;
   }

@@ -4,7 +4,7 @@
 // what it is told follows the task state machine.
 import { create, type JsonObject, type Message } from "@bufbuild/protobuf";
 import { durationFromMs, timestampFromMs } from "@bufbuild/protobuf/wkt";
-import { Code, ConnectError, createClient, type Client } from "@connectrpc/connect";
+import { Code, ConnectError, createClient, type Client, type Transport } from "@connectrpc/connect";
 import { createHash, randomUUID } from "node:crypto";
 import { CapabilitiesService, type AgentCapabilities } from "../../gen/synapse/v1/capabilities_pb.js";
 import { MessageType, type Envelope, type Header } from "../../gen/synapse/v1/envelope_pb.js";
@@ -42,6 +42,8 @@ export interface ClientOptions {
   /** This requester's identity (its key signs every message and token). */
   identity: AgentIdentity;
   transport?: TransportOptions;
+  /** A transport to use instead of one built from baseUrl and `transport` (an agent's outbound transport, say). */
+  rpcTransport?: Transport;
   /**
    * How the executor's key is trusted. Default: pinned on first use in
    * memory; pass a PinnedKeys opened on a file to keep pins across runs.
@@ -53,6 +55,8 @@ export interface ClientOptions {
    * must be that agent's identity.
    */
   callback?: { url: string; inbox: CallbackInbox };
+  /** How long the first call (GetCapabilities) may take; default no limit. */
+  connectTimeoutMs?: number;
   /** Retries for watch and result reads after a dropped connection. */
   maxRetries?: number;
   retryBaseDelayMs?: number;
@@ -81,6 +85,8 @@ export interface SubmitOptions {
   sessionId?: string;
   correlationId?: string;
   metadata?: JsonObject;
+  /** The task this one is a subtask of (TaskContext.parent_task_id). */
+  parentTaskId?: string;
 }
 
 export interface DecisionInput {
@@ -126,14 +132,15 @@ export class SynapseClient {
       keyId: capabilities.keyId,
       publicKey: capabilities.publicKey,
     };
-    this.p2p = createClient(P2PService, createTransport(options.baseUrl, options.transport));
+    this.p2p = createClient(P2PService, options.rpcTransport ?? createTransport(options.baseUrl, options.transport));
     this.maxRetries = options.maxRetries ?? 5;
     this.retryBaseDelayMs = options.retryBaseDelayMs ?? 500;
   }
 
   /** Learns the executor's identity (GetCapabilities) and checks its key against the trust policy. */
   static async connect(options: ClientOptions): Promise<SynapseClient> {
-    const capabilities = (await createClient(CapabilitiesService, createTransport(options.baseUrl, options.transport)).getCapabilities({})).capabilities;
+    const transport = options.rpcTransport ?? createTransport(options.baseUrl, options.transport);
+    const capabilities = (await createClient(CapabilitiesService, transport).getCapabilities({}, { timeoutMs: options.connectTimeoutMs })).capabilities;
     if (capabilities === undefined || capabilities.publicKey.byteLength !== 32) {
       throw protocolError(ErrorCode.MESSAGE_FORMAT_INVALID, `${options.baseUrl} did not declare an agent identity`);
     }
@@ -210,7 +217,7 @@ export class SynapseClient {
         deadline: options.deadline ? timestampFromMs(options.deadline.getTime()) : undefined,
         payload,
       },
-      context: { sessionId: options.sessionId ?? "", correlationId: options.correlationId ?? "", metadata: options.metadata },
+      context: { sessionId: options.sessionId ?? "", correlationId: options.correlationId ?? "", metadata: options.metadata, parentTaskId: options.parentTaskId ?? "" },
       callbackUrl: this.options.callback?.url ?? "",
     });
     // Expect the pushes before asking, so that not even the first one is refused.

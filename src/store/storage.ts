@@ -1,6 +1,8 @@
 // Everything an agent (and a registry beside it) remembers, in one place:
-// tasks and their logs, pinned keys, the directory and the catalogue. One
+// tasks and their logs, pinned keys, the directory and the catalogue, the
+// groups it hosts. One
 // of these is opened per process, on memory, SQLite or PostgreSQL.
+import type { GroupStorage } from "./group-storage.js";
 import type { PinStore } from "./pins.js";
 import type { CatalogueStorage, DirectoryStorage } from "./registry-storage.js";
 import type { TaskStore } from "./store.js";
@@ -15,5 +17,7 @@ export interface Storage {
   readonly pins: PinStore;
   readonly directory: DirectoryStorage;
   readonly catalogue: CatalogueStorage;
+  /** Groups this agent hosts (A2N). */
+  readonly groups: GroupStorage;
   close(): Promise<void>;
 }

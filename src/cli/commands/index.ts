@@ -10,6 +10,8 @@ import { status } from "./status.js";
 import { submit } from "./submit.js";
 import { tasks } from "./tasks.js";
 import { envelope, token } from "./token.js";
+import { group } from "./group.js";
+import { vote } from "./vote.js";
 import { watch } from "./watch.js";
 
 export interface Command {
@@ -36,4 +38,6 @@ export const commands: Record<string, Command> = {
   capability: { summary: "register, list, change and match governed capabilities", run: capability },
   audit: { summary: "show a registry's capability audit trail", run: audit },
   permissions: { summary: "grant, revoke and list the permissions a registry grants keys", run: permissions },
+  group: { summary: "create, join and run groups of agents and their group tasks (A2N)", run: group },
+  vote: { summary: "start a vote in a group, cast a signed ballot, count it", run: vote },
 };

@@ -2,6 +2,7 @@
 import { readFile, rename } from "node:fs/promises";
 import { join, resolve } from "node:path";
 import { createAgent } from "../../agent/agent.js";
+import { createGroupHost } from "../../group/group-host.js";
 import { referenceHandlers } from "../../agent/reference/index.js";
 import { DEFAULT_MAX_FILE_SIZE, defaultAgentCapabilities, type P2PConfig } from "../../capabilities/defaults.js";
 import type { TrustPolicy } from "../../envelope/trust.js";
@@ -32,8 +33,8 @@ export const serveUsage = `usage: synapse serve [--host H] [--port P] [--data-di
                      [--max-connections N] [--header-timeout SECONDS] [--body-timeout SECONDS]
                      [--idle-timeout SECONDS] [--write-timeout SECONDS] [--log-level LEVEL]
 
-Serves the reference agent (CapabilitiesService and P2PService) as gRPC, gRPC-web
-and Connect on one port. HOST and PORT environment variables are used when the
+Serves the reference agent (CapabilitiesService, P2PService and GroupService) as
+gRPC, gRPC-web and Connect on one port. HOST and PORT environment variables are used when the
 flags are absent. The agent's identity (agent.key, identity.json) is created in
 the data dir on first start and kept.
 
@@ -239,7 +240,9 @@ export async function serve(argv: string[]): Promise<number> {
       leaseMs: seconds("run-lease"),
       logger,
       outbound,
+      groups: true,
     });
+    const groups = createGroupHost({ agent, storage: storage.groups, logger, retentionMs });
     const registry = values.registry
       ? new Registry({
           logger,
@@ -258,6 +261,7 @@ export async function serve(argv: string[]): Promise<number> {
     const server = await startServer({
       agent,
       registry,
+      groups,
       host: values.host ?? process.env.HOST ?? "127.0.0.1",
       port: integerOption(values.port ?? process.env.PORT, "--port") ?? 8080,
       tls,

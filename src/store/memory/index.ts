@@ -1,5 +1,6 @@
 // Storage held in this process's memory: for tests and embedding only.
 import type { Storage } from "../storage.js";
+import { MemoryGroupStorage } from "./groups.js";
 import { MemoryCatalogueStorage, MemoryDirectoryStorage, MemoryPinStore } from "./registry.js";
 import { MemoryTaskStore } from "./tasks.js";
 
@@ -15,6 +16,7 @@ export function memoryStorage(now?: () => number): Storage {
     pins: new MemoryPinStore(),
     directory: new MemoryDirectoryStorage(),
     catalogue: new MemoryCatalogueStorage(),
+    groups: new MemoryGroupStorage(tasks),
     close: () => tasks.close(),
   };
 }

@@ -4,6 +4,7 @@ import { randomUUID } from "node:crypto";
 import { silentLogger, type Logger } from "../../log.js";
 import type { Storage } from "../storage.js";
 import { openPostgres, redactUrl, type PostgresOptions } from "./database.js";
+import { PostgresGroupStorage } from "./groups.js";
 import { PostgresCatalogueStorage, PostgresDirectoryStorage, PostgresPinStore } from "./registry.js";
 import { PostgresTaskStore } from "./tasks.js";
 
@@ -29,6 +30,7 @@ export async function postgresStorage(url: string, options: PostgresStorageOptio
     pins: new PostgresPinStore(pool),
     directory: new PostgresDirectoryStorage(pool),
     catalogue: new PostgresCatalogueStorage(pool),
+    groups: new PostgresGroupStorage(pool),
     async close() {
       await tasks.close();
       await pool.end();

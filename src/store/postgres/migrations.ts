@@ -152,4 +152,55 @@ CREATE TABLE catalogue_grants (
 );
 `,
   },
+  {
+    version: 3,
+    description: "groups (A2N): groups, their event logs, parties, group tasks and votes",
+    sql: `
+CREATE TABLE groups (
+  group_id TEXT PRIMARY KEY,
+  record BYTEA NOT NULL,
+  version INTEGER NOT NULL,
+  last_sequence INTEGER NOT NULL,
+  status INTEGER NOT NULL,
+  created_at_ms BIGINT NOT NULL,
+  updated_at_ms BIGINT NOT NULL
+);
+CREATE INDEX groups_dissolved ON groups (updated_at_ms) WHERE status = 2;
+
+CREATE TABLE group_events (
+  group_id TEXT NOT NULL,
+  sequence INTEGER NOT NULL,
+  envelope BYTEA NOT NULL,
+  PRIMARY KEY (group_id, sequence)
+);
+
+CREATE TABLE group_parties (
+  agent_id TEXT NOT NULL,
+  group_id TEXT NOT NULL,
+  PRIMARY KEY (agent_id, group_id)
+);
+CREATE INDEX group_parties_by_group ON group_parties (group_id);
+
+CREATE TABLE group_tasks (
+  group_id TEXT NOT NULL,
+  group_task_id TEXT NOT NULL,
+  record BYTEA NOT NULL,
+  active INTEGER NOT NULL,
+  created_at_ms BIGINT NOT NULL,
+  PRIMARY KEY (group_id, group_task_id)
+);
+CREATE INDEX group_tasks_active ON group_tasks (created_at_ms) WHERE active = 1;
+
+CREATE TABLE group_votes (
+  group_id TEXT NOT NULL,
+  vote_id TEXT NOT NULL,
+  record BYTEA NOT NULL,
+  open INTEGER NOT NULL,
+  deadline_ms BIGINT NOT NULL,
+  created_at_ms BIGINT NOT NULL,
+  PRIMARY KEY (group_id, vote_id)
+);
+CREATE INDEX group_votes_open ON group_votes (deadline_ms) WHERE open = 1;
+`,
+  },
 ];

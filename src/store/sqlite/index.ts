@@ -1,6 +1,7 @@
 // Storage in one SQLite file (the embedded default: <data-dir>/synapse.db).
 import type { Storage } from "../storage.js";
 import { openSqliteDatabase, type SqliteOptions } from "./database.js";
+import { SqliteGroupStorage } from "./groups.js";
 import { SqliteCatalogueStorage, SqliteDirectoryStorage, SqlitePinStore } from "./registry.js";
 import { SqliteTaskStore } from "./tasks.js";
 
@@ -16,6 +17,7 @@ export function sqliteStorage(path: string, options: SqliteOptions & { now?: () 
     pins: new SqlitePinStore(db),
     directory: new SqliteDirectoryStorage(db),
     catalogue: new SqliteCatalogueStorage(db),
+    groups: new SqliteGroupStorage(db),
     close: () => tasks.close(),
   };
 }
