@@ -1,9 +1,10 @@
 // Everything an agent (and a registry beside it) remembers, in one place:
-// tasks and their logs, pinned keys, the directory and the catalogue. One
+// tasks and their logs, uploads, pinned keys, the directory and the catalogue. One
 // of these is opened per process, on memory, SQLite or PostgreSQL.
 import type { PinStore } from "./pins.js";
 import type { CatalogueStorage, DirectoryStorage } from "./registry-storage.js";
 import type { TaskStore } from "./store.js";
+import type { UploadStore } from "./uploads.js";
 
 export type StorageKind = "memory" | "sqlite" | "postgres";
 
@@ -12,6 +13,8 @@ export interface Storage {
   /** Where it is, for logs (never a password). */
   readonly location: string;
   readonly tasks: TaskStore;
+  /** Files sent with POST /upload. */
+  readonly uploads: UploadStore;
   readonly pins: PinStore;
   readonly directory: DirectoryStorage;
   readonly catalogue: CatalogueStorage;

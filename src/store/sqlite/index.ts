@@ -3,6 +3,7 @@ import type { Storage } from "../storage.js";
 import { openSqliteDatabase, type SqliteOptions } from "./database.js";
 import { SqliteCatalogueStorage, SqliteDirectoryStorage, SqlitePinStore } from "./registry.js";
 import { SqliteTaskStore } from "./tasks.js";
+import { SqliteUploadStore } from "./uploads.js";
 
 export type { Fsync, SqliteOptions } from "./database.js";
 
@@ -13,6 +14,7 @@ export function sqliteStorage(path: string, options: SqliteOptions & { now?: () 
     kind: "sqlite",
     location: path,
     tasks,
+    uploads: new SqliteUploadStore(db),
     pins: new SqlitePinStore(db),
     directory: new SqliteDirectoryStorage(db),
     catalogue: new SqliteCatalogueStorage(db),
