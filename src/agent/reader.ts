@@ -55,7 +55,7 @@ export class TaskReader {
    * terminal event or when `signal` aborts. Events are always read from the
    * store (the bus only says when to look), so a resumed watch loses none.
    */
-  async *watch(taskId: string, callerAgentId: string, fromSequence: number, signal: AbortSignal): AsyncGenerator<WatchItem> {
+  async *watch(taskId: string, callerAgentId: string, fromSequence: number, signal: AbortSignal, options: { heartbeats?: boolean } = {}): AsyncGenerator<WatchItem> {
     const first = await this.getTask(taskId, callerAgentId);
     let changed = true;
     let wake: (() => void) | undefined;
@@ -86,7 +86,7 @@ export class TaskReader {
           if (changed || signal.aborted) wake();
         });
         wake = undefined;
-        if (idle && !signal.aborted) yield { kind: "heartbeat", heartbeat: await this.options.heartbeat(first) };
+        if (idle && !signal.aborted && options.heartbeats !== false) yield { kind: "heartbeat", heartbeat: await this.options.heartbeat(first) };
       }
     } finally {
       unsubscribe();

@@ -32,6 +32,7 @@ import { Questions } from "./questions.js";
 import { buildTaskResult } from "./task-result.js";
 import type { EventRecorder } from "./recorder.js";
 import type { TaskSchemas } from "./schemas.js";
+import type { AgentUploads } from "./uploads.js";
 
 /** States in which a task has work for a handler (or an admission decision) that nobody may be doing. */
 export const RUNNABLE_STATES: readonly TaskState[] = [
@@ -61,6 +62,8 @@ export interface RunnerOptions {
   leaseMs: number;
   /** At most one progress event per task per this interval (default 100 ms). */
   progressIntervalMs?: number;
+  /** Where the files tasks name are read from. */
+  uploads?: AgentUploads;
 }
 
 const DEFAULT_PROGRESS_INTERVAL_MS = 100;
@@ -272,6 +275,7 @@ export class ExecutionRunner implements ExecutionHost {
         maxStreamBytes: 1024 * 1024 * 1024,
       },
       this.options.logger,
+      this.options.uploads?.forTask(task.requester.agentId, task.request.uploads),
     );
     this.executions.set(task.taskId, execution);
     // The run ends when the task does, whoever ended it (a cancel or a deadline at another instance).

@@ -81,6 +81,8 @@ export interface SubmitOptions {
   sessionId?: string;
   correlationId?: string;
   metadata?: JsonObject;
+  /** Uploaded files the task names (POST /upload answered sha256 and size); the signature covers them. */
+  uploads?: Array<{ name: string; sha256: string; size: number }>;
 }
 
 export interface DecisionInput {
@@ -212,6 +214,7 @@ export class SynapseClient {
       },
       context: { sessionId: options.sessionId ?? "", correlationId: options.correlationId ?? "", metadata: options.metadata },
       callbackUrl: this.options.callback?.url ?? "",
+      uploads: (options.uploads ?? []).map((upload) => ({ name: upload.name, sha256: upload.sha256, size: BigInt(upload.size) })),
     });
     // Expect the pushes before asking, so that not even the first one is refused.
     await this.options.callback?.inbox.expect(this.executor, taskId);

@@ -73,19 +73,28 @@ export interface UploadStore {
 /** Stored chunk size: bytes are written and read back in pieces of this size. */
 export const UPLOAD_CHUNK_BYTES = 256 * 1024;
 
-/** Collects written bytes into whole chunks, handing each to `flush` as it fills. */
+/**
+ * Collects written bytes into whole chunks, handing each to `flush` as it
+ * fills. With `reuse`, every chunk is the same buffer, refilled: for a
+ * store that copies what it is given before `flush` returns (it spares a
+ * fresh allocation per chunk, which the garbage collector would free late).
+ */
 export class ChunkBuffer {
-  private parts: Uint8Array[] = [];
+  private current: Buffer | undefined;
   private filled = 0;
   private next = 0;
 
-  constructor(private readonly flush: (index: number, chunk: Uint8Array) => Promise<void> | void) {}
+  constructor(
+    private readonly flush: (index: number, chunk: Uint8Array) => Promise<void> | void,
+    private readonly options: { reuse?: boolean } = {},
+  ) {}
 
   async write(bytes: Uint8Array): Promise<void> {
     let rest = bytes;
     while (rest.byteLength > 0) {
+      this.current ??= Buffer.allocUnsafe(UPLOAD_CHUNK_BYTES);
       const take = Math.min(rest.byteLength, UPLOAD_CHUNK_BYTES - this.filled);
-      this.parts.push(rest.subarray(0, take));
+      this.current.set(rest.subarray(0, take), this.filled);
       this.filled += take;
       rest = rest.subarray(take);
       if (this.filled === UPLOAD_CHUNK_BYTES) await this.emit();
@@ -99,9 +108,8 @@ export class ChunkBuffer {
   }
 
   private async emit(): Promise<void> {
-    // A copy: the parts may be views of buffers the caller reuses.
-    const chunk = Buffer.concat(this.parts, this.filled);
-    this.parts = [];
+    const chunk = this.current!.subarray(0, this.filled);
+    if (!this.options.reuse) this.current = undefined;
     this.filled = 0;
     await this.flush(this.next++, chunk);
   }

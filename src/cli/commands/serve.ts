@@ -27,6 +27,7 @@ export const serveUsage = `usage: synapse serve [--host H] [--port P] [--data-di
                      [--registry [--lease SECONDS] [--registry-admin KEY_ID]...] [--join URL [--advertise-url URL]]
                      [--allow-outbound CIDR|IP|HOST|*.DOMAIN]...
                      [--max-file-size BYTES] [--max-concurrent-tasks N] [--max-task-duration SECONDS]
+                     [--max-upload-size BYTES] [--upload-quota BYTES] [--upload-ttl DURATION]
                      [--task-timeout SECONDS] [--heartbeat-interval SECONDS] [--clock-skew SECONDS]
                      [--max-connections N] [--header-timeout SECONDS] [--body-timeout SECONDS]
                      [--idle-timeout SECONDS] [--write-timeout SECONDS] [--log-level LEVEL]
@@ -44,6 +45,12 @@ SQLite commit survive power loss (normal: a process crash loses nothing
 acknowledged). Finished tasks are kept for --retention (default 7d). A task's run
 is leased for --run-lease seconds (default 15): another instance takes over a
 dead one's tasks after that.
+
+Files larger than --max-file-size travel as uploads: POST /upload
+(multipart/form-data, bearer token; \`synapse upload\`) streams one into the
+store, at most --max-upload-size bytes (default 1 GiB); one sender's uploads may
+hold --upload-quota bytes (default 4 GiB); an upload no running task uses is
+dropped --upload-ttl after its last use (default 24h).
 
 Senders' keys are pinned on first use (in the store). With
 --trust-store only the agents listed there are trusted ({"agents": [{"agent_id",
@@ -116,6 +123,11 @@ async function importPinFile(dataDir: string, pins: PinStore, logger: Logger): P
   logger.info({ pins: found.length, from: path }, "moved pinned keys into the store");
 }
 
+/** `{ [key]: value }` when the value was given, else nothing (so defaults stay). */
+function optional<K extends string>(key: K, value: number | undefined): Partial<Record<K, number>> {
+  return value === undefined ? {} : ({ [key]: value } as Record<K, number>);
+}
+
 export async function serve(argv: string[]): Promise<number> {
   const { values } = parse(
     argv,
@@ -131,6 +143,9 @@ export async function serve(argv: string[]): Promise<number> {
       "max-file-size": { type: "string" },
       "max-concurrent-tasks": { type: "string" },
       "max-task-duration": { type: "string" },
+      "max-upload-size": { type: "string" },
+      "upload-quota": { type: "string" },
+      "upload-ttl": { type: "string" },
       "task-timeout": { type: "string" },
       "heartbeat-interval": { type: "string" },
       "clock-skew": { type: "string" },
@@ -205,6 +220,11 @@ export async function serve(argv: string[]): Promise<number> {
   const fsync = values.fsync;
   if (fsync !== undefined && fsync !== "full" && fsync !== "normal") throw new UsageError(`--fsync must be full or normal\n\n${serveUsage}`);
   const retentionMs = durationOption(values.retention, "--retention");
+  const uploadLimits = {
+    ...optional("maxUploadBytes", integerOption(values["max-upload-size"], "--max-upload-size")),
+    ...optional("quotaBytes", integerOption(values["upload-quota"], "--upload-quota")),
+    ...optional("keepUnusedMs", durationOption(values["upload-ttl"], "--upload-ttl")),
+  };
   const tls =
     values["tls-cert"] && values["tls-key"]
       ? { cert: await readFile(values["tls-cert"]), key: await readFile(values["tls-key"]) }
@@ -221,6 +241,8 @@ export async function serve(argv: string[]): Promise<number> {
       handlers: referenceHandlers(),
       trust: await trustPolicy(storage.pins, values["trust-store"], Boolean(values.tofu), values["trust-registry"] ?? values.join, hostedDirectory),
       store: storage.tasks,
+      uploads: storage.uploads,
+      uploadLimits,
       config,
       clockSkewMs: seconds("clock-skew"),
       retentionMs,

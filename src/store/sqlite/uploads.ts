@@ -72,7 +72,7 @@ export class SqliteUploadStore implements UploadStore {
       // A pruned (abandoned) upload takes no more bytes.
       if (this.sql.pending.get(id) === undefined) throw new Error("the upload was dropped");
       this.sql.insertChunk.run(id, index, chunk);
-    });
+    }, { reuse: true }); // better-sqlite3 copies bound blobs (SQLITE_TRANSIENT)
     return {
       write: (bytes) => buffer.write(bytes),
       commit: async (meta: UploadMeta) => {
