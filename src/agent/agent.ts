@@ -27,6 +27,7 @@ import { TaskReader } from "./reader.js";
 import { EventRecorder } from "./recorder.js";
 import { DEFAULT_RETENTION_MS, Retention } from "./retention.js";
 import { ExecutionRunner } from "./runner.js";
+import { EscalationPolicies } from "./escalation.js";
 import { TaskSchemas } from "./schemas.js";
 import { AgentUploads, DEFAULT_UPLOAD_LIMITS, type UploadLimits } from "./uploads.js";
 
@@ -116,8 +117,9 @@ export function createAgent(options: AgentOptions): Agent {
   const uploads = new AgentUploads(options.uploads ?? new MemoryUploadStore(store), { ...DEFAULT_UPLOAD_LIMITS, ...options.uploadLimits }, now);
   const bus = new TaskEventBus(store);
   const schemas = new TaskSchemas(capabilities.supportedTaskTypes);
+  const escalation = new EscalationPolicies(capabilities.supportedTaskTypes);
   const recorder = new EventRecorder({ identity, capabilities: provider, store, now });
-  const runner = new ExecutionRunner({ capabilities: provider, handlers: options.handlers, schemas, store, bus, recorder, config, logger, now, instanceId, leaseMs, uploads });
+  const runner = new ExecutionRunner({ capabilities: provider, handlers: options.handlers, schemas, store, bus, recorder, config, logger, now, instanceId, leaseMs, uploads, escalation });
   const outbound = options.outbound ?? new OutboundPolicy();
   const callbacks = new CallbackSender({ store, bus, logger, outbound, maxRetries: config.maxRetries, retryBaseDelayMs: config.retryBaseDelayMs, instanceId, leaseMs, now });
   const inbox = new CallbackInbox(store, bus, options.trust);
@@ -126,7 +128,7 @@ export function createAgent(options: AgentOptions): Agent {
     store,
     bus,
     heartbeatIntervalMs: config.heartbeatIntervalMs,
-    heartbeat: (task) => engine.sealHeartbeat(task.requester),
+    heartbeat: (receiver) => engine.sealHeartbeat(receiver),
   });
   const retention = new Retention({
     store,

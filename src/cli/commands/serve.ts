@@ -20,6 +20,7 @@ import { openStorage } from "../../store/open.js";
 import type { PinStore } from "../../store/pins.js";
 import type { Storage } from "../../store/storage.js";
 import { durationOption, integerOption, parse, UsageError } from "../args.js";
+import { escalationPolicy } from "../escalation-options.js";
 
 export const serveUsage = `usage: synapse serve [--host H] [--port P] [--data-dir DIR] [--tls-cert FILE --tls-key FILE]
                      [--store sqlite|sqlite:PATH|postgres://...|memory] [--fsync normal|full] [--retention DURATION] [--run-lease SECONDS]
@@ -28,6 +29,7 @@ export const serveUsage = `usage: synapse serve [--host H] [--port P] [--data-di
                      [--allow-outbound CIDR|IP|HOST|*.DOMAIN]...
                      [--max-file-size BYTES] [--max-concurrent-tasks N] [--max-task-duration SECONDS]
                      [--max-upload-size BYTES] [--upload-quota BYTES] [--upload-ttl DURATION]
+                     [--escalate-after DURATION [--escalation-contact LEVEL=AGENT_ID]...]
                      [--task-timeout SECONDS] [--heartbeat-interval SECONDS] [--clock-skew SECONDS]
                      [--max-connections N] [--header-timeout SECONDS] [--body-timeout SECONDS]
                      [--idle-timeout SECONDS] [--write-timeout SECONDS] [--log-level LEVEL]
@@ -51,6 +53,13 @@ Files larger than --max-file-size travel as uploads: POST /upload
 store, at most --max-upload-size bytes (default 1 GiB); one sender's uploads may
 hold --upload-quota bytes (default 4 GiB); an upload no running task uses is
 dropped --upload-ttl after its last use (default 24h).
+
+A task that asks a human (the reference tasks do with "require_approval": true)
+waits for its requester's decision. With --escalate-after each level of the
+decision waits DURATION; then it escalates to the contacts named for the next
+level (--escalation-contact 2=AGENT_ID, 3=AGENT_ID; repeatable), who alone may
+decide there and may read the task from then on; after the last level the task
+fails (execution_timeout). Task types declare this policy (GetTaskTypeCapabilities).
 
 Senders' keys are pinned on first use (in the store). With
 --trust-store only the agents listed there are trusted ({"agents": [{"agent_id",
@@ -146,6 +155,8 @@ export async function serve(argv: string[]): Promise<number> {
       "max-upload-size": { type: "string" },
       "upload-quota": { type: "string" },
       "upload-ttl": { type: "string" },
+      "escalate-after": { type: "string" },
+      "escalation-contact": { type: "string", multiple: true },
       "task-timeout": { type: "string" },
       "heartbeat-interval": { type: "string" },
       "clock-skew": { type: "string" },
@@ -200,9 +211,10 @@ export async function serve(argv: string[]): Promise<number> {
   });
   if (created) logger.info({ data_dir: dataDir, key_id: identity.key.keyId }, "created a new agent identity");
   const defaults = defaultAgentCapabilities();
+  const escalation = escalationPolicy(durationOption(values["escalate-after"], "--escalate-after"), values["escalation-contact"], serveUsage);
   const capabilities = defaultAgentCapabilities({
     agentName: identity.agentName,
-    supportedTaskTypes: [...REFERENCE_TASK_TYPES],
+    supportedTaskTypes: REFERENCE_TASK_TYPES.map((taskType) => (escalation ? { ...taskType, escalation } : taskType)),
     maxFileSize: BigInt(integerOption(values["max-file-size"], "--max-file-size") ?? DEFAULT_MAX_FILE_SIZE),
     maxConcurrentTasks: integerOption(values["max-concurrent-tasks"], "--max-concurrent-tasks") ?? defaults.maxConcurrentTasks,
     maxTaskDurationSeconds: integerOption(values["max-task-duration"], "--max-task-duration") ?? defaults.maxTaskDurationSeconds,
