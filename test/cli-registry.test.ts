@@ -2,6 +2,8 @@
 // registry that names it admin, two agents that join it, then agents,
 // compliance, capability, permissions and audit.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { Compliance } from "../gen/synapse/v1/capabilities_pb.js";
+import { AGENT_LEVEL } from "./helpers/interfaces.js";
 import { runCli, startServe, type ServeProcess } from "./helpers/cli.js";
 import { tempDir } from "./helpers/server.js";
 
@@ -50,7 +52,7 @@ describe("registry walkthrough", () => {
     expect(partial.stdout).toContain("basic 3/8");
     expect(partial.stdout).toContain("missing basic interfaces: P2PTaskHandler, CallbackReceiver, HTTPTransport, Authenticator, IdempotencyHandler");
     const agent = await cli("compliance", registry.url, "--agent", "agent_one", "--json");
-    expect(JSON.parse(agent.stdout)).toMatchObject({ evaluation: { compliant: true }, complianceLevel: "COMPLIANCE_BASIC" });
+    expect(JSON.parse(agent.stdout)).toMatchObject({ evaluation: { compliant: true }, complianceLevel: `COMPLIANCE_${Compliance[AGENT_LEVEL]}` });
   });
 
   it("the operator registers a capability and grants permissions; matching counts them; a stranger cannot change it; all audited", async () => {

@@ -87,7 +87,17 @@ export interface Agent {
 }
 
 /** What an agent with a task engine implements, for GetSupportedInterfaces. */
-export const AGENT_WIRING: Wiring = { capabilities: true, p2p: true, taskStatus: true, streaming: true, humanInTheLoop: true, callbacks: true };
+export const AGENT_WIRING: Wiring = {
+  capabilities: true,
+  p2p: true,
+  taskStatus: true,
+  streaming: true,
+  humanInTheLoop: true,
+  callbacks: true,
+  escalation: true,
+  multipart: true,
+  sse: true,
+};
 
 export function createAgent(options: AgentOptions): Agent {
   const { identity } = options;
