@@ -41,14 +41,14 @@ it("resumes group tasks, vote deadlines and watches after a kill -9", async () =
     }
   })();
 
-  const shards = [1, 2, 3, 4].map((n) => ({ csv: `n\n${n}\n${n + 1}`, delay_ms_per_row: 700 }));
+  const shards = [1, 2, 3, 4].map((n) => ({ csv: `n\n${n}\n${n + 1}`, delay_ms_per_row: 1500 }));
   await lead.submitTask("durable", { groupTaskId: "long", taskType: "data_analysis", shards, strategy: GroupTaskStrategy.SHARD });
   await lead.startVote("durable", { voteId: "brief", question: "?", options: ["yes", "no"], rule: 1, quorum: 1, deadline: new Date(Date.now() + 1500) });
   await asHost[0]!.client.cast("durable", "brief", { choice: "yes" });
   await new Promise((resolve) => setTimeout(resolve, 500));
   const before = await lead.getGroupTask("durable", "long");
-  expect(before.state).toBe(GroupTaskState.RUNNING);
-  expect(before.outputs).toHaveLength(0);
+  expect(before.state).toBe(GroupTaskState.RUNNING); // killed mid-task (a loaded machine may have finished a shard or two)
+  expect(before.outputs.length).toBeLessThan(4);
 
   const port = new URL(host.url).port;
   await host.stop("SIGKILL");
