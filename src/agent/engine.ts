@@ -32,6 +32,7 @@ import { TaskSteering } from "./steering.js";
 import type { EventRecorder } from "./recorder.js";
 import type { ExecutionRunner } from "./runner.js";
 import type { TaskSchemas } from "./schemas.js";
+import type { AgentUploads } from "./uploads.js";
 
 export interface EngineOptions {
   /** Takes events pushed for tasks this agent requested. */
@@ -50,6 +51,8 @@ export interface EngineOptions {
   logger: Logger;
   clockSkewMs: number;
   now: () => number;
+  /** The files task requests may name. */
+  uploads: AgentUploads;
 }
 
 export interface SendOutcome {

@@ -36,7 +36,7 @@ export const STANDARD_INTERFACES: readonly StandardInterface[] = Object.freeze([
   { name: "HTTPTransport", category: C.TRANSPORT, level: L.BASIC, description: "Synchronous request-response over HTTP/HTTPS." },
   { name: "MultipartTransport", category: C.TRANSPORT, level: L.COMPLETE, description: "File upload with multipart/form-data." },
   { name: "HybridTransport", category: C.TRANSPORT, level: L.COMPLETE, description: "Callbacks or streaming first, polling as the fallback." },
-  { name: "StreamingTransport", category: C.TRANSPORT, level: L.ADVANCED, description: "Streams data in real time." },
+  { name: "StreamingTransport", category: C.TRANSPORT, level: L.ADVANCED, description: "Streams data in real time (Server-Sent Events)." },
   { name: "Authenticator", category: C.SECURITY, level: L.BASIC, description: "Signs and verifies messages, issues and checks tokens." },
   { name: "IdempotencyHandler", category: C.SECURITY, level: L.BASIC, description: "Makes task submission and message delivery idempotent." },
 ]);
@@ -63,6 +63,12 @@ export interface Wiring {
   callbacks: boolean;
   /** GroupService is served: groups, group tasks and votes (A2N). */
   groups?: boolean;
+  /** Unanswered human decisions escalate by the task type's policy. */
+  escalation?: boolean;
+  /** POST /upload takes multipart/form-data files that task requests name. */
+  multipart?: boolean;
+  /** GET /tasks/{task_id}/events streams a task's events as Server-Sent Events. */
+  sse?: boolean;
 }
 
 export const INTERFACE_VERSION = "1.0.0";
@@ -89,7 +95,12 @@ function providedBy(name: string, wiring: Wiring): string[] | undefined {
     case "TaskStatusProvider":
       return wiring.taskStatus ? ["synapse.v1.P2PService/GetTask", "synapse.v1.P2PService/ListTasks"] : undefined;
     case "StreamingTransport":
-      return wiring.streaming ? ["synapse.v1.P2PService/Watch", "synapse.v1.P2PService/ReadResult"] : undefined;
+      // The specification names SSE or WebSocket: the claim rests on SSE; the gRPC streams come with it.
+      return wiring.sse ? ["GET /tasks/{task_id}/events (Server-Sent Events)", "synapse.v1.P2PService/Watch", "synapse.v1.P2PService/ReadResult"] : undefined;
+    case "MultipartTransport":
+      return wiring.multipart ? ["POST /upload (multipart/form-data)", "TaskRequestPayload.uploads"] : undefined;
+    case "EscalationHandler":
+      return wiring.escalation && wiring.humanInTheLoop ? ["p2p:task_need_human (escalation_level, deciders)", "SupportedTaskType.escalation"] : undefined;
     case "HybridTransport":
       return wiring.streaming && wiring.taskStatus ? ["synapse.v1.P2PService/Watch", "synapse.v1.P2PService/GetTask"] : undefined;
     case "HILHandler":

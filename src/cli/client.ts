@@ -34,6 +34,15 @@ export async function openClient(url: string, values: { home?: string; protocol?
   });
 }
 
+/** Parses repeated `--upload NAME=SHA256:SIZE` (what `synapse upload` prints) into upload references. */
+export function parseUploads(values: readonly string[] | undefined): Array<{ name: string; sha256: string; size: number }> {
+  return (values ?? []).map((value) => {
+    const match = /^([^=]+)=([0-9a-f]{64}):(\d+)$/.exec(value);
+    if (match === null) throw new UsageError(`--upload takes NAME=SHA256:SIZE (as \`synapse upload\` prints them), got ${JSON.stringify(value)}`);
+    return { name: match[1]!, sha256: match[2]!, size: Number(match[3]) };
+  });
+}
+
 /** Parses repeated `--set key=value`; values that parse as JSON are JSON, others strings. */
 export function parseAssignments(assignments: readonly string[] | undefined): Record<string, JsonValue> {
   const out: Record<string, JsonValue> = {};

@@ -87,6 +87,8 @@ export interface SubmitOptions {
   metadata?: JsonObject;
   /** The task this one is a subtask of (TaskContext.parent_task_id). */
   parentTaskId?: string;
+  /** Uploaded files the task names (POST /upload answered sha256 and size); the signature covers them. */
+  uploads?: Array<{ name: string; sha256: string; size: number }>;
 }
 
 export interface DecisionInput {
@@ -191,19 +193,24 @@ export class SynapseClient {
     return seal({ messageType: type, payload, sender: this.me, receiver: this.executor, ...extra }, this.options.identity.key).envelope;
   }
 
-  /** Verifies a message the executor signed and addressed to this requester. */
-  async verify(envelope: Envelope, options: { record?: boolean } = {}): Promise<VerifiedMessage> {
-    const opened: OpenedEnvelope = await open(envelope, { trust: this.trust, self: this.me.agentId, checkTime: !options.record });
+  /**
+   * Verifies a message the executor signed and addressed to this requester
+   * (or, with `receiver`, to the task's requester: the events an escalation
+   * contact reads are the requester's).
+   */
+  async verify(envelope: Envelope, options: { record?: boolean; receiver?: string } = {}): Promise<VerifiedMessage> {
+    const opened: OpenedEnvelope = await open(envelope, { trust: this.trust, self: options.receiver ?? this.me.agentId, checkTime: !options.record });
     if (opened.header.sender?.agentId !== this.executor.agentId) {
       throw protocolError(ErrorCode.UNKNOWN_SENDER, `reply signed by ${opened.header.sender?.agentId}, not the executor ${this.executor.agentId}`);
     }
     return { envelope, header: opened.header, type: opened.header.messageType, payload: opened.payload };
   }
 
-  /** Sends one sealed envelope and verifies the reply. */
-  async sendEnvelope(envelope: Envelope, waitMs?: number): Promise<SendResult> {
+  /** Sends one sealed envelope and verifies the reply (addressed to `receiver`, by default this requester). */
+  async sendEnvelope(envelope: Envelope, waitMs?: number, receiver?: string): Promise<SendResult> {
     const response = await this.p2p.send({ envelope, wait: waitMs === undefined ? undefined : durationFromMs(waitMs) });
-    const reply = response.reply?.envelope ? await this.verify(response.reply.envelope) : undefined;
+    // A reply that is a task event is addressed to the task's requester, who may be another agent for a contact.
+    const reply = response.reply?.envelope ? await this.verify(response.reply.envelope, { receiver }) : undefined;
     return { reply, task: response.task };
   }
 
@@ -219,6 +226,7 @@ export class SynapseClient {
       },
       context: { sessionId: options.sessionId ?? "", correlationId: options.correlationId ?? "", metadata: options.metadata, parentTaskId: options.parentTaskId ?? "" },
       callbackUrl: this.options.callback?.url ?? "",
+      uploads: (options.uploads ?? []).map((upload) => ({ name: upload.name, sha256: upload.sha256, size: BigInt(upload.size) })),
     });
     // Expect the pushes before asking, so that not even the first one is refused.
     await this.options.callback?.inbox.expect(this.executor, taskId);
@@ -240,8 +248,10 @@ export class SynapseClient {
     return this.sendEnvelope(this.envelope(MessageType.TASK_INFO_PROVIDED, payload, { taskId }), options.waitMs);
   }
 
+  /** Decides a task's pending human decision: as its requester, or as an escalation contact the decision names. */
   async decide(taskId: string, decision: DecisionInput, options: { waitMs?: number } = {}): Promise<SendResult> {
-    const pending = (await this.getTask(taskId)).pendingDecision;
+    const task = await this.getTask(taskId);
+    const pending = task.pendingDecision;
     const action = { approve: DecisionAction.APPROVE, reject: DecisionAction.REJECT, modify: DecisionAction.MODIFY }[decision.action];
     const payload = create(HumanDecisionPayloadSchema, {
       taskId,
@@ -256,7 +266,8 @@ export class SynapseClient {
       notes: decision.notes ?? "",
       timestamp: timestampFromMs(Date.now()),
     });
-    return this.sendEnvelope(this.envelope(MessageType.HUMAN_DECISION, payload, { taskId }), options.waitMs);
+    const requester = task.requester?.agentId;
+    return this.sendEnvelope(this.envelope(MessageType.HUMAN_DECISION, payload, { taskId }), options.waitMs, requester !== this.me.agentId ? requester : undefined);
   }
 
   /** Acknowledges a terminal outcome (or takes up a pending human decision). */
@@ -285,18 +296,22 @@ export class SynapseClient {
     let state: TaskState | undefined = next === 1 ? TaskState.PENDING : undefined;
     let attempt = 0;
     let sawSnapshot = false;
+    // The events are addressed to the task's requester: another agent when this one is an escalation contact.
+    let receiver: string | undefined;
     for (;;) {
       try {
         const stream = this.p2p.watch({ taskId, fromSequence: BigInt(next) }, { headers: await this.authHeaders(), signal: options.signal });
         for await (const message of stream) {
           attempt = 0;
           if (message.kind.case === "snapshot") {
+            const requester = message.kind.value.requester?.agentId;
+            receiver = requester !== undefined && requester !== this.me.agentId ? requester : undefined;
             if (!sawSnapshot) yield { kind: "snapshot", task: message.kind.value };
             sawSnapshot = true;
           } else if (message.kind.case === "heartbeat") {
             yield { kind: "heartbeat", heartbeat: await this.verify(message.kind.value.envelope!) };
           } else if (message.kind.case === "event") {
-            const checked = await this.checkEvent(message.kind.value, next, state);
+            const checked = await this.checkEvent(message.kind.value, next, state, receiver);
             state = checked.state;
             next = checked.sequence + 1;
             yield checked;
@@ -313,10 +328,10 @@ export class SynapseClient {
     }
   }
 
-  private async checkEvent(event: TaskEvent, expected: number, state: TaskState | undefined): Promise<ClientWatchItem & { kind: "event" }> {
+  private async checkEvent(event: TaskEvent, expected: number, state: TaskState | undefined, receiver: string | undefined): Promise<ClientWatchItem & { kind: "event" }> {
     const sequence = Number(event.sequence);
     if (sequence !== expected) throw protocolError(ErrorCode.MESSAGE_FORMAT_INVALID, `event ${sequence} arrived where ${expected} was due`);
-    const verified = await this.verify(event.message!.envelope!, { record: true });
+    const verified = await this.verify(event.message!.envelope!, { record: true, receiver });
     if (Number(verified.header.sequence) !== sequence) {
       throw protocolError(ErrorCode.SIGNATURE_INVALID, `event ${sequence} is signed as sequence ${verified.header.sequence}`);
     }

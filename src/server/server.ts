@@ -19,7 +19,7 @@ import { p2pService } from "./p2p-service.js";
 import { registryService } from "./registry-service.js";
 import { createRequestHandler } from "./adapter.js";
 import { shapeErrors } from "./error-shape.js";
-import { consoleHandler } from "./console.js";
+import { httpRoutes } from "./http-routes.js";
 import { ServerHealth } from "./health.js";
 import type { ConnectionLimitOptions } from "./connection-limits.js";
 import { createListener, type Listener, type TlsFiles } from "./listener.js";
@@ -45,6 +45,8 @@ export interface ServerOptions extends ConnectionLimitOptions {
   logger?: Logger;
   /** How long shutdown waits for in-flight calls before cutting them off. */
   shutdownGraceMs?: number;
+  /** How often an idle SSE event stream gets a comment line (default 15 s). */
+  sseHeartbeatMs?: number;
 }
 
 export interface RunningServer {
@@ -103,7 +105,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     writeMaxBytes: maxBytes,
     interceptors: [shapeErrors(logger)],
     shutdownSignal: shutdownController.signal,
-    fallback: consoleHandler(),
+    fallback: httpRoutes({ agent, draining: drainController.signal, logger, sseHeartbeatMs: options.sseHeartbeatMs }),
   });
   const listener: Listener = createListener({
     handler: withRequestLog(handler, logger),

@@ -12,6 +12,7 @@ import { tasks } from "./tasks.js";
 import { envelope, token } from "./token.js";
 import { group } from "./group.js";
 import { vote } from "./vote.js";
+import { upload } from "./upload.js";
 import { watch } from "./watch.js";
 
 export interface Command {
@@ -31,6 +32,7 @@ export const commands: Record<string, Command> = {
   cancel: { summary: "cancel one of your tasks", run: cancel },
   "provide-info": { summary: "answer a task's request for information", run: provideInfo },
   decide: { summary: "answer a task's request for a human decision", run: decide },
+  upload: { summary: "upload a file (multipart, streamed) for a task to name", run: upload },
   token: { summary: "print a bearer token for curl", run: token },
   envelope: { summary: "print a signed SendRequest (a task_request) for curl", run: envelope },
   agents: { summary: "find agents registered at a registry", run: agents },

@@ -7,6 +7,7 @@ import { openPostgres, redactUrl, type PostgresOptions } from "./database.js";
 import { PostgresGroupStorage } from "./groups.js";
 import { PostgresCatalogueStorage, PostgresDirectoryStorage, PostgresPinStore } from "./registry.js";
 import { PostgresTaskStore } from "./tasks.js";
+import { PostgresUploadStore } from "./uploads.js";
 
 export interface PostgresStorageOptions extends PostgresOptions {
   logger?: Logger;
@@ -27,6 +28,7 @@ export async function postgresStorage(url: string, options: PostgresStorageOptio
     kind: "postgres",
     location: redactUrl(url),
     tasks,
+    uploads: new PostgresUploadStore(pool),
     pins: new PostgresPinStore(pool),
     directory: new PostgresDirectoryStorage(pool),
     catalogue: new PostgresCatalogueStorage(pool),

@@ -4,6 +4,7 @@ import { openSqliteDatabase, type SqliteOptions } from "./database.js";
 import { SqliteGroupStorage } from "./groups.js";
 import { SqliteCatalogueStorage, SqliteDirectoryStorage, SqlitePinStore } from "./registry.js";
 import { SqliteTaskStore } from "./tasks.js";
+import { SqliteUploadStore } from "./uploads.js";
 
 export type { Fsync, SqliteOptions } from "./database.js";
 
@@ -14,6 +15,7 @@ export function sqliteStorage(path: string, options: SqliteOptions & { now?: () 
     kind: "sqlite",
     location: path,
     tasks,
+    uploads: new SqliteUploadStore(db),
     pins: new SqlitePinStore(db),
     directory: new SqliteDirectoryStorage(db),
     catalogue: new SqliteCatalogueStorage(db),

@@ -206,4 +206,34 @@ CREATE TABLE group_votes (
 CREATE INDEX group_votes_open ON group_votes (deadline_ms) WHERE open = 1;
 `,
   },
+  {
+    version: 4,
+    description: "uploads: files sent with POST /upload, in chunks, and the tasks that use them",
+    sql: `
+CREATE TABLE uploads (
+  upload_id TEXT PRIMARY KEY,
+  owner TEXT NOT NULL,
+  sha256 TEXT,
+  size INTEGER NOT NULL,
+  content_type TEXT NOT NULL,
+  file_name TEXT NOT NULL,
+  complete INTEGER NOT NULL,
+  created_at_ms INTEGER NOT NULL,
+  last_used_at_ms INTEGER NOT NULL
+) WITHOUT ROWID;
+CREATE UNIQUE INDEX uploads_by_hash ON uploads (owner, sha256) WHERE complete = 1;
+CREATE INDEX uploads_unused ON uploads (last_used_at_ms);
+CREATE TABLE upload_chunks (
+  upload_id TEXT NOT NULL,
+  chunk INTEGER NOT NULL,
+  data BLOB NOT NULL,
+  PRIMARY KEY (upload_id, chunk)
+);
+CREATE TABLE upload_users (
+  upload_id TEXT NOT NULL,
+  task_id TEXT NOT NULL,
+  PRIMARY KEY (upload_id, task_id)
+) WITHOUT ROWID;
+`,
+  },
 ];
