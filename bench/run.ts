@@ -7,6 +7,7 @@
 import { cpus } from "node:os";
 import { BENCH_USAGE, BenchUsageError, parseBenchArgs } from "./args.js";
 import { memoryBench } from "./memory.js";
+import { GoMissingError } from "./peer/loadgen.js";
 import { peerBench } from "./peer/peer.js";
 import { toPeerJson, toPeerTable } from "./peer/report.js";
 import { toMemoryJson, toMemoryTable } from "./memory-report.js";
@@ -55,6 +56,10 @@ main().then(
     if (error instanceof BenchUsageError) {
       process.stderr.write(`bench: ${error.message}\n${BENCH_USAGE}\n`);
       process.exit(2);
+    }
+    if (error instanceof GoMissingError) {
+      process.stderr.write(`bench: ${error.message}\n`);
+      process.exit(1);
     }
     process.stderr.write(`bench failed: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}\n`);
     process.exit(1);
