@@ -63,6 +63,7 @@ function fakeContext(taskType: string, payload: JsonObject, options: FakeOptions
     signal: (options.controller ?? new AbortController()).signal,
     trace: { traceparent: "", tracestate: "", traceId: "", sessionId: "", correlationId: "" },
     logger: silentLogger,
+    uploads: { files: [], get: () => undefined, open: () => (async function* () {})() },
     async progress(percent, message) {
       const call = { percent, message };
       progress.push(call);

@@ -16,7 +16,9 @@ import { OutboundPolicy } from "../net/outbound-policy.js";
 import { AgentObservers } from "../observability/agent-observer.js";
 import { TimedTaskStore } from "../observability/timed-store.js";
 import { MemoryTaskStore } from "../store/memory/tasks.js";
+import { MemoryUploadStore } from "../store/memory/uploads.js";
 import type { MessageStore, TaskStore } from "../store/store.js";
+import type { UploadStore } from "../store/uploads.js";
 import { CallbackSender } from "./callbacks.js";
 import { TaskEngine } from "./engine.js";
 import { TaskEventBus } from "./events.js";
@@ -27,7 +29,9 @@ import { TaskReader } from "./reader.js";
 import { EventRecorder } from "./recorder.js";
 import { DEFAULT_RETENTION_MS, Retention } from "./retention.js";
 import { ExecutionRunner } from "./runner.js";
+import { EscalationPolicies } from "./escalation.js";
 import { TaskSchemas } from "./schemas.js";
+import { AgentUploads, DEFAULT_UPLOAD_LIMITS, type UploadLimits } from "./uploads.js";
 
 /** How long a lease on a task's run (or on its callbacks) lasts unless renewed. */
 export const DEFAULT_LEASE_MS = 15_000;
@@ -40,6 +44,10 @@ export interface AgentOptions {
   trust: TrustPolicy;
   /** Where tasks live; default this process's memory (tests and embedding). */
   store?: TaskStore;
+  /** Where uploads (POST /upload) live; default this process's memory. */
+  uploads?: UploadStore;
+  /** Upload size limit, per-sender quota and how long unused uploads are kept (defaults: 1 GiB, 4 GiB, 24 h). */
+  uploadLimits?: Partial<UploadLimits>;
   config?: Partial<P2PConfig>;
   clockSkewMs?: number;
   logger?: Logger;
@@ -51,6 +59,11 @@ export interface AgentOptions {
   prunedMessages?: MessageStore[];
   /** Lease length for runs and callback pushes (default 15 s); others take over this long after an instance dies. */
   leaseMs?: number;
+  /**
+   * The agent also serves GroupService (see src/group/group-host.ts): it then
+   * declares support_groups and the group interfaces.
+   */
+  groups?: boolean;
   /** This process among the instances sharing the store; default a random id. */
   instanceId?: string;
   /** Where callbacks may go; by default public addresses, and loopback while the server listens on loopback only. */
@@ -72,6 +85,8 @@ export interface Agent {
   readonly clockSkewMs: number;
   /** Its store, with commits timed for the observers. */
   readonly store: TaskStore;
+  /** Uploaded files, their limits, and the check of the references tasks make to them. */
+  readonly uploads: AgentUploads;
   readonly instanceId: string;
   /** Who is told of its messages, transitions, callback pushes and store writes (the server's metrics). */
   readonly observers: AgentObservers;
@@ -82,7 +97,17 @@ export interface Agent {
 }
 
 /** What an agent with a task engine implements, for GetSupportedInterfaces. */
-export const AGENT_WIRING: Wiring = { capabilities: true, p2p: true, taskStatus: true, streaming: true, humanInTheLoop: true, callbacks: true };
+export const AGENT_WIRING: Wiring = {
+  capabilities: true,
+  p2p: true,
+  taskStatus: true,
+  streaming: true,
+  humanInTheLoop: true,
+  callbacks: true,
+  escalation: true,
+  multipart: true,
+  sse: true,
+};
 
 export function createAgent(options: AgentOptions): Agent {
   const { identity } = options;
@@ -104,28 +129,32 @@ export function createAgent(options: AgentOptions): Agent {
     supportProgressUpdates: true,
     supportStreaming: true,
     supportHil: true,
+    supportGroups: options.groups === true,
   });
-  const provider = new CapabilitiesProvider(capabilities, AGENT_WIRING);
+  const provider = new CapabilitiesProvider(capabilities, { ...AGENT_WIRING, groups: options.groups === true });
   const observers = new AgentObservers();
   const store = new TimedTaskStore(options.store ?? new MemoryTaskStore(now), observers);
   const instanceId = options.instanceId ?? randomUUID();
   const leaseMs = options.leaseMs ?? DEFAULT_LEASE_MS;
+  const uploads = new AgentUploads(options.uploads ?? new MemoryUploadStore(store), { ...DEFAULT_UPLOAD_LIMITS, ...options.uploadLimits }, now);
   const bus = new TaskEventBus(store);
   const schemas = new TaskSchemas(capabilities.supportedTaskTypes);
+  const escalation = new EscalationPolicies(capabilities.supportedTaskTypes);
   const recorder = new EventRecorder({ identity, capabilities: provider, store, now, observer: observers });
-  const runner = new ExecutionRunner({ capabilities: provider, handlers: options.handlers, schemas, store, bus, recorder, config, logger, now, instanceId, leaseMs });
+  const runner = new ExecutionRunner({ capabilities: provider, handlers: options.handlers, schemas, store, bus, recorder, config, logger, now, instanceId, leaseMs, uploads, escalation });
   const outbound = options.outbound ?? new OutboundPolicy();
   const callbacks = new CallbackSender({ store, bus, logger, outbound, maxRetries: config.maxRetries, retryBaseDelayMs: config.retryBaseDelayMs, instanceId, leaseMs, now, observer: observers });
   const inbox = new CallbackInbox(store, bus, options.trust);
-  const engine = new TaskEngine({ capabilities: provider, handlers: options.handlers, schemas, store, bus, recorder, runner, callbacks, outbound, logger, clockSkewMs, now, inbox, observer: observers });
+  const engine = new TaskEngine({ capabilities: provider, handlers: options.handlers, schemas, store, bus, recorder, runner, callbacks, outbound, logger, clockSkewMs, now, inbox, uploads, observer: observers });
   const reader = new TaskReader({
     store,
     bus,
     heartbeatIntervalMs: config.heartbeatIntervalMs,
-    heartbeat: (task) => engine.sealHeartbeat(task.requester, task.carried),
+    heartbeat: (receiver, task) => engine.sealHeartbeat(receiver, task.carried),
   });
   const retention = new Retention({
     store,
+    uploads,
     messages: options.prunedMessages,
     retentionMs: options.retentionMs ?? DEFAULT_RETENTION_MS,
     intervalMs: options.pruneIntervalMs ?? 60_000,
@@ -145,6 +174,7 @@ export function createAgent(options: AgentOptions): Agent {
     config,
     clockSkewMs,
     store,
+    uploads,
     instanceId,
     observers,
     start() {

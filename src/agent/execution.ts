@@ -12,9 +12,10 @@ import { runningHandler } from "../observability/spans.js";
 import { traceIdOf } from "../observability/trace-context.js";
 import type { CarriedIds } from "../store/store.js";
 import { toValue } from "../protocol/json-values.js";
-import type { HumanAnswer, HumanQuestion, MissingFieldSpec, TaskContext, TaskHandler, TaskInput, TaskOutput, TaskTrace } from "./handler.js";
+import type { HumanAnswer, HumanQuestion, MissingFieldSpec, TaskContext, TaskHandler, TaskInput, TaskOutput, TaskTrace, TaskUploads } from "./handler.js";
 import { TaskFailure } from "./handler.js";
 import type { TaskSchemas } from "./schemas.js";
+import { PreparedUploads } from "./uploads.js";
 
 export interface FinishedResult {
   output?: JsonValue;
@@ -115,6 +116,7 @@ export class Execution {
     private readonly schemas: TaskSchemas,
     private readonly limits: ExecutionLimits,
     private readonly logger: Logger,
+    private readonly uploads: PreparedUploads = PreparedUploads.none(),
     /** The task's trace, session and correlation ids. */
     private readonly carried?: CarriedIds,
   ) {}
@@ -134,7 +136,9 @@ export class Execution {
     const signal = this.controller.signal;
     this.startTimers();
     try {
-      const output = await this.race(this.handler.executeTask(this.context()));
+      // Every uploaded file is checked against its signed hash before the handler sees any of it.
+      const uploads = await this.race(this.uploads.verify(signal));
+      const output = await this.race(this.handler.executeTask(this.context(uploads)));
       const result = await this.finish(output);
       if (signal.aborted) return this.reportStop();
       this.settling = true;
@@ -199,7 +203,7 @@ export class Execution {
     if (reason instanceof ExecutionStop && reason.failure) await this.host.fail(this.input.taskId, reason.failure);
   }
 
-  private context(): TaskContext {
+  private context(uploads: TaskUploads): TaskContext {
     const { taskId } = this.input;
     const signal = this.controller.signal;
     const host = this.host;
@@ -215,6 +219,7 @@ export class Execution {
       ...this.input,
       payload: { ...this.input.payload },
       signal,
+      uploads,
       trace,
       logger: this.logger.child(taskLogFields({ taskId, carried })),
       progress: async (percent, message = "", intermediate) => {

@@ -2,7 +2,7 @@
 // verified messages, the results of a Send, submit and decision inputs,
 // and the items a watch yields.
 import type { JsonObject, Message } from "@bufbuild/protobuf";
-import type { ConnectError } from "@connectrpc/connect";
+import type { ConnectError, Transport } from "@connectrpc/connect";
 import type { Envelope, Header, MessageType } from "../../gen/synapse/v1/envelope_pb.js";
 import type { Task } from "../../gen/synapse/v1/p2p_pb.js";
 import type { TaskPriority, TaskState } from "../../gen/synapse/v1/payloads_pb.js";
@@ -17,6 +17,8 @@ export interface ClientOptions {
   /** This requester's identity (its key signs every message and token). */
   identity: AgentIdentity;
   transport?: TransportOptions;
+  /** A transport to use instead of one built from baseUrl and `transport` (an agent's outbound transport, say). */
+  rpcTransport?: Transport;
   /**
    * How the executor's key is trusted. Default: pinned on first use in
    * memory; pass a PinnedKeys opened on a file to keep pins across runs.
@@ -28,6 +30,8 @@ export interface ClientOptions {
    * must be that agent's identity.
    */
   callback?: { url: string; inbox: CallbackInbox };
+  /** How long the first call (GetCapabilities) may take; default no limit. */
+  connectTimeoutMs?: number;
   /** Retries for watch and result reads after a dropped connection. */
   maxRetries?: number;
   retryBaseDelayMs?: number;
@@ -56,6 +60,10 @@ export interface SubmitOptions {
   sessionId?: string;
   correlationId?: string;
   metadata?: JsonObject;
+  /** The task this one is a subtask of (TaskContext.parent_task_id). */
+  parentTaskId?: string;
+  /** Uploaded files the task names (POST /upload answered sha256 and size); the signature covers them. */
+  uploads?: Array<{ name: string; sha256: string; size: number }>;
 }
 
 export interface DecisionInput {

@@ -7,7 +7,7 @@
 // an OpenTelemetry tracer installed, each send is a span of that trace.
 import { create, type JsonObject, type Message } from "@bufbuild/protobuf";
 import { durationFromMs, timestampFromMs } from "@bufbuild/protobuf/wkt";
-import { Code, ConnectError, createClient, type Client } from "@connectrpc/connect";
+import { Code, ConnectError, createClient, type Client, type Transport } from "@connectrpc/connect";
 import { createHash, randomUUID } from "node:crypto";
 import { CapabilitiesService, type AgentCapabilities } from "../../gen/synapse/v1/capabilities_pb.js";
 import { MessageType, type Envelope } from "../../gen/synapse/v1/envelope_pb.js";
@@ -69,14 +69,15 @@ export class SynapseClient {
       keyId: capabilities.keyId,
       publicKey: capabilities.publicKey,
     };
-    this.p2p = createClient(P2PService, createTransport(options.baseUrl, options.transport));
+    this.p2p = createClient(P2PService, options.rpcTransport ?? createTransport(options.baseUrl, options.transport));
     this.maxRetries = options.maxRetries ?? 5;
     this.retryBaseDelayMs = options.retryBaseDelayMs ?? 500;
   }
 
   /** Learns the executor's identity (GetCapabilities) and checks its key against the trust policy. */
   static async connect(options: ClientOptions): Promise<SynapseClient> {
-    const capabilities = (await createClient(CapabilitiesService, createTransport(options.baseUrl, options.transport)).getCapabilities({})).capabilities;
+    const transport = options.rpcTransport ?? createTransport(options.baseUrl, options.transport);
+    const capabilities = (await createClient(CapabilitiesService, transport).getCapabilities({}, { timeoutMs: options.connectTimeoutMs })).capabilities;
     if (capabilities === undefined || capabilities.publicKey.byteLength !== 32) {
       throw protocolError(ErrorCode.MESSAGE_FORMAT_INVALID, `${options.baseUrl} did not declare an agent identity`);
     }
@@ -149,26 +150,35 @@ export class SynapseClient {
     return known?.trace ?? { traceparent: freshTraceparent() };
   }
 
-  /** Seals and sends one message about a task, in its trace (a span of it when tracing). */
-  private sendTraced(type: MessageType, taskId: string, payload: Message, waitMs?: number): Promise<SendResult> {
+  /** Seals and sends one message about a task, in its trace (a span of it when tracing); the reply is addressed to `receiver`. */
+  private sendTraced(type: MessageType, taskId: string, payload: Message, waitMs?: number, receiver?: string): Promise<SendResult> {
     return clientSending(type, taskId, this.taskIds.get(taskId)?.trace, (trace: OutgoingTrace) =>
-      this.sendEnvelope(this.envelope(type, payload, { taskId, ...trace.fields }), waitMs, trace.headers),
+      this.sendEnvelope(this.envelope(type, payload, { taskId, ...trace.fields }), waitMs, { receiver, headers: trace.headers }),
     );
   }
 
-  /** Verifies a message the executor signed and addressed to this requester. */
-  async verify(envelope: Envelope, options: { record?: boolean } = {}): Promise<VerifiedMessage> {
-    const opened: OpenedEnvelope = await open(envelope, { trust: this.trust, self: this.me.agentId, checkTime: !options.record });
+  /**
+   * Verifies a message the executor signed and addressed to this requester
+   * (or, with `receiver`, to the task's requester: the events an escalation
+   * contact reads are the requester's).
+   */
+  async verify(envelope: Envelope, options: { record?: boolean; receiver?: string } = {}): Promise<VerifiedMessage> {
+    const opened: OpenedEnvelope = await open(envelope, { trust: this.trust, self: options.receiver ?? this.me.agentId, checkTime: !options.record });
     if (opened.header.sender?.agentId !== this.executor.agentId) {
       throw protocolError(ErrorCode.UNKNOWN_SENDER, `reply signed by ${opened.header.sender?.agentId}, not the executor ${this.executor.agentId}`);
     }
     return { envelope, header: opened.header, type: opened.header.messageType, payload: opened.payload };
   }
 
-  /** Sends one sealed envelope and verifies the reply; `headers` go with the request (traceparent, say). */
-  async sendEnvelope(envelope: Envelope, waitMs?: number, headers?: Record<string, string>): Promise<SendResult> {
-    const response = await this.p2p.send({ envelope, wait: waitMs === undefined ? undefined : durationFromMs(waitMs) }, { headers });
-    const reply = response.reply?.envelope ? await this.verify(response.reply.envelope) : undefined;
+  /**
+   * Sends one sealed envelope and verifies the reply (addressed to
+   * `receiver`, by default this requester); `headers` go with the request
+   * (traceparent, say).
+   */
+  async sendEnvelope(envelope: Envelope, waitMs?: number, options: { receiver?: string; headers?: Record<string, string> } = {}): Promise<SendResult> {
+    const response = await this.p2p.send({ envelope, wait: waitMs === undefined ? undefined : durationFromMs(waitMs) }, { headers: options.headers });
+    // A reply that is a task event is addressed to the task's requester, who may be another agent for a contact.
+    const reply = response.reply?.envelope ? await this.verify(response.reply.envelope, { receiver: options.receiver }) : undefined;
     return { reply, task: response.task };
   }
 
@@ -182,8 +192,9 @@ export class SynapseClient {
         deadline: options.deadline ? timestampFromMs(options.deadline.getTime()) : undefined,
         payload,
       },
-      context: { sessionId: options.sessionId ?? "", correlationId: options.correlationId ?? "", metadata: options.metadata },
+      context: { sessionId: options.sessionId ?? "", correlationId: options.correlationId ?? "", metadata: options.metadata, parentTaskId: options.parentTaskId ?? "" },
       callbackUrl: this.options.callback?.url ?? "",
+      uploads: (options.uploads ?? []).map((upload) => ({ name: upload.name, sha256: upload.sha256, size: BigInt(upload.size) })),
     });
     // Expect the pushes before asking, so that not even the first one is refused.
     await this.options.callback?.inbox.expect(this.executor, taskId);
@@ -197,7 +208,7 @@ export class SynapseClient {
         correlationId: options.correlationId,
         ...trace.fields,
       });
-      return this.sendEnvelope(envelope, options.waitMs, trace.headers);
+      return this.sendEnvelope(envelope, options.waitMs, { headers: trace.headers });
     });
     return { taskId, ...sent };
   }
@@ -212,8 +223,10 @@ export class SynapseClient {
     return this.sendTraced(MessageType.TASK_INFO_PROVIDED, taskId, payload, options.waitMs);
   }
 
+  /** Decides a task's pending human decision: as its requester, or as an escalation contact the decision names. */
   async decide(taskId: string, decision: DecisionInput, options: { waitMs?: number } = {}): Promise<SendResult> {
-    const pending = (await this.getTask(taskId)).pendingDecision;
+    const task = await this.getTask(taskId);
+    const pending = task.pendingDecision;
     const action = { approve: DecisionAction.APPROVE, reject: DecisionAction.REJECT, modify: DecisionAction.MODIFY }[decision.action];
     const payload = create(HumanDecisionPayloadSchema, {
       taskId,
@@ -228,7 +241,8 @@ export class SynapseClient {
       notes: decision.notes ?? "",
       timestamp: timestampFromMs(Date.now()),
     });
-    return this.sendTraced(MessageType.HUMAN_DECISION, taskId, payload, options.waitMs);
+    const requester = task.requester?.agentId;
+    return this.sendTraced(MessageType.HUMAN_DECISION, taskId, payload, options.waitMs, requester !== this.me.agentId ? requester : undefined);
   }
 
   /** Acknowledges a terminal outcome (or takes up a pending human decision). */
@@ -258,18 +272,22 @@ export class SynapseClient {
     let state: TaskState | undefined = next === 1 ? TaskState.PENDING : undefined;
     let attempt = 0;
     let sawSnapshot = false;
+    // The events are addressed to the task's requester: another agent when this one is an escalation contact.
+    let receiver: string | undefined;
     for (;;) {
       try {
         const stream = this.p2p.watch({ taskId, fromSequence: BigInt(next) }, { headers: await this.authHeaders(), signal: options.signal });
         for await (const message of stream) {
           attempt = 0;
           if (message.kind.case === "snapshot") {
+            const requester = message.kind.value.requester?.agentId;
+            receiver = requester !== undefined && requester !== this.me.agentId ? requester : undefined;
             if (!sawSnapshot) yield { kind: "snapshot", task: message.kind.value };
             sawSnapshot = true;
           } else if (message.kind.case === "heartbeat") {
             yield { kind: "heartbeat", heartbeat: await this.verify(message.kind.value.envelope!) };
           } else if (message.kind.case === "event") {
-            const checked = await this.checkEvent(message.kind.value, next, state);
+            const checked = await this.checkEvent(message.kind.value, next, state, receiver);
             state = checked.state;
             next = checked.sequence + 1;
             yield checked;
@@ -286,10 +304,10 @@ export class SynapseClient {
     }
   }
 
-  private async checkEvent(event: TaskEvent, expected: number, state: TaskState | undefined): Promise<ClientWatchItem & { kind: "event" }> {
+  private async checkEvent(event: TaskEvent, expected: number, state: TaskState | undefined, receiver: string | undefined): Promise<ClientWatchItem & { kind: "event" }> {
     const sequence = Number(event.sequence);
     if (sequence !== expected) throw protocolError(ErrorCode.MESSAGE_FORMAT_INVALID, `event ${sequence} arrived where ${expected} was due`);
-    const verified = await this.verify(event.message!.envelope!, { record: true });
+    const verified = await this.verify(event.message!.envelope!, { record: true, receiver });
     if (Number(verified.header.sequence) !== sequence) {
       throw protocolError(ErrorCode.SIGNATURE_INVALID, `event ${sequence} is signed as sequence ${verified.header.sequence}`);
     }
