@@ -7,7 +7,8 @@ import { describe, expect, it } from "vitest";
 import { otlpTracesUrl } from "../src/observability/tracing.js";
 import { traceIdOf } from "../src/observability/trace-context.js";
 import { runCli, startServe } from "./helpers/cli.js";
-import { scrape, total } from "./helpers/metrics.js";
+import { userClient } from "./helpers/group-agents.js";
+import { delta, scrape, total } from "./helpers/metrics.js";
 import { OTLP_KIND, startOtlpReceiver } from "./helpers/otlp.js";
 import { tempDir } from "./helpers/server.js";
 
@@ -39,6 +40,28 @@ describe("synapse serve with metrics and traces", () => {
       expect(logged[0]!.trace_id).toBe(calls[0]!.traceId);
     } finally {
       await receiver.close();
+    }
+  });
+
+  it("counts group messages taken and the group events the host signs", async () => {
+    const served = await startServe(["--data-dir", await tempDir(), "--store", "memory"]);
+    try {
+      const coordinator = await userClient(served.url);
+      const before = await scrape(served.url);
+      await coordinator.create("observed", { name: "observed" });
+      const after = await scrape(served.url);
+      expect(delta(before, after, "synapse_messages_total", { type: "a2n:group_create", direction: "received" })).toBe(1);
+      expect(delta(before, after, "synapse_messages_total", { type: "a2n:group_event", direction: "sent" })).toBe(1);
+      expect(delta(before, after, "synapse_rpc_requests_total", { procedure: "synapse.v1.GroupService/Send", protocol: "connect", code: "ok" })).toBe(1);
+      const logged = served
+        .stderr()
+        .split("\n")
+        .filter((line) => line.includes('"procedure":"/synapse.v1.GroupService/Send"'))
+        .map((line) => JSON.parse(line) as Record<string, unknown>);
+      expect(logged).toHaveLength(1);
+      expect(logged[0]).toMatchObject({ message_type: "a2n:group_create", sender: coordinator.agentId, receiver: served.agentId, trace_id: expect.stringMatching(/^[0-9a-f]{32}$/) });
+    } finally {
+      expect(await served.stop()).toBe(0);
     }
   });
 

@@ -88,6 +88,14 @@ describe("GET /metrics", () => {
       })();
       await snapshot;
       expect((await scrape(executor.url)).samples.get("synapse_watch_streams")).toBe(before.samples.get("synapse_watch_streams")! + 1);
+      // The SSE event stream of the same task is a stream of its events too.
+      const sse = new AbortController();
+      const stream = await fetch(`${executor.url}/tasks/${asked.taskId}/events`, { headers: { Authorization: `Bearer ${await viaConnect.token()}` }, signal: sse.signal });
+      expect(stream.status).toBe(200);
+      await stream.body!.getReader().read();
+      expect((await scrape(executor.url)).samples.get("synapse_watch_streams")).toBe(before.samples.get("synapse_watch_streams")! + 2);
+      sse.abort();
+      await eventually(async () => (await scrape(executor.url)).samples.get("synapse_watch_streams") === 1, "the SSE stream closes");
       expect((await viaConnect.provideInfo(asked.taskId, { max_sentences: 1 }, { waitMs: 5000 })).task?.state).toBe(TaskState.COMPLETED);
       await watching;
       await eventually(async () => (await scrape(executor.url)).samples.get("synapse_watch_streams") === 0, "the Watch stream closes");

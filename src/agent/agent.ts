@@ -151,6 +151,7 @@ export function createAgent(options: AgentOptions): Agent {
     bus,
     heartbeatIntervalMs: config.heartbeatIntervalMs,
     heartbeat: (receiver, task) => engine.sealHeartbeat(receiver, task.carried),
+    observer: observers,
   });
   const retention = new Retention({
     store,

@@ -12,6 +12,7 @@ import { isTerminal } from "../protocol/state-machine.js";
 import type { PartyRecord, StoredEvent, StoredReply, TaskPage, TaskRecord, TaskStore } from "../store/store.js";
 import { TaskAccess } from "./access.js";
 import type { TaskEventBus } from "./events.js";
+import type { AgentObserver } from "../observability/agent-observer.js";
 
 export const DEFAULT_PAGE_SIZE = 50;
 export const MAX_PAGE_SIZE = 500;
@@ -28,6 +29,8 @@ export interface ReaderOptions {
   heartbeatIntervalMs: number;
   /** A signed heartbeat addressed to the watcher (the requester, or an escalation contact), carrying the watched task's ids. */
   heartbeat: (receiver: PartyRecord, task: TaskRecord) => Promise<StoredReply>;
+  /** Told when a watch (a Watch call or an SSE event stream) starts and ends. */
+  observer?: Pick<AgentObserver, "watchOpened" | "watchClosed">;
 }
 
 export class TaskReader {
@@ -78,6 +81,7 @@ export class TaskReader {
     });
     const onAbort = () => wake?.();
     signal.addEventListener("abort", onAbort);
+    this.options.observer?.watchOpened();
     try {
       yield { kind: "snapshot", task: first };
       let next = Math.max(1, fromSequence);
@@ -124,6 +128,7 @@ export class TaskReader {
     } finally {
       unsubscribe();
       signal.removeEventListener("abort", onAbort);
+      this.options.observer?.watchClosed();
     }
   }
 

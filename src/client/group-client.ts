@@ -39,6 +39,7 @@ import type { TrustPolicy } from "../envelope/trust.js";
 import { PinnedKeys } from "../envelope/trust-sources.js";
 import { protocolError } from "../protocol/errors.js";
 import { createTransport, type TransportOptions } from "./transport.js";
+import { freshTraceparent, traceFieldsOf } from "../observability/trace-context.js";
 
 export interface GroupClientOptions {
   /** The host's base URL. */
@@ -137,10 +138,12 @@ export class GroupClient {
     return this.options.identity.agentId;
   }
 
-  /** Seals an a2n:* message to the host. */
+  /** Seals an a2n:* message to the host, in the active span's trace or a new one. */
   envelope(type: MessageType, payload: Message, taskId?: string): Envelope {
     const me = { agentId: this.options.identity.agentId, systemId: this.options.identity.systemId };
-    return seal({ messageType: type, payload, sender: me, receiver: this.host, taskId }, this.options.identity.key).envelope;
+    const active = traceFieldsOf();
+    const trace = active.traceparent ? active : { traceparent: freshTraceparent() };
+    return seal({ messageType: type, payload, sender: me, receiver: this.host, taskId, ...trace }, this.options.identity.key).envelope;
   }
 
   /** Verifies an event of `groupId`'s log: signed by the host, addressed to the group, an a2n:group_event. */

@@ -1,5 +1,6 @@
 // What an agent tells whoever observes it (the server's metrics): messages
-// taken and signed, state changes, callback pushes and store writes. The
+// taken and signed, state changes, callback pushes, store writes and open
+// watches. The
 // agent calls these on its hot path, so an observer only counts; with none
 // attached each call is a loop over an empty list.
 import type { MessageType } from "../../gen/synapse/v1/envelope_pb.js";
@@ -26,6 +27,9 @@ export interface AgentObserver {
   callback(outcome: CallbackOutcome): void;
   /** A store write took `seconds`. */
   storeWrite(operation: StoreOperation, outcome: StoreOutcome, seconds: number): void;
+  /** A watch of a task's events (a Watch call, an SSE event stream) started or ended. */
+  watchOpened(): void;
+  watchClosed(): void;
 }
 
 /** Fans every call out to the attached observers. */
@@ -63,5 +67,13 @@ export class AgentObservers implements AgentObserver {
 
   storeWrite(operation: StoreOperation, outcome: StoreOutcome, seconds: number): void {
     for (const o of this.list) o.storeWrite(operation, outcome, seconds);
+  }
+
+  watchOpened(): void {
+    for (const o of this.list) o.watchOpened();
+  }
+
+  watchClosed(): void {
+    for (const o of this.list) o.watchClosed();
   }
 }

@@ -81,7 +81,7 @@ export class ServerMetrics {
     undefined,
     (key) => ({ operation: OPERATIONS[Math.floor(key / 3)]!, outcome: OUTCOMES[key % 3]! }),
   );
-  private readonly watchStreams = new Gauge({ name: "synapse_watch_streams", help: "Watch streams open now.", registers: [] });
+  private readonly watchStreams = new Gauge({ name: "synapse_watch_streams", help: "Streams of a task's events open now: P2PService.Watch calls and SSE event streams (GET /tasks/{id}/events).", registers: [] });
 
   /** What the agent reports, counted here. */
   readonly agentObserver: AgentObserver = {
@@ -90,6 +90,8 @@ export class ServerMetrics {
     transition: (from, to, task) => this.transition(from, to, task),
     callback: (outcome) => this.callbacks.inc(outcome),
     storeWrite: (operation, outcome, seconds) => this.storeWrites.cell(OPERATIONS.indexOf(operation) * 3 + OUTCOMES.indexOf(outcome)).observe(seconds),
+    watchOpened: () => this.watchStreams.inc(),
+    watchClosed: () => this.watchStreams.dec(),
   };
 
   constructor(store?: TaskStore) {
@@ -126,14 +128,6 @@ export class ServerMetrics {
   /** A call was refused with an ErrorDetail carrying `code`. */
   refusal(procedure: string, code: ErrorCode): void {
     this.refusals.inc(`${procedure.slice(1)} ${protocolCodeName(code)}`);
-  }
-
-  watchOpened(): void {
-    this.watchStreams.inc();
-  }
-
-  watchClosed(): void {
-    this.watchStreams.dec();
   }
 
   private transition(from: TaskState, to: TaskState, task: TaskRecord): void {

@@ -43,17 +43,11 @@ function viewFor(record: TaskRecord, format: ReplyFormat, options: { withRequest
   return withEncodedField(view, TASK_RESULT, bytes);
 }
 
-/** Told when a Watch stream opens and closes (the server's metrics). */
-export interface WatchCounter {
-  watchOpened(): void;
-  watchClosed(): void;
-}
-
 /**
  * @param replyLimit the largest message the server writes: replies showing a
  * task leave its request out rather than exceed it (see reply-fit.ts).
  */
-export function p2pService(agent: Agent, draining: AbortSignal, replyLimit: number, watches?: WatchCounter): ServiceImpl<typeof P2PService> {
+export function p2pService(agent: Agent, draining: AbortSignal, replyLimit: number): ServiceImpl<typeof P2PService> {
   const maxWaitMs = () => agent.provider.getCapabilities().maxTaskDurationSeconds * 1000;
   const bearer = { audience: agent.identity.agentId, trust: agent.trust };
   return {
@@ -105,30 +99,25 @@ export function p2pService(agent: Agent, draining: AbortSignal, replyLimit: numb
       const signal = AbortSignal.any([ctx.signal, draining]);
       const format = replyFormat(ctx);
       let last = 0n;
-      watches?.watchOpened();
-      try {
-        for await (const item of agent.reader.watch(request.taskId, caller.agentId, Number(request.fromSequence), signal)) {
-          let message: WatchResponse;
-          if (item.kind === "snapshot") {
-            const view = viewFor(item.task, format);
-            message = fitTasks(WatchResponseSchema, create(WatchResponseSchema, { kind: { case: "snapshot", value: view } }), [view], format, replyLimit);
-          } else if (item.kind === "heartbeat") {
-            message =
-              format === "binary"
-                ? withEncodedField(create(WatchResponseSchema), WATCH_HEARTBEAT, signedMessageBytes(item.heartbeat))
-                : create(WatchResponseSchema, { kind: { case: "heartbeat", value: signed(item.heartbeat) } });
-          } else {
-            last = BigInt(item.event.sequence);
-            // Every watcher of the task gets the same bytes, encoded once.
-            message =
-              format === "binary"
-                ? withEncodedField(create(WatchResponseSchema), WATCH_EVENT, taskEventBytes(item.event))
-                : create(WatchResponseSchema, { kind: { case: "event", value: { sequence: last, message: signed(item.event) } } });
-          }
-          yield message;
+      for await (const item of agent.reader.watch(request.taskId, caller.agentId, Number(request.fromSequence), signal)) {
+        let message: WatchResponse;
+        if (item.kind === "snapshot") {
+          const view = viewFor(item.task, format);
+          message = fitTasks(WatchResponseSchema, create(WatchResponseSchema, { kind: { case: "snapshot", value: view } }), [view], format, replyLimit);
+        } else if (item.kind === "heartbeat") {
+          message =
+            format === "binary"
+              ? withEncodedField(create(WatchResponseSchema), WATCH_HEARTBEAT, signedMessageBytes(item.heartbeat))
+              : create(WatchResponseSchema, { kind: { case: "heartbeat", value: signed(item.heartbeat) } });
+        } else {
+          last = BigInt(item.event.sequence);
+          // Every watcher of the task gets the same bytes, encoded once.
+          message =
+            format === "binary"
+              ? withEncodedField(create(WatchResponseSchema), WATCH_EVENT, taskEventBytes(item.event))
+              : create(WatchResponseSchema, { kind: { case: "event", value: { sequence: last, message: signed(item.event) } } });
         }
-      } finally {
-        watches?.watchClosed();
+        yield message;
       }
       if (draining.aborted) {
         throw new ConnectError(`the agent is shutting down; resume with from_sequence ${last + 1n}`, Code.Unavailable);

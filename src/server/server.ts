@@ -95,7 +95,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
   const routes = (router: ConnectRouter) => {
     router.service(CapabilitiesService, capabilitiesService(provider));
     // Without an agent P2PService is still declared, and answers UNIMPLEMENTED.
-    router.service(P2PService, agent ? p2pService(agent, drainController.signal, maxBytes, metrics) : {});
+    router.service(P2PService, agent ? p2pService(agent, drainController.signal, maxBytes) : {});
     if (options.groups && agent) router.service(GroupService, groupService(options.groups, agent, drainController.signal));
     if (options.registry && agent) {
       router.service(
