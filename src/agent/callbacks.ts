@@ -31,6 +31,7 @@ export interface CallbackOptions {
   outbound: OutboundPolicy;
   maxRetries: number;
   retryBaseDelayMs: number;
+  retryMaxDelayMs?: number;
   /** Per-attempt deadline. */
   timeoutMs?: number;
   /** This instance, as named in the outbox entries it holds. */
@@ -195,7 +196,7 @@ export class CallbackSender {
 
   /** One push; on a transient failure schedules the retry, on a refusal or an exhausted budget gives up. */
   private async deliver(entry: Held, event: StoredEvent): Promise<"sent" | "later" | "given_up"> {
-    const { maxRetries, retryBaseDelayMs, timeoutMs = 10_000, store, instanceId, logger, observer } = this.options;
+    const { maxRetries, retryBaseDelayMs, retryMaxDelayMs = Infinity, timeoutMs = 10_000, store, instanceId, logger, observer } = this.options;
     const { taskId, url, attempts } = entry.record;
     try {
       await delivering(event.header, url, (headers) => this.client(url).send({ envelope: event.envelope }, { timeoutMs, headers }));
@@ -216,7 +217,7 @@ export class CallbackSender {
       }
       observer?.callback("retried");
       logger.debug({ ...eventLogFields(event), callback_url: url, code: Code[connectError.code], attempts: attempts + 1, error: connectError.rawMessage }, "callback push failed; retrying");
-      const delay = retryBaseDelayMs * 2 ** attempts;
+      const delay = Math.min(retryBaseDelayMs * 2 ** attempts, retryMaxDelayMs);
       const record = { ...entry.record, attempts: attempts + 1, nextAttemptAtMs: this.now() + delay, lastError };
       if (!(await store.updateDelivery(taskId, instanceId, { attempts: record.attempts, nextAttemptAtMs: record.nextAttemptAtMs, lastError }))) {
         this.drop(taskId);
