@@ -36,11 +36,13 @@ import { protocolError } from "../protocol/errors.js";
 import { isTerminal, WAITING_STATES } from "../protocol/state-machine.js";
 import { createTransport, type TransportOptions } from "./transport.js";
 
+/** Options of {@link SynapseClient.connect}. */
 export interface ClientOptions {
   /** The executor's base URL, for example http://127.0.0.1:8080. */
   baseUrl: string;
   /** This requester's identity (its key signs every message and token). */
   identity: AgentIdentity;
+  /** The protocol and HTTP version to call with; default Connect (JSON) over HTTP/1.1, HTTP/2 for https. */
   transport?: TransportOptions;
   /**
    * How the executor's key is trusted. Default: pinned on first use in
@@ -53,52 +55,83 @@ export interface ClientOptions {
    * must be that agent's identity.
    */
   callback?: { url: string; inbox: CallbackInbox };
-  /** Retries for watch and result reads after a dropped connection. */
+  /** Retries for watch and result reads after a dropped connection; default 5. */
   maxRetries?: number;
+  /** The first retry waits this long, each next one twice as long; default 500 ms. */
   retryBaseDelayMs?: number;
 }
 
 /** A signed message from the executor, verified. */
 export interface VerifiedMessage {
+  /** The envelope as it arrived. */
   envelope: Envelope;
+  /** Its signed header. */
   header: Header;
+  /** Its message type, for example `MessageType.TASK_STATUS_UPDATE`. */
   type: MessageType;
+  /** Its signed payload, the payload message of `type` (a `TaskStatusUpdatePayload`, say). */
   payload: Message;
 }
 
+/** What a Send returned. */
 export interface SendResult {
+  /** The executor's signed reply (task_confirm or task_reject for a request, task_ack for a cancel, ack for others), verified. */
   reply?: VerifiedMessage;
+  /** The task as it stands after the message (after waiting, when asked to wait). */
   task?: Task;
 }
 
+/** Options of {@link SynapseClient.submit}. */
 export interface SubmitOptions {
+  /** The task id, any string the executor has not seen from you; default a new UUID. */
   taskId?: string;
   /** Hold the reply until the task is terminal or needs input, for at most this long. */
   waitMs?: number;
+  /** A key that makes a resubmission of the same task return the first one's reply instead of a new task. */
   idempotencyKey?: string;
+  /** The task's priority; default normal. */
   priority?: TaskPriority;
+  /** When the task must be done by. */
   deadline?: Date;
+  /** A session id, carried in every message of the task. */
   sessionId?: string;
+  /** A correlation id, carried in every message of the task. */
   correlationId?: string;
+  /** Free-form context for the executor. */
   metadata?: JsonObject;
 }
 
+/** A human's decision, for {@link SynapseClient.decide}. */
 export interface DecisionInput {
+  /** Approve the task as it is, modify it (with `fields`) and go on, or reject it (it fails with `human_rejected`). */
   action: "approve" | "reject" | "modify";
+  /** The approved fields (approve) or the changed ones (modify); they reach the handler. */
   fields?: JsonObject;
+  /** A note for the record. */
   notes?: string;
+  /** Why it was rejected. */
   rejectionReason?: string;
+  /** Who decided; default this requester's agent id as the user id. */
   decidedBy?: { userId?: string; userName?: string; role?: string };
 }
 
+/**
+ * What {@link SynapseClient.watch} yields: the task as it stood when the
+ * watch began (`snapshot`, once), each verified event with the state it
+ * leads to (`event`), a signed `heartbeat` on an idle stream, and
+ * `reconnecting` before it resumes after a dropped connection.
+ */
 export type ClientWatchItem =
   | { kind: "snapshot"; task: Task }
   | { kind: "event"; sequence: number; event: VerifiedMessage; state: TaskState }
   | { kind: "heartbeat"; heartbeat: VerifiedMessage }
   | { kind: "reconnecting"; attempt: number; fromSequence: number; error: ConnectError };
 
+/** Options of {@link SynapseClient.watch}. */
 export interface WatchOptions {
+  /** The first event to yield (events are numbered from 1); default 1, the whole log. */
   fromSequence?: number;
+  /** Stops the watch when aborted. */
   signal?: AbortSignal;
 }
 
@@ -108,7 +141,15 @@ const TOKEN_LIFETIME_SECONDS = 180;
 /** Connection-level failures worth resuming after; anything else is an answer. */
 const RESUMABLE = new Set([Code.Unavailable, Code.Internal, Code.Unknown, Code.Aborted, Code.DeadlineExceeded]);
 
+/**
+ * A requester's client for one executor (the agent at one URL): seals and
+ * sends protocol messages with the requester's key, verifies every signed
+ * reply and event against the key the executor declared, resumes watches
+ * and result reads after a dropped connection, and checks each event
+ * against the task state machine. Make one with {@link SynapseClient.connect}.
+ */
 export class SynapseClient {
+  /** The executor: its agent id, system id, and the key its replies and events are checked against. */
   readonly executor: { agentId: string; systemId: string; keyId: string; publicKey: Uint8Array };
   private readonly p2p: Client<typeof P2PService>;
   private readonly maxRetries: number;
@@ -117,6 +158,7 @@ export class SynapseClient {
 
   private constructor(
     private readonly options: ClientOptions,
+    /** The executor's declared capabilities (task types, limits), as it answered GetCapabilities. */
     readonly capabilities: AgentCapabilities,
     private readonly trust: TrustPolicy,
   ) {
@@ -200,6 +242,12 @@ export class SynapseClient {
     return { reply, task: response.task };
   }
 
+/**
+   * Requests a task (p2p:task_request) and returns the executor's signed
+   * reply (task_confirm, task_reject, or task_need_info when it asks first)
+   * and the task. With `waitMs` the reply is held until the task ends or
+   * waits for an answer, at most that long: submit and wait in one call.
+   */
   async submit(taskType: string, payload: JsonObject, options: SubmitOptions = {}): Promise<SendResult & { taskId: string }> {
     const taskId = options.taskId ?? randomUUID();
     const request = create(TaskRequestPayloadSchema, {
@@ -224,15 +272,25 @@ export class SynapseClient {
     return { taskId, ...(await this.sendEnvelope(envelope, options.waitMs)) };
   }
 
+/** Cancels a task (p2p:task_cancel); the reply is the executor's signed task_ack. Only the task's requester may. */
   cancel(taskId: string, reason = "", waitMs?: number): Promise<SendResult> {
     return this.sendEnvelope(this.envelope(MessageType.TASK_CANCEL, create(TaskCancelPayloadSchema, { taskId, reason }), { taskId }), waitMs);
   }
 
+/**
+   * Answers a task's request for information (state `INFO_NEEDED`,
+   * `task.pendingInfo` says what is missing): the fields are merged into its
+   * payload and it goes on.
+   */
   provideInfo(taskId: string, fields: JsonObject, options: { note?: string; waitMs?: number } = {}): Promise<SendResult> {
     const payload = create(TaskInfoProvidedPayloadSchema, { taskId, fields, note: options.note ?? "" });
     return this.sendEnvelope(this.envelope(MessageType.TASK_INFO_PROVIDED, payload, { taskId }), options.waitMs);
   }
 
+/**
+   * Answers a task's request for a human decision (state `NEED_HUMAN`,
+   * `task.pendingDecision` says what is asked): approve, modify or reject.
+   */
   async decide(taskId: string, decision: DecisionInput, options: { waitMs?: number } = {}): Promise<SendResult> {
     const pending = (await this.getTask(taskId)).pendingDecision;
     const action = { approve: DecisionAction.APPROVE, reject: DecisionAction.REJECT, modify: DecisionAction.MODIFY }[decision.action];
@@ -257,12 +315,14 @@ export class SynapseClient {
     return this.sendEnvelope(this.envelope(MessageType.TASK_ACK, create(TaskAckPayloadSchema, { taskId }), { taskId }));
   }
 
+  /** A task's current state (GetTask). */
   async getTask(taskId: string): Promise<Task> {
     const { task } = await this.p2p.getTask({ taskId }, { headers: await this.authHeaders() });
     if (task === undefined) throw protocolError(ErrorCode.TASK_NOT_FOUND, `no task ${taskId}`);
     return task;
   }
 
+  /** This requester's tasks at the executor, newest first, a page at a time (ListTasks). */
   async listTasks(options: { states?: TaskState[]; pageSize?: number; pageToken?: string } = {}): Promise<{ tasks: Task[]; nextPageToken: string }> {
     return this.p2p.listTasks({ states: options.states ?? [], pageSize: options.pageSize ?? 0, pageToken: options.pageToken ?? "" }, { headers: await this.authHeaders() });
   }

@@ -16,16 +16,22 @@ import type { AgentKey } from "../crypto/keys.js";
 import { messageTypeInfo } from "../protocol/message-types.js";
 import { envelopeSigningInput } from "./pae.js";
 
+/** The protocol version this package speaks (`header.protocol_version`); majors must match. */
 export const PROTOCOL_VERSION = "1.0.0";
 /** How long a sealed message stays valid unless the caller says otherwise. */
 export const DEFAULT_TTL_MS = 5 * 60 * 1000;
 
+/** One end of a message: an agent, and optionally its system and key. */
 export interface Party {
+  /** The agent id. */
   agentId: string;
+  /** The agent's system id. */
   systemId?: string;
+  /** For a receiver: the key it is expected to hold (a receiver with another key refuses the message). */
   keyId?: string;
 }
 
+/** What to seal: the message, who sends it to whom, and the header's optional fields. */
 export interface SealInput {
   messageType: MessageType;
   /** A message of the payload type that belongs to messageType. */
@@ -50,8 +56,11 @@ export interface SealInput {
   ttlMs?: number;
 }
 
+/** A sealed message. */
 export interface Sealed {
+  /** The envelope to send: header and payload bytes and their signature. */
   envelope: Envelope;
+  /** The header that was serialized into it. */
   header: Header;
 }
 
