@@ -45,6 +45,7 @@ describe("exports map", () => {
 
   it("refuses deep imports with ERR_PACKAGE_PATH_NOT_EXPORTED", async () => {
     const deep = [
+      "synapse-connect/dist/src/agent/engine.js",
       "synapse-connect/dist/src/agent/agent.js",
       "synapse-connect/dist/src/api/server.js",
       "synapse-connect/dist/gen/synapse/v1/p2p_pb.js",
