@@ -90,10 +90,38 @@ export interface TaskOutput {
   stream?: ResultStreamSource;
 }
 
+/** A file the task request names (TaskRequestPayload.uploads), uploaded beforehand with POST /upload. */
+export interface UploadedFile {
+  /** The name the request gives it, for example "csv". */
+  name: string;
+  /** SHA-256 of its bytes, lowercase hex: what the request signed. */
+  sha256: string;
+  /** Its size in bytes. */
+  size: number;
+  /** Its media type, as the uploader sent it. */
+  contentType: string;
+  /** Its file name, as the uploader sent it. */
+  fileName: string;
+}
+
+/** The files a task's request names, each checked against its signed hash before the handler runs. */
+export interface TaskUploads {
+  /** Every file the request names, in its order. */
+  readonly files: readonly UploadedFile[];
+  /** The file the request names `name`, if any. */
+  get(name: string): UploadedFile | undefined;
+  /**
+   * The file's bytes, chunk by chunk from the store, never all in memory;
+   * hashed again as they are read (a TaskFailure upload_mismatch at the
+   * end if the store changed under the task).
+   */
+  open(name: string): AsyncIterable<Uint8Array>;
+}
+
 /**
  * A running task, as its handler sees it: the task, and what the handler
- * may do while it runs (report progress, ask questions, notice it is
- * cancelled).
+ * may do while it runs (report progress, ask questions, read the files the
+ * request names, notice it is cancelled).
  */
 export interface TaskContext extends TaskInput {
   /**
@@ -113,6 +141,8 @@ export interface TaskContext extends TaskInput {
   askForInfo(fields: MissingFieldSpec[], question?: string): Promise<JsonObject>;
   /** Sends p2p:task_need_human and resolves when a human approves or modifies. */
   askHuman(question: HumanQuestion): Promise<HumanAnswer>;
+  /** The uploaded files the request names (none when it names none). */
+  readonly uploads: TaskUploads;
 }
 
 /**

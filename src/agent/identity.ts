@@ -42,8 +42,11 @@ function earlierDefaultAgentId(key: AgentKey): string {
 
 /** Values {@link loadOrCreateIdentity} uses instead of the stored (or default) ones. */
 export interface IdentityOverrides {
+  /** The agent id; one not derived from the key must be bound to it by the receivers' trust store or registry. */
   agentId?: string;
+  /** A human-readable name. */
   agentName?: string;
+  /** The system the agent belongs to. */
   systemId?: string;
 }
 

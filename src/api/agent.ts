@@ -1,20 +1,20 @@
 // createAgent for the server entry point: turns handlers (functions or
 // described objects) into an agent with declared capabilities, and wraps the
 // internal Agent in the small SynapseAgent interface users mount.
-import { create, type JsonObject, type MessageInitShape } from "@bufbuild/protobuf";
+import { create, type MessageInitShape } from "@bufbuild/protobuf";
 import type { ConnectRouter } from "@connectrpc/connect";
-import type http from "node:http";
-import type http2 from "node:http2";
+import type { ConnectNodeAdapterOptions } from "@connectrpc/connect-node";
 import { setMaxListeners } from "node:events";
-import { CapabilitiesService, SupportedTaskTypeSchema, type AgentCapabilities, type AgentCapabilitiesSchema, type SupportedTaskType } from "../../gen/synapse/v1/capabilities_pb.js";
+import { CapabilitiesService, SupportedTaskTypeSchema, type AgentCapabilities, type AgentCapabilitiesSchema } from "../../gen/synapse/v1/capabilities_pb.js";
 import { P2PService } from "../../gen/synapse/v1/p2p_pb.js";
 import { createAgent as assembleAgent, type Agent } from "../agent/agent.js";
-import type { TaskContext, TaskHandler, TaskOutput } from "../agent/handler.js";
 import { loadOrCreateIdentity, type AgentIdentity } from "../agent/identity.js";
 import type { CallbackInbox } from "../agent/inbox.js";
 import { defaultAgentCapabilities } from "../capabilities/defaults.js";
 import { PinnedKeys } from "../envelope/trust-sources.js";
 import type { TrustPolicy } from "../envelope/trust.js";
+import type { Storage } from "../store/storage.js";
+import type { UploadLimits } from "../agent/uploads.js";
 import { silentLogger, type Logger } from "../log.js";
 import { OutboundPolicy } from "../net/outbound-policy.js";
 import { createRequestHandler } from "../server/adapter.js";
@@ -23,50 +23,12 @@ import { shapeErrors } from "../server/error-shape.js";
 import { ServerHealth } from "../server/health.js";
 import { p2pService } from "../server/p2p-service.js";
 import { registerReflection } from "../server/reflection.js";
+import { httpRoutes } from "../server/http-routes.js";
 import { withRequestLog } from "../server/request-log.js";
 import { MESSAGE_OVERHEAD_BYTES } from "../server/server.js";
 import { createIdentity } from "./index.js";
+import { declarationOf, handlerOf, type HandlerDefinition } from "./handlers.js";
 import { DEFAULT_DATA_DIR, openStore, storageOf, type Store, type StoreSpec } from "./store.js";
-
-/**
- * A handler written as one function: it runs the task and returns its
- * output. Use a {@link TaskTypeHandler} object instead to describe the
- * task type (schemas, description), check tasks before accepting them, or
- * declare the handler resumable.
- *
- * @example
- * ```ts
- * const echo: TaskFunction = async (task) => ({ output: task.payload });
- * ```
- */
-export type TaskFunction = (task: TaskContext) => Promise<TaskOutput>;
-
-/**
- * A handler with the description of its task type, as an agent declares it
- * in its capabilities (`SupportedTaskType`). Every field but
- * `executeTask` is optional.
- */
-export interface TaskTypeHandler extends TaskHandler {
-  /** A human-readable name; default the task type. */
-  name?: string;
-  /** What the task does, takes and returns. */
-  description?: string;
-  /**
-   * JSON Schema (draft-07) the payload must satisfy, as an object or a JSON
-   * string. A task whose payload does not is refused (`invalid_params`)
-   * before the handler sees it. Default: any object.
-   */
-  inputSchema?: JsonObject | string;
-  /** JSON Schema (draft-07) the output satisfies; an output that does not fails the task (`output_invalid`). */
-  outputSchema?: JsonObject | string;
-  /** An estimated duration range, for example "5s-30s". */
-  estimatedTime?: string;
-  /** Capability tags, for finding agents by capability at a registry. */
-  capabilities?: string[];
-}
-
-/** What a task type is handled with: a {@link TaskFunction} or a {@link TaskTypeHandler}. */
-export type HandlerDefinition = TaskFunction | TaskTypeHandler;
 
 /** Options of {@link createAgent} (and {@link serveAgent}). Only `handlers` is required. */
 export interface AgentOptions {
@@ -124,19 +86,28 @@ export interface AgentOptions {
    * agent's server listens on loopback only.
    */
   allowOutbound?: string[];
+  /**
+   * Limits on files uploaded to the agent (`POST /upload`): the largest
+   * upload (default 1 GiB), what one sender's uploads may hold (4 GiB), how
+   * many it may have in progress, and how long an upload no task uses is
+   * kept (24 hours).
+   */
+  uploadLimits?: Partial<UploadLimits>;
   /** Where the agent logs (JSON lines, see {@link createLogger}); default nowhere. */
   logger?: Logger;
 }
 
-/** A Node request handler, for `http.createServer`, `https.createServer`, `http2.createServer` or `http2.createSecureServer`. */
-export type NodeRequestHandler = (
-  req: http.IncomingMessage | http2.Http2ServerRequest,
-  res: http.ServerResponse | http2.Http2ServerResponse,
-) => void;
+/**
+ * A Node request handler, for `http.createServer`, `https.createServer`,
+ * `http2.createServer` or `http2.createSecureServer`, and the type of
+ * connect-node's handlers (`connectNodeAdapter` returns one, and takes one
+ * as its `fallback`), so the two mix either way.
+ */
+export type NodeRequestHandler = NonNullable<ConnectNodeAdapterOptions["fallback"]>;
 
-/** Options of {@link SynapseAgent.requestHandler}. */
+/** Options of {@link SynapseAgent.requestHandler} and {@link SynapseAgent.httpHandler}. */
 export interface RequestHandlerOptions {
-  /** Answers requests for paths that are not the agent's RPCs (your own routes); default a bare 404. */
+  /** Answers requests for paths that are none of the agent's (your own routes); default a bare 404. */
   fallback?: NodeRequestHandler;
 }
 
@@ -170,18 +141,26 @@ export interface SynapseAgent {
    * Registers the agent's services (`synapse.v1.CapabilitiesService` and
    * `synapse.v1.P2PService`) on a Connect router, for example in
    * `connectNodeAdapter({ routes })` or a framework plugin of connect-es.
+   * Uploads and the SSE event stream are plain HTTP, not RPCs: serve them
+   * with {@link SynapseAgent.httpHandler}, the adapter's `fallback`.
    *
    * @example
    * ```ts
    * import { connectNodeAdapter } from "@connectrpc/connect-node";
-   * http2.createServer(connectNodeAdapter({ routes: (router) => { agent.routes(router); router.service(MyService, mine); } }));
+   * http2.createServer(
+   *   connectNodeAdapter({
+   *     routes: (router) => { agent.routes(router); router.service(MyService, mine); },
+   *     fallback: agent.httpHandler(),
+   *   }),
+   * );
    * ```
    */
   readonly routes: (router: ConnectRouter) => void;
   /**
    * A request handler serving the agent's services (with gRPC health and
-   * reflection) in every protocol, for a `node:http` or `node:http2` server
-   * of your own. gRPC needs HTTP/2; Connect and gRPC-web work over both.
+   * reflection) in every protocol, and its plain HTTP paths (see
+   * {@link SynapseAgent.httpHandler}), for a `node:http` or `node:http2`
+   * server of your own. gRPC needs HTTP/2; Connect and gRPC-web work over both.
    *
    * @example
    * ```ts
@@ -192,6 +171,14 @@ export interface SynapseAgent {
    * ```
    */
   requestHandler(options?: RequestHandlerOptions): NodeRequestHandler;
+  /**
+   * The agent's plain HTTP paths beside its RPCs: `POST /upload` (files a
+   * task names), `GET /tasks/{task_id}/events` (a task's signed events as
+   * Server-Sent Events) and the operator console under `/console`. Already
+   * part of {@link SynapseAgent.requestHandler}; use it on its own with
+   * {@link SynapseAgent.routes}.
+   */
+  httpHandler(options?: RequestHandlerOptions): NodeRequestHandler;
   /**
    * Tells the agent an address its server listens on (as {@link serveAgent}
    * does). Callbacks may go to loopback only while every such address is a
@@ -206,32 +193,16 @@ export interface SynapseAgent {
   close(): Promise<void>;
 }
 
-/** How a handler definition runs. */
-function handlerOf(definition: HandlerDefinition): TaskHandler {
-  return typeof definition === "function" ? { executeTask: definition } : definition;
+/** What serveAgent needs of an agent beyond its public face. */
+interface Internals {
+  agent: Agent;
+  storage: Storage;
+  closeStore: () => Promise<void>;
 }
+const internals = new WeakMap<SynapseAgent, Internals>();
 
-const schemaText = (schema: JsonObject | string | undefined) => (schema === undefined ? "" : typeof schema === "string" ? schema : JSON.stringify(schema));
-
-/** The SupportedTaskType a handler definition declares. */
-function declarationOf(type: string, definition: HandlerDefinition): SupportedTaskType {
-  const described: Partial<TaskTypeHandler> = typeof definition === "function" ? {} : definition;
-  return create(SupportedTaskTypeSchema, {
-    type,
-    name: described.name ?? type,
-    description: described.description ?? "",
-    estimatedTime: described.estimatedTime ?? "",
-    inputSchema: schemaText(described.inputSchema),
-    outputSchema: schemaText(described.outputSchema),
-    capabilities: described.capabilities ?? [],
-  });
-}
-
-/** An agent's internal parts, for serveAgent. */
-const internals = new WeakMap<SynapseAgent, { agent: Agent; closeStore: () => Promise<void> }>();
-
-/** The internal agent behind a SynapseAgent, and how to close the store it opened (for serveAgent). */
-export function internalsOf(agent: SynapseAgent): { agent: Agent; closeStore: () => Promise<void> } {
+/** The internal agent behind a SynapseAgent, its storage, and how to close the store it opened (for serveAgent). */
+export function internalsOf(agent: SynapseAgent): Internals {
   const parts = internals.get(agent);
   if (parts === undefined) throw new TypeError("not an agent from createAgent()");
   return parts;
@@ -244,7 +215,12 @@ export function internalsOf(agent: SynapseAgent): { agent: Agent; closeStore: ()
  * {@link SynapseAgent.close} it when the server stops. To serve it on a
  * port of its own, use {@link serveAgent}.
  */
-export async function createAgent(options: AgentOptions): Promise<SynapseAgent> {
+export function createAgent(options: AgentOptions): Promise<SynapseAgent> {
+  return buildAgent(options, false);
+}
+
+/** createAgent, and for serveAgent also an agent that hosts groups (it declares them, so it must serve them). */
+export async function buildAgent(options: AgentOptions, groups: boolean): Promise<SynapseAgent> {
   const types = Object.keys(options.handlers);
   if (types.length === 0) throw new TypeError("an agent needs at least one handler");
   const dataDir = options.dataDir ?? DEFAULT_DATA_DIR;
@@ -277,6 +253,9 @@ export async function createAgent(options: AgentOptions): Promise<SynapseAgent> 
       handlers: new Map(types.map((type) => [type, handlerOf(options.handlers[type]!)])),
       trust: options.trust ?? new PinnedKeys(storage.pins),
       store: storage.tasks,
+      uploads: storage.uploads,
+      uploadLimits: options.uploadLimits,
+      groups,
       config,
       clockSkewMs: options.clockSkewMs,
       retentionMs: options.retentionMs,
@@ -284,14 +263,15 @@ export async function createAgent(options: AgentOptions): Promise<SynapseAgent> 
       outbound,
       logger,
     });
-    return wrap(agent, store, ownStore ? () => store.close() : async () => undefined, logger);
+    return wrap({ agent, storage, closeStore: ownStore ? () => store.close() : async () => undefined }, store, logger);
   } catch (error) {
     if (ownStore) await store.close();
     throw error;
   }
 }
 
-function wrap(agent: Agent, store: Store, closeStore: () => Promise<void>, logger: Logger): SynapseAgent {
+function wrap(parts: Internals, store: Store, logger: Logger): SynapseAgent {
+  const { agent, closeStore } = parts;
   const capabilities = agent.provider.getCapabilities();
   const maxBytes = Number(capabilities.maxFileSize) + MESSAGE_OVERHEAD_BYTES;
   // Aborted when the agent closes: open Watch streams end, health reports NOT_SERVING.
@@ -312,6 +292,8 @@ function wrap(agent: Agent, store: Store, closeStore: () => Promise<void>, logge
     inbox: agent.inbox,
     start: () => agent.start(),
     routes,
+    // Node hands every handler a real response; connect-node's type only patches write() and writeHead() to agree.
+    httpHandler: (options = {}) => withRequestLog(httpRoutes({ agent, draining: closing.signal, logger, fallback: options.fallback }), logger) as NodeRequestHandler,
     requestHandler(options = {}) {
       const handler = createRequestHandler({
         routes: (router) => {
@@ -324,9 +306,9 @@ function wrap(agent: Agent, store: Store, closeStore: () => Promise<void>, logge
         readMaxBytes: maxBytes,
         writeMaxBytes: maxBytes,
         interceptors,
-        fallback: options.fallback,
+        fallback: httpRoutes({ agent, draining: closing.signal, logger, fallback: options.fallback }),
       });
-      return withRequestLog(handler, logger);
+      return withRequestLog(handler, logger) as NodeRequestHandler;
     },
     listeningOn: (address) => agent.outbound.noteListening(address),
     close() {
@@ -342,7 +324,7 @@ function wrap(agent: Agent, store: Store, closeStore: () => Promise<void>, logge
       return closed;
     },
   };
-  internals.set(synapseAgent, { agent, closeStore });
+  internals.set(synapseAgent, parts);
   return synapseAgent;
 }
 

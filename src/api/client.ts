@@ -3,6 +3,9 @@
  * watches them, reads their results, answers their questions and cancels
  * them. Every reply and event is verified against the key the agent
  * declared, and checked against the task state machine.
+ * {@link uploadFile} uploads a file for a task to name, and
+ * {@link GroupClient} is a member's or coordinator's side of a group of
+ * agents (A2N) at its host.
  *
  * @example
  * ```ts
@@ -43,6 +46,18 @@ export {
   type VerifiedMessage,
 } from "../client/requester.js";
 export type { TransportOptions, ProtocolName } from "../client/transport.js";
+export { uploadFile, type UploadAnswer, type UploadFileOptions } from "../client/upload.js";
+export {
+  GroupClient,
+  type GroupClientOptions,
+  type GroupSendResult,
+  type GroupWatchItem,
+  type GroupTaskInput,
+  type VoteInput,
+  type SubtaskAnswer,
+  type BallotInput,
+  type VerifiedGroupEvent,
+} from "../client/group-client.js";
 export type { CallbackInbox, InboxEvent, ExpectedExecutor } from "../agent/inbox.js";
 export type { StoredEvent } from "../store/store.js";
 export type { Task } from "../../gen/synapse/v1/p2p_pb.js";

@@ -18,9 +18,11 @@
  * @packageDocumentation
  * @module synapse-connect/proto
  */
+export * from "../../gen/synapse/v1/a2n_pb.js";
 export * from "../../gen/synapse/v1/capabilities_pb.js";
 export * from "../../gen/synapse/v1/envelope_pb.js";
 export * from "../../gen/synapse/v1/errors_pb.js";
+export * from "../../gen/synapse/v1/group_pb.js";
 export * from "../../gen/synapse/v1/p2p_pb.js";
 export * from "../../gen/synapse/v1/payloads_pb.js";
 export * from "../../gen/synapse/v1/registry_pb.js";

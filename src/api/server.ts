@@ -31,8 +31,10 @@
  * @packageDocumentation
  * @module synapse-connect/server
  */
+import { createGroupHost } from "../group/group-host.js";
+import { silentLogger } from "../log.js";
 import { startServer } from "../server/server.js";
-import { createAgent, internalsOf, type AgentOptions, type SynapseAgent } from "./agent.js";
+import { buildAgent, internalsOf, type AgentOptions, type SynapseAgent } from "./agent.js";
 
 export type {
   TaskHandler,
@@ -44,22 +46,17 @@ export type {
   HumanQuestion,
   HumanAnswer,
   ResultStreamSource,
+  UploadedFile,
+  TaskUploads,
 } from "../agent/handler.js";
+export type { UploadLimits } from "../agent/uploads.js";
 export { TaskFailure } from "../agent/handler.js";
 export type { CallbackInbox, InboxEvent, ExpectedExecutor } from "../agent/inbox.js";
 export type { StoredEvent } from "../store/store.js";
 export { StoreOpenError } from "../store/errors.js";
 export { createLogger, type Logger, type LoggerOptions } from "../log.js";
-export {
-  createAgent,
-  type AgentOptions,
-  type SynapseAgent,
-  type TaskFunction,
-  type TaskTypeHandler,
-  type HandlerDefinition,
-  type NodeRequestHandler,
-  type RequestHandlerOptions,
-} from "./agent.js";
+export { createAgent, type AgentOptions, type SynapseAgent, type NodeRequestHandler, type RequestHandlerOptions } from "./agent.js";
+export type { TaskFunction, TaskTypeHandler, HandlerDefinition } from "./handlers.js";
 export { openStore, DEFAULT_DATA_DIR, type Store, type StoreSpec, type OpenStoreOptions } from "./store.js";
 
 /** Options of {@link serveAgent}: the agent's ({@link AgentOptions}) and where and how to listen. */
@@ -68,6 +65,14 @@ export interface ServeAgentOptions extends AgentOptions {
   host?: string;
   /** The port; default 0, any free port (read it from {@link ServedAgent.port}). */
   port?: number;
+  /**
+   * Also host groups of agents (`synapse.v1.GroupService`, docs/PROTOCOL.md
+   * §7): members, group tasks run as P2P tasks at the members, and votes,
+   * kept in the agent's store. The agent then declares the group
+   * interfaces. Members and coordinators use `GroupClient` from
+   * `synapse-connect/client`. Default false.
+   */
+  groups?: boolean;
   /** A certificate and key (PEM) to serve HTTPS on (h2 and HTTP/1.1, chosen by ALPN). */
   tls?: {
     /** The certificate chain, PEM. */
@@ -131,12 +136,14 @@ export interface ServedAgent {
  * ```
  */
 export async function serveAgent(options: ServeAgentOptions): Promise<ServedAgent> {
-  const synapseAgent = await createAgent(options);
-  const { agent, closeStore } = internalsOf(synapseAgent);
+  const synapseAgent = await buildAgent(options, options.groups === true);
+  const { agent, storage, closeStore } = internalsOf(synapseAgent);
   let server: Awaited<ReturnType<typeof startServer>>;
   try {
+    const groups = options.groups === true ? createGroupHost({ agent, storage: storage.groups, logger: options.logger ?? silentLogger, retentionMs: options.retentionMs }) : undefined;
     server = await startServer({
       agent,
+      groups,
       host: options.host,
       port: options.port,
       tls: options.tls,

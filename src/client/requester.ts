@@ -7,7 +7,7 @@ import { durationFromMs, timestampFromMs } from "@bufbuild/protobuf/wkt";
 import { Code, ConnectError, createClient, type Client } from "@connectrpc/connect";
 import { createHash, randomUUID } from "node:crypto";
 import { CapabilitiesService, type AgentCapabilities } from "../../gen/synapse/v1/capabilities_pb.js";
-import { MessageType, type Envelope, type Header } from "../../gen/synapse/v1/envelope_pb.js";
+import { MessageType, type Envelope } from "../../gen/synapse/v1/envelope_pb.js";
 import { ErrorCode } from "../../gen/synapse/v1/errors_pb.js";
 import { P2PService, type Task, type TaskEvent } from "../../gen/synapse/v1/p2p_pb.js";
 import {
@@ -22,8 +22,6 @@ import {
   type ResultStream,
   type TaskAckPayload,
 } from "../../gen/synapse/v1/payloads_pb.js";
-import type { AgentIdentity } from "../agent/identity.js";
-import type { CallbackInbox } from "../agent/inbox.js";
 import { bytesEqual } from "../crypto/encoding.js";
 import { keyIdOf } from "../crypto/keys.js";
 import { issueToken } from "../crypto/tokens.js";
@@ -34,106 +32,10 @@ import { PinnedKeys, TrustChain } from "../envelope/trust-sources.js";
 import { stateAfterEvent } from "../protocol/event-state.js";
 import { protocolError } from "../protocol/errors.js";
 import { isTerminal, WAITING_STATES } from "../protocol/state-machine.js";
-import { createTransport, type TransportOptions } from "./transport.js";
+import type { ClientOptions, ClientWatchItem, DecisionInput, SendResult, SubmitOptions, VerifiedMessage, WatchOptions } from "./requester-types.js";
+import { createTransport } from "./transport.js";
 
-/** Options of {@link SynapseClient.connect}. */
-export interface ClientOptions {
-  /** The executor's base URL, for example http://127.0.0.1:8080. */
-  baseUrl: string;
-  /** This requester's identity (its key signs every message and token). */
-  identity: AgentIdentity;
-  /** The protocol and HTTP version to call with; default Connect (JSON) over HTTP/1.1, HTTP/2 for https. */
-  transport?: TransportOptions;
-  /**
-   * How the executor's key is trusted. Default: pinned on first use in
-   * memory; pass a PinnedKeys opened on a file to keep pins across runs.
-   */
-  trust?: TrustPolicy;
-  /**
-   * Ask executors to push every event to this requester's own agent
-   * (CallbackReceiver): its base URL and its inbox. The requester identity
-   * must be that agent's identity.
-   */
-  callback?: { url: string; inbox: CallbackInbox };
-  /** Retries for watch and result reads after a dropped connection; default 5. */
-  maxRetries?: number;
-  /** The first retry waits this long, each next one twice as long; default 500 ms. */
-  retryBaseDelayMs?: number;
-}
-
-/** A signed message from the executor, verified. */
-export interface VerifiedMessage {
-  /** The envelope as it arrived. */
-  envelope: Envelope;
-  /** Its signed header. */
-  header: Header;
-  /** Its message type, for example `MessageType.TASK_STATUS_UPDATE`. */
-  type: MessageType;
-  /** Its signed payload, the payload message of `type` (a `TaskStatusUpdatePayload`, say). */
-  payload: Message;
-}
-
-/** What a Send returned. */
-export interface SendResult {
-  /** The executor's signed reply (task_confirm or task_reject for a request, task_ack for a cancel, ack for others), verified. */
-  reply?: VerifiedMessage;
-  /** The task as it stands after the message (after waiting, when asked to wait). */
-  task?: Task;
-}
-
-/** Options of {@link SynapseClient.submit}. */
-export interface SubmitOptions {
-  /** The task id, any string the executor has not seen from you; default a new UUID. */
-  taskId?: string;
-  /** Hold the reply until the task is terminal or needs input, for at most this long. */
-  waitMs?: number;
-  /** A key that makes a resubmission of the same task return the first one's reply instead of a new task. */
-  idempotencyKey?: string;
-  /** The task's priority; default normal. */
-  priority?: TaskPriority;
-  /** When the task must be done by. */
-  deadline?: Date;
-  /** A session id, carried in every message of the task. */
-  sessionId?: string;
-  /** A correlation id, carried in every message of the task. */
-  correlationId?: string;
-  /** Free-form context for the executor. */
-  metadata?: JsonObject;
-}
-
-/** A human's decision, for {@link SynapseClient.decide}. */
-export interface DecisionInput {
-  /** Approve the task as it is, modify it (with `fields`) and go on, or reject it (it fails with `human_rejected`). */
-  action: "approve" | "reject" | "modify";
-  /** The approved fields (approve) or the changed ones (modify); they reach the handler. */
-  fields?: JsonObject;
-  /** A note for the record. */
-  notes?: string;
-  /** Why it was rejected. */
-  rejectionReason?: string;
-  /** Who decided; default this requester's agent id as the user id. */
-  decidedBy?: { userId?: string; userName?: string; role?: string };
-}
-
-/**
- * What {@link SynapseClient.watch} yields: the task as it stood when the
- * watch began (`snapshot`, once), each verified event with the state it
- * leads to (`event`), a signed `heartbeat` on an idle stream, and
- * `reconnecting` before it resumes after a dropped connection.
- */
-export type ClientWatchItem =
-  | { kind: "snapshot"; task: Task }
-  | { kind: "event"; sequence: number; event: VerifiedMessage; state: TaskState }
-  | { kind: "heartbeat"; heartbeat: VerifiedMessage }
-  | { kind: "reconnecting"; attempt: number; fromSequence: number; error: ConnectError };
-
-/** Options of {@link SynapseClient.watch}. */
-export interface WatchOptions {
-  /** The first event to yield (events are numbered from 1); default 1, the whole log. */
-  fromSequence?: number;
-  /** Stops the watch when aborted. */
-  signal?: AbortSignal;
-}
+export type { ClientOptions, ClientWatchItem, DecisionInput, SendResult, SubmitOptions, VerifiedMessage, WatchOptions } from "./requester-types.js";
 
 /** Lifetime of the tokens the client makes for its own reads. */
 const TOKEN_LIFETIME_SECONDS = 180;
@@ -168,14 +70,15 @@ export class SynapseClient {
       keyId: capabilities.keyId,
       publicKey: capabilities.publicKey,
     };
-    this.p2p = createClient(P2PService, createTransport(options.baseUrl, options.transport));
+    this.p2p = createClient(P2PService, options.rpcTransport ?? createTransport(options.baseUrl, options.transport));
     this.maxRetries = options.maxRetries ?? 5;
     this.retryBaseDelayMs = options.retryBaseDelayMs ?? 500;
   }
 
   /** Learns the executor's identity (GetCapabilities) and checks its key against the trust policy. */
   static async connect(options: ClientOptions): Promise<SynapseClient> {
-    const capabilities = (await createClient(CapabilitiesService, createTransport(options.baseUrl, options.transport)).getCapabilities({})).capabilities;
+    const transport = options.rpcTransport ?? createTransport(options.baseUrl, options.transport);
+    const capabilities = (await createClient(CapabilitiesService, transport).getCapabilities({}, { timeoutMs: options.connectTimeoutMs })).capabilities;
     if (capabilities === undefined || capabilities.publicKey.byteLength !== 32) {
       throw protocolError(ErrorCode.MESSAGE_FORMAT_INVALID, `${options.baseUrl} did not declare an agent identity`);
     }
@@ -226,19 +129,24 @@ export class SynapseClient {
     return seal({ messageType: type, payload, sender: this.me, receiver: this.executor, ...extra }, this.options.identity.key).envelope;
   }
 
-  /** Verifies a message the executor signed and addressed to this requester. */
-  async verify(envelope: Envelope, options: { record?: boolean } = {}): Promise<VerifiedMessage> {
-    const opened: OpenedEnvelope = await open(envelope, { trust: this.trust, self: this.me.agentId, checkTime: !options.record });
+  /**
+   * Verifies a message the executor signed and addressed to this requester
+   * (or, with `receiver`, to the task's requester: the events an escalation
+   * contact reads are the requester's).
+   */
+  async verify(envelope: Envelope, options: { record?: boolean; receiver?: string } = {}): Promise<VerifiedMessage> {
+    const opened: OpenedEnvelope = await open(envelope, { trust: this.trust, self: options.receiver ?? this.me.agentId, checkTime: !options.record });
     if (opened.header.sender?.agentId !== this.executor.agentId) {
       throw protocolError(ErrorCode.UNKNOWN_SENDER, `reply signed by ${opened.header.sender?.agentId}, not the executor ${this.executor.agentId}`);
     }
     return { envelope, header: opened.header, type: opened.header.messageType, payload: opened.payload };
   }
 
-  /** Sends one sealed envelope and verifies the reply. */
-  async sendEnvelope(envelope: Envelope, waitMs?: number): Promise<SendResult> {
+  /** Sends one sealed envelope and verifies the reply (addressed to `receiver`, by default this requester). */
+  async sendEnvelope(envelope: Envelope, waitMs?: number, receiver?: string): Promise<SendResult> {
     const response = await this.p2p.send({ envelope, wait: waitMs === undefined ? undefined : durationFromMs(waitMs) });
-    const reply = response.reply?.envelope ? await this.verify(response.reply.envelope) : undefined;
+    // A reply that is a task event is addressed to the task's requester, who may be another agent for a contact.
+    const reply = response.reply?.envelope ? await this.verify(response.reply.envelope, { receiver }) : undefined;
     return { reply, task: response.task };
   }
 
@@ -258,8 +166,9 @@ export class SynapseClient {
         deadline: options.deadline ? timestampFromMs(options.deadline.getTime()) : undefined,
         payload,
       },
-      context: { sessionId: options.sessionId ?? "", correlationId: options.correlationId ?? "", metadata: options.metadata },
+      context: { sessionId: options.sessionId ?? "", correlationId: options.correlationId ?? "", metadata: options.metadata, parentTaskId: options.parentTaskId ?? "" },
       callbackUrl: this.options.callback?.url ?? "",
+      uploads: (options.uploads ?? []).map((upload) => ({ name: upload.name, sha256: upload.sha256, size: BigInt(upload.size) })),
     });
     // Expect the pushes before asking, so that not even the first one is refused.
     await this.options.callback?.inbox.expect(this.executor, taskId);
@@ -287,12 +196,14 @@ export class SynapseClient {
     return this.sendEnvelope(this.envelope(MessageType.TASK_INFO_PROVIDED, payload, { taskId }), options.waitMs);
   }
 
-/**
+  /**
    * Answers a task's request for a human decision (state `NEED_HUMAN`,
-   * `task.pendingDecision` says what is asked): approve, modify or reject.
+   * `task.pendingDecision` says what is asked): approve, modify or reject,
+   * as the task's requester or as an escalation contact the decision names.
    */
   async decide(taskId: string, decision: DecisionInput, options: { waitMs?: number } = {}): Promise<SendResult> {
-    const pending = (await this.getTask(taskId)).pendingDecision;
+    const task = await this.getTask(taskId);
+    const pending = task.pendingDecision;
     const action = { approve: DecisionAction.APPROVE, reject: DecisionAction.REJECT, modify: DecisionAction.MODIFY }[decision.action];
     const payload = create(HumanDecisionPayloadSchema, {
       taskId,
@@ -307,7 +218,8 @@ export class SynapseClient {
       notes: decision.notes ?? "",
       timestamp: timestampFromMs(Date.now()),
     });
-    return this.sendEnvelope(this.envelope(MessageType.HUMAN_DECISION, payload, { taskId }), options.waitMs);
+    const requester = task.requester?.agentId;
+    return this.sendEnvelope(this.envelope(MessageType.HUMAN_DECISION, payload, { taskId }), options.waitMs, requester !== this.me.agentId ? requester : undefined);
   }
 
   /** Acknowledges a terminal outcome (or takes up a pending human decision). */
@@ -338,18 +250,22 @@ export class SynapseClient {
     let state: TaskState | undefined = next === 1 ? TaskState.PENDING : undefined;
     let attempt = 0;
     let sawSnapshot = false;
+    // The events are addressed to the task's requester: another agent when this one is an escalation contact.
+    let receiver: string | undefined;
     for (;;) {
       try {
         const stream = this.p2p.watch({ taskId, fromSequence: BigInt(next) }, { headers: await this.authHeaders(), signal: options.signal });
         for await (const message of stream) {
           attempt = 0;
           if (message.kind.case === "snapshot") {
+            const requester = message.kind.value.requester?.agentId;
+            receiver = requester !== undefined && requester !== this.me.agentId ? requester : undefined;
             if (!sawSnapshot) yield { kind: "snapshot", task: message.kind.value };
             sawSnapshot = true;
           } else if (message.kind.case === "heartbeat") {
             yield { kind: "heartbeat", heartbeat: await this.verify(message.kind.value.envelope!) };
           } else if (message.kind.case === "event") {
-            const checked = await this.checkEvent(message.kind.value, next, state);
+            const checked = await this.checkEvent(message.kind.value, next, state, receiver);
             state = checked.state;
             next = checked.sequence + 1;
             yield checked;
@@ -366,10 +282,10 @@ export class SynapseClient {
     }
   }
 
-  private async checkEvent(event: TaskEvent, expected: number, state: TaskState | undefined): Promise<ClientWatchItem & { kind: "event" }> {
+  private async checkEvent(event: TaskEvent, expected: number, state: TaskState | undefined, receiver: string | undefined): Promise<ClientWatchItem & { kind: "event" }> {
     const sequence = Number(event.sequence);
     if (sequence !== expected) throw protocolError(ErrorCode.MESSAGE_FORMAT_INVALID, `event ${sequence} arrived where ${expected} was due`);
-    const verified = await this.verify(event.message!.envelope!, { record: true });
+    const verified = await this.verify(event.message!.envelope!, { record: true, receiver });
     if (Number(verified.header.sequence) !== sequence) {
       throw protocolError(ErrorCode.SIGNATURE_INVALID, `event ${sequence} is signed as sequence ${verified.header.sequence}`);
     }

@@ -33,20 +33,31 @@ export interface Party {
 
 /** What to seal: the message, who sends it to whom, and the header's optional fields. */
 export interface SealInput {
+  /** What the message is; decides the payload type and who may send it. */
   messageType: MessageType;
   /** A message of the payload type that belongs to messageType. */
   payload: Message;
   /** The signing agent; its key id is taken from the key. */
   sender: Party;
+  /** Who the message is for; receivers refuse a message addressed to another agent. */
   receiver: Party;
+  /** The task the message is about (every task_* message and human_decision). */
   taskId?: string;
+  /** The message id this message answers. */
   replyTo?: string;
+  /** A session id, carried through unchanged. */
   sessionId?: string;
+  /** A correlation id, carried through unchanged. */
   correlationId?: string;
+  /** The W3C `traceparent`, carried through unchanged. */
   traceparent?: string;
+  /** The W3C `tracestate`, carried through unchanged. */
   tracestate?: string;
+  /** For task_request: a key that makes a second request with it return the first task. */
   idempotencyKey?: string;
+  /** For task events: the position in the task's event log, from 1. */
   sequence?: bigint;
+  /** The message id; default a new UUID. */
   messageId?: string;
   /** Milliseconds since the epoch; defaults to now. */
   sentAtMs?: number;

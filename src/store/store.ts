@@ -98,10 +98,15 @@ export type TaskPatch = Partial<Omit<TaskRecord, "taskId" | "version" | "lastSeq
 
 /** One entry of a task's event log: a signed envelope and its decoded form. */
 export interface StoredEvent {
+  /** The task it belongs to. */
   readonly taskId: string;
+  /** Its place in the task's event log, from 1. */
   readonly sequence: number;
+  /** The signed envelope, as it travels. */
   readonly envelope: Envelope;
+  /** Its signed header. */
   readonly header: Header;
+  /** Its signed payload, the payload message of its type. */
   readonly payload: Message;
 }
 
@@ -112,8 +117,8 @@ export interface StoredReply {
   readonly payload: Message;
 }
 
-/** Which receiver remembered a message: message ids are unique per scope. */
-export type MessageScope = "p2p" | "registry";
+/** Which receiver remembered a message: message ids are unique per scope ("a2n": a group host's GroupService). */
+export type MessageScope = "p2p" | "registry" | "a2n";
 
 /** A message already processed: its digest and the reply it got. */
 export interface SeenMessage {
@@ -178,7 +183,7 @@ export type DeliveryPatch = Partial<Pick<DeliveryRecord, "nextSequence" | "attem
   release?: boolean;
 };
 
-export type ConflictReason = "task_exists" | "idempotency_key" | "message" | "missing" | "version" | "sequence" | "lease";
+export type ConflictReason = "task_exists" | "group_exists" | "idempotency_key" | "message" | "missing" | "version" | "sequence" | "lease";
 
 export class StoreConflictError extends Error {
   constructor(
