@@ -137,7 +137,7 @@ export function createAgent(options: AgentOptions): Agent {
   const recorder = new EventRecorder({ identity, capabilities: provider, store, now });
   const runner = new ExecutionRunner({ capabilities: provider, handlers: options.handlers, schemas, store, bus, recorder, config, logger, now, instanceId, leaseMs, uploads, escalation });
   const outbound = options.outbound ?? new OutboundPolicy();
-  const callbacks = new CallbackSender({ store, bus, logger, outbound, maxRetries: config.maxRetries, retryBaseDelayMs: config.retryBaseDelayMs, instanceId, leaseMs, now });
+  const callbacks = new CallbackSender({ store, bus, logger, outbound, maxRetries: config.maxRetries, retryBaseDelayMs: config.retryBaseDelayMs, retryMaxDelayMs: config.retryMaxDelayMs, instanceId, leaseMs, now });
   const inbox = new CallbackInbox(store, bus, options.trust);
   const engine = new TaskEngine({ capabilities: provider, handlers: options.handlers, schemas, store, bus, recorder, runner, callbacks, outbound, logger, clockSkewMs, now, inbox, uploads });
   const reader = new TaskReader({

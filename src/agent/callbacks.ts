@@ -27,6 +27,7 @@ export interface CallbackOptions {
   outbound: OutboundPolicy;
   maxRetries: number;
   retryBaseDelayMs: number;
+  retryMaxDelayMs?: number;
   /** Per-attempt deadline. */
   timeoutMs?: number;
   /** This instance, as named in the outbox entries it holds. */
@@ -189,7 +190,7 @@ export class CallbackSender {
 
   /** One push; on a transient failure schedules the retry, on a refusal or an exhausted budget gives up. */
   private async deliver(entry: Held, envelope: Envelope): Promise<"sent" | "later" | "given_up"> {
-    const { maxRetries, retryBaseDelayMs, timeoutMs = 10_000, store, instanceId, logger } = this.options;
+    const { maxRetries, retryBaseDelayMs, retryMaxDelayMs = Infinity, timeoutMs = 10_000, store, instanceId, logger } = this.options;
     const { taskId, url, attempts } = entry.record;
     try {
       await this.client(url).send({ envelope }, { timeoutMs });
@@ -203,7 +204,7 @@ export class CallbackSender {
         this.drop(taskId);
         return "given_up";
       }
-      const delay = retryBaseDelayMs * 2 ** attempts;
+      const delay = Math.min(retryBaseDelayMs * 2 ** attempts, retryMaxDelayMs);
       const record = { ...entry.record, attempts: attempts + 1, nextAttemptAtMs: this.now() + delay, lastError };
       if (!(await store.updateDelivery(taskId, instanceId, { attempts: record.attempts, nextAttemptAtMs: record.nextAttemptAtMs, lastError }))) {
         this.drop(taskId);
