@@ -13,19 +13,34 @@ import { isTerminal, stateName } from "../protocol/state-machine.js";
 import { StoreConflictError, type OutboundTask, type StoredEvent, type TaskStore } from "../store/store.js";
 import type { TaskEventBus } from "./events.js";
 
+/** One event pushed back by an executor, verified and kept. */
 export interface InboxEvent {
+  /** The signed event. */
   event: StoredEvent;
+  /** The task's state after it. */
   state: TaskState;
 }
 
 /** The executor a requester chose (by URL) and the key it declared there. */
 export interface ExpectedExecutor {
+  /** The executor's agent id. */
   agentId: string;
+  /** The key id it declared. */
   keyId: string;
+  /** The public key it declared. */
   publicKey: Uint8Array;
 }
 
+/**
+ * An agent's CallbackReceiver: the events of tasks it requested from other
+ * agents, pushed to it by their executors (callbacks). Each arrives verified
+ * (signature, sender, receiver), must be the next in sequence and a legal
+ * step of the state machine, and is kept in the agent's store. A
+ * `SynapseClient` connected with `callback: { url, inbox }` asks executors to
+ * push here; read what arrives with {@link CallbackInbox.events}.
+ */
 export class CallbackInbox {
+  /** @internal */
   constructor(
     private readonly store: TaskStore,
     private readonly bus: TaskEventBus,
@@ -42,16 +57,24 @@ export class CallbackInbox {
     await this.store.expectOutbound({ taskId, executorAgentId: executor.agentId, state: TaskState.PENDING, lastSequence: 0 });
   }
 
+  /** @internal */
   async get(executorAgentId: string, taskId: string): Promise<OutboundTask | undefined> {
     return this.store.getOutbound(executorAgentId, taskId);
   }
 
-  /** Whether a message from an executor is a callback this agent expects. */
+  /**
+   * Whether a message from an executor is a callback this agent expects.
+   * @internal
+   */
   async expects(opened: OpenedEnvelope): Promise<boolean> {
     return (await this.store.getOutbound(opened.header.sender!.agentId, opened.header.taskId)) !== undefined;
   }
 
-  /** Takes one pushed event; returns the p2p:ack payload to answer with and the task's state as this agent knows it now. */
+  /**
+   * Takes one pushed event; returns the p2p:ack payload to answer with and
+   * the task's state as this agent knows it now.
+   * @internal
+   */
   async receive(opened: OpenedEnvelope): Promise<{ ack: AckPayload; state: TaskState }> {
     const executor = opened.header.sender!.agentId;
     const taskId = opened.header.taskId;

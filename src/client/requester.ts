@@ -7,7 +7,7 @@
 // an OpenTelemetry tracer installed, each send is a span of that trace.
 import { create, type JsonObject, type Message } from "@bufbuild/protobuf";
 import { durationFromMs, timestampFromMs } from "@bufbuild/protobuf/wkt";
-import { Code, ConnectError, createClient, type Client, type Transport } from "@connectrpc/connect";
+import { Code, ConnectError, createClient, type Client } from "@connectrpc/connect";
 import { createHash, randomUUID } from "node:crypto";
 import { CapabilitiesService, type AgentCapabilities } from "../../gen/synapse/v1/capabilities_pb.js";
 import { MessageType, type Envelope } from "../../gen/synapse/v1/envelope_pb.js";
@@ -37,11 +37,11 @@ import { protocolError } from "../protocol/errors.js";
 import { isTerminal, WAITING_STATES } from "../protocol/state-machine.js";
 import { clientSending, type OutgoingTrace } from "../observability/spans.js";
 import { freshTraceparent, traceFieldsOf, type TraceFields } from "../observability/trace-context.js";
-import type { ClientOptions, ClientWatchItem, DecisionInput, EnvelopeExtras, SendResult, SubmitOptions, VerifiedMessage, WatchOptions } from "./options.js";
+import type { ClientOptions, ClientWatchItem, DecisionInput, EnvelopeExtras, SendResult, SubmitOptions, VerifiedMessage, WatchOptions } from "./requester-types.js";
 import { RememberedTaskIds } from "./task-ids.js";
 import { createTransport } from "./transport.js";
 
-export type { ClientOptions, ClientWatchItem, DecisionInput, EnvelopeExtras, SendResult, SubmitOptions, VerifiedMessage, WatchOptions } from "./options.js";
+export type { ClientOptions, ClientWatchItem, DecisionInput, EnvelopeExtras, SendResult, SubmitOptions, VerifiedMessage, WatchOptions } from "./requester-types.js";
 
 /** Lifetime of the tokens the client makes for its own reads. */
 const TOKEN_LIFETIME_SECONDS = 180;
@@ -49,7 +49,15 @@ const TOKEN_LIFETIME_SECONDS = 180;
 /** Connection-level failures worth resuming after; anything else is an answer. */
 const RESUMABLE = new Set([Code.Unavailable, Code.Internal, Code.Unknown, Code.Aborted, Code.DeadlineExceeded]);
 
+/**
+ * A requester's client for one executor (the agent at one URL): seals and
+ * sends protocol messages with the requester's key, verifies every signed
+ * reply and event against the key the executor declared, resumes watches
+ * and result reads after a dropped connection, and checks each event
+ * against the task state machine. Make one with {@link SynapseClient.connect}.
+ */
 export class SynapseClient {
+  /** The executor: its agent id, system id, and the key its replies and events are checked against. */
   readonly executor: { agentId: string; systemId: string; keyId: string; publicKey: Uint8Array };
   private readonly p2p: Client<typeof P2PService>;
   private readonly maxRetries: number;
@@ -60,6 +68,7 @@ export class SynapseClient {
 
   private constructor(
     private readonly options: ClientOptions,
+    /** The executor's declared capabilities (task types, limits), as it answered GetCapabilities. */
     readonly capabilities: AgentCapabilities,
     private readonly trust: TrustPolicy,
   ) {
@@ -123,7 +132,7 @@ export class SynapseClient {
     return { Authorization: `Bearer ${this.cachedToken.token}` };
   }
 
-  /** Seals a message to the executor (with trace context and the task's ids, see EnvelopeExtras). */
+  /** Seals a message to the executor, with trace context and the task's ids ({@link EnvelopeExtras}). */
   envelope(type: MessageType, payload: Message, extra: EnvelopeExtras = {}): Envelope {
     const known = this.taskIds.get(extra.taskId);
     const trace = extra.traceparent ? extra : this.traceFor(known);
@@ -153,7 +162,7 @@ export class SynapseClient {
   /** Seals and sends one message about a task, in its trace (a span of it when tracing); the reply is addressed to `receiver`. */
   private sendTraced(type: MessageType, taskId: string, payload: Message, waitMs?: number, receiver?: string): Promise<SendResult> {
     return clientSending(type, taskId, this.taskIds.get(taskId)?.trace, (trace: OutgoingTrace) =>
-      this.sendEnvelope(this.envelope(type, payload, { taskId, ...trace.fields }), waitMs, { receiver, headers: trace.headers }),
+      this.send(this.envelope(type, payload, { taskId, ...trace.fields }), waitMs, receiver, trace.headers),
     );
   }
 
@@ -170,18 +179,25 @@ export class SynapseClient {
     return { envelope, header: opened.header, type: opened.header.messageType, payload: opened.payload };
   }
 
-  /**
-   * Sends one sealed envelope and verifies the reply (addressed to
-   * `receiver`, by default this requester); `headers` go with the request
-   * (traceparent, say).
-   */
-  async sendEnvelope(envelope: Envelope, waitMs?: number, options: { receiver?: string; headers?: Record<string, string> } = {}): Promise<SendResult> {
-    const response = await this.p2p.send({ envelope, wait: waitMs === undefined ? undefined : durationFromMs(waitMs) }, { headers: options.headers });
+  /** Sends one sealed envelope and verifies the reply (addressed to `receiver`, by default this requester). */
+  sendEnvelope(envelope: Envelope, waitMs?: number, receiver?: string): Promise<SendResult> {
+    return this.send(envelope, waitMs, receiver);
+  }
+
+  /** sendEnvelope, with HTTP headers (the traceparent of a client span). */
+  private async send(envelope: Envelope, waitMs: number | undefined, receiver: string | undefined, headers?: Record<string, string>): Promise<SendResult> {
+    const response = await this.p2p.send({ envelope, wait: waitMs === undefined ? undefined : durationFromMs(waitMs) }, { headers });
     // A reply that is a task event is addressed to the task's requester, who may be another agent for a contact.
-    const reply = response.reply?.envelope ? await this.verify(response.reply.envelope, { receiver: options.receiver }) : undefined;
+    const reply = response.reply?.envelope ? await this.verify(response.reply.envelope, { receiver }) : undefined;
     return { reply, task: response.task };
   }
 
+/**
+   * Requests a task (p2p:task_request) and returns the executor's signed
+   * reply (task_confirm, task_reject, or task_need_info when it asks first)
+   * and the task. With `waitMs` the reply is held until the task ends or
+   * waits for an answer, at most that long: submit and wait in one call.
+   */
   async submit(taskType: string, payload: JsonObject, options: SubmitOptions = {}): Promise<SendResult & { taskId: string }> {
     const taskId = options.taskId ?? randomUUID();
     const request = create(TaskRequestPayloadSchema, {
@@ -208,22 +224,32 @@ export class SynapseClient {
         correlationId: options.correlationId,
         ...trace.fields,
       });
-      return this.sendEnvelope(envelope, options.waitMs, { headers: trace.headers });
+      return this.send(envelope, options.waitMs, undefined, trace.headers);
     });
     return { taskId, ...sent };
   }
 
+/** Cancels a task (p2p:task_cancel); the reply is the executor's signed task_ack. Only the task's requester may. */
   cancel(taskId: string, reason = "", waitMs?: number): Promise<SendResult> {
     const payload = create(TaskCancelPayloadSchema, { taskId, reason });
     return this.sendTraced(MessageType.TASK_CANCEL, taskId, payload, waitMs);
   }
 
+/**
+   * Answers a task's request for information (state `INFO_NEEDED`,
+   * `task.pendingInfo` says what is missing): the fields are merged into its
+   * payload and it goes on.
+   */
   provideInfo(taskId: string, fields: JsonObject, options: { note?: string; waitMs?: number } = {}): Promise<SendResult> {
     const payload = create(TaskInfoProvidedPayloadSchema, { taskId, fields, note: options.note ?? "" });
     return this.sendTraced(MessageType.TASK_INFO_PROVIDED, taskId, payload, options.waitMs);
   }
 
-  /** Decides a task's pending human decision: as its requester, or as an escalation contact the decision names. */
+  /**
+   * Answers a task's request for a human decision (state `NEED_HUMAN`,
+   * `task.pendingDecision` says what is asked): approve, modify or reject,
+   * as the task's requester or as an escalation contact the decision names.
+   */
   async decide(taskId: string, decision: DecisionInput, options: { waitMs?: number } = {}): Promise<SendResult> {
     const task = await this.getTask(taskId);
     const pending = task.pendingDecision;
@@ -251,12 +277,14 @@ export class SynapseClient {
     return this.sendTraced(MessageType.TASK_ACK, taskId, payload);
   }
 
+  /** A task's current state (GetTask). */
   async getTask(taskId: string): Promise<Task> {
     const { task } = await this.p2p.getTask({ taskId }, { headers: await this.authHeaders() });
     if (task === undefined) throw protocolError(ErrorCode.TASK_NOT_FOUND, `no task ${taskId}`);
     return task;
   }
 
+  /** This requester's tasks at the executor, newest first, a page at a time (ListTasks). */
   async listTasks(options: { states?: TaskState[]; pageSize?: number; pageToken?: string } = {}): Promise<{ tasks: Task[]; nextPageToken: string }> {
     return this.p2p.listTasks({ states: options.states ?? [], pageSize: options.pageSize ?? 0, pageToken: options.pageToken ?? "" }, { headers: await this.authHeaders() });
   }

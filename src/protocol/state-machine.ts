@@ -10,6 +10,7 @@ const M = MessageType;
 
 export const TERMINAL_STATES: ReadonlySet<TaskState> = new Set([S.COMPLETED, S.FAILED, S.CANCELLED, S.REJECTED]);
 
+/** Whether a task in this state is over: completed, failed, cancelled or rejected. */
 export function isTerminal(state: TaskState): boolean {
   return TERMINAL_STATES.has(state);
 }
@@ -101,6 +102,7 @@ export function allowedMessageTypes(state: TaskState): MessageType[] {
   return [...(table.get(state)?.keys() ?? [])];
 }
 
+/** A state's name as the protocol spells it: `TaskState.NEED_HUMAN` is `"need_human"`. */
 export function stateName(state: TaskState): string {
   return (TaskState[state] as string | undefined)?.toLowerCase() ?? `state_${state}`;
 }

@@ -112,10 +112,15 @@ export type TaskPatch = Partial<Omit<TaskRecord, "taskId" | "version" | "lastSeq
 
 /** One entry of a task's event log: a signed envelope and its decoded form. */
 export interface StoredEvent {
+  /** The task it belongs to. */
   readonly taskId: string;
+  /** Its place in the task's event log, from 1. */
   readonly sequence: number;
+  /** The signed envelope, as it travels. */
   readonly envelope: Envelope;
+  /** Its signed header. */
   readonly header: Header;
+  /** Its signed payload, the payload message of its type. */
   readonly payload: Message;
 }
 
