@@ -1,6 +1,8 @@
 // The read side of the executor: a requester's tasks by id or page, a task's
 // event log as a live stream that resumes from any sequence, and result
-// streams that resume from any offset. A requester sees only its own tasks.
+// streams that resume from any offset. A requester sees only its own tasks;
+// an operator (a caller whose key is one of the agent's operator keys) sees
+// every task, read-only: reading is all this module does.
 import { create } from "@bufbuild/protobuf";
 import { Code } from "@connectrpc/connect";
 import { ErrorCode } from "../../gen/synapse/v1/errors_pb.js";
@@ -28,21 +30,35 @@ export interface ReaderOptions {
   heartbeat: (task: TaskRecord) => Promise<StoredReply>;
 }
 
+/**
+ * Who reads: an agent id (a requester, who sees its own tasks), or an
+ * authenticated caller that may be an operator (who sees every task).
+ */
+export type TaskReaderCaller = string | { readonly agentId: string; readonly operator?: boolean };
+
+/** Whether `caller` may read a task requested by `requesterAgentId`. */
+function mayRead(caller: TaskReaderCaller, requesterAgentId: string): boolean {
+  if (typeof caller === "string") return caller === requesterAgentId;
+  return caller.operator === true || caller.agentId === requesterAgentId;
+}
+
 export class TaskReader {
   constructor(private readonly options: ReaderOptions) {}
 
-  async getTask(taskId: string, callerAgentId: string): Promise<TaskRecord> {
+  async getTask(taskId: string, caller: TaskReaderCaller): Promise<TaskRecord> {
     const task = await this.options.store.getTask(taskId);
     // Another requester's task is reported as absent, not as forbidden: ids are not secrets, but existence is.
-    if (task === undefined || task.requester.agentId !== callerAgentId) throw taskNotFound(taskId);
+    if (task === undefined || !mayRead(caller, task.requester.agentId)) throw taskNotFound(taskId);
     return task;
   }
 
-  async listTasks(callerAgentId: string, pageSize: number, pageToken: string, states: readonly TaskState[]): Promise<TaskPage> {
+  async listTasks(caller: TaskReaderCaller, pageSize: number, pageToken: string, states: readonly TaskState[], taskTypes: readonly string[] = []): Promise<TaskPage> {
     if (pageSize < 0) throw protocolError(ErrorCode.INVALID_PARAMS, "page_size must not be negative");
     const size = Math.min(pageSize === 0 ? DEFAULT_PAGE_SIZE : pageSize, MAX_PAGE_SIZE);
+    const operator = typeof caller !== "string" && caller.operator === true;
+    const requesterAgentId = operator ? undefined : typeof caller === "string" ? caller : caller.agentId;
     try {
-      return await this.options.store.listTasks({ requesterAgentId: callerAgentId, states, pageSize: size, pageToken: pageToken || undefined });
+      return await this.options.store.listTasks({ requesterAgentId, states, taskTypes, pageSize: size, pageToken: pageToken || undefined });
     } catch (error) {
       if (error instanceof RangeError) throw protocolError(ErrorCode.INVALID_PARAMS, error.message);
       throw error;
@@ -55,8 +71,8 @@ export class TaskReader {
    * terminal event or when `signal` aborts. Events are always read from the
    * store (the bus only says when to look), so a resumed watch loses none.
    */
-  async *watch(taskId: string, callerAgentId: string, fromSequence: number, signal: AbortSignal): AsyncGenerator<WatchItem> {
-    const first = await this.getTask(taskId, callerAgentId);
+  async *watch(taskId: string, caller: TaskReaderCaller, fromSequence: number, signal: AbortSignal): AsyncGenerator<WatchItem> {
+    const first = await this.getTask(taskId, caller);
     let changed = true;
     let wake: (() => void) | undefined;
     const unsubscribe = this.options.bus.subscribe(taskId, () => {
@@ -95,8 +111,8 @@ export class TaskReader {
   }
 
   /** The task's result bytes from `offset`, in chunks; the last carries size and SHA-256. */
-  async *readResult(taskId: string, callerAgentId: string, offset: number): AsyncGenerator<StreamChunk> {
-    const task = await this.getTask(taskId, callerAgentId);
+  async *readResult(taskId: string, caller: TaskReaderCaller, offset: number): AsyncGenerator<StreamChunk> {
+    const task = await this.getTask(taskId, caller);
     const stream = task.resultStream;
     if (stream === undefined) {
       throw protocolError(ErrorCode.INVALID_PARAMS, isTerminal(task.state) ? `task ${clip(taskId)} has no result stream` : `task ${clip(taskId)} has not completed`, {

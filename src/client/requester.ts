@@ -263,8 +263,11 @@ export class SynapseClient {
     return task;
   }
 
-  async listTasks(options: { states?: TaskState[]; pageSize?: number; pageToken?: string } = {}): Promise<{ tasks: Task[]; nextPageToken: string }> {
-    return this.p2p.listTasks({ states: options.states ?? [], pageSize: options.pageSize ?? 0, pageToken: options.pageToken ?? "" }, { headers: await this.authHeaders() });
+  async listTasks(options: { states?: TaskState[]; taskTypes?: string[]; pageSize?: number; pageToken?: string } = {}): Promise<{ tasks: Task[]; nextPageToken: string }> {
+    return this.p2p.listTasks(
+      { states: options.states ?? [], taskTypes: options.taskTypes ?? [], pageSize: options.pageSize ?? 0, pageToken: options.pageToken ?? "" },
+      { headers: await this.authHeaders() },
+    );
   }
 
   /**

@@ -48,6 +48,8 @@ export interface TestServerOptions extends Partial<Omit<ServerOptions, "capabili
   identity?: AgentIdentity;
   /** Where tasks, pins and the registry live (default memory). */
   storage?: Storage;
+  /** Operator key ids: their bearer tokens read every task. */
+  operators?: readonly string[];
 }
 
 export interface TestServer extends RunningServer {
@@ -79,6 +81,7 @@ export async function startTestServer(options: TestServerOptions = {}): Promise<
     outbound: options.outbound,
     retentionMs: options.retentionMs,
     pruneIntervalMs: options.pruneIntervalMs,
+    operators: options.operators,
   });
   const registry = options.registry
     ? new Registry({
