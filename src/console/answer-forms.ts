@@ -57,13 +57,12 @@ async function run(form: HTMLFormElement, status: ReturnType<typeof statusLine>,
   }
 }
 
-/** The need-info form: one input per missing field, prefilled with the suggested value. */
+/** The need-info form: one input per missing field, prefilled with the suggested value (the question itself is shown above it). */
 export function infoForm(session: Session, taskId: string, asked: TaskNeedInfoPayload, answered: Answered): HTMLFormElement {
   const id = `info-${++forms}`;
   const status = statusLine();
   const inputs: Array<[string, HTMLInputElement]> = [];
   const form = el("form", { class: "answer", "data-testid": "info-form", "aria-label": "Provide the information asked for" });
-  if (asked.question) form.append(el("p", { class: "question" }, asked.question));
   for (const [index, field] of asked.missingFields.entries()) {
     const inputId = `${id}-${index}`;
     const suggested = valueOf(field.suggestedValue);

@@ -60,6 +60,11 @@ function agentRow(agent: RegisteredAgent): HTMLTableRowElement {
   );
 }
 
+/** "inactive" for "CAPABILITY_STATUS_INACTIVE"; versions and other values as they are. */
+function statusWord(value: string): string {
+  return value.startsWith("CAPABILITY_STATUS_") ? value.slice("CAPABILITY_STATUS_".length).toLowerCase() : value;
+}
+
 function auditRow(event: AuditEvent): HTMLTableRowElement {
   const kind = word(AuditEventKind, event.kind, "AUDIT_EVENT_KIND_");
   return el(
@@ -70,7 +75,7 @@ function auditRow(event: AuditEvent): HTMLTableRowElement {
     el("td", {}, el("code", { title: event.capabilityId }, event.capabilityCode || event.granteeKeyId)),
     el("td", {}, event.actor, event.actorKeyId ? el("small", { title: event.actorKeyId }, ` (${shortId(event.actorKeyId)})`) : ""),
     el("td", {}, event.action),
-    el("td", {}, event.from || event.to ? `${event.from || "—"} → ${event.to || "—"}` : ""),
+    el("td", {}, event.from || event.to ? `${statusWord(event.from) || "—"} → ${statusWord(event.to) || "—"}` : ""),
     el("td", {}, event.reason),
   );
 }
@@ -81,6 +86,7 @@ export class RegistryView {
   private readonly audit = el("tbody", {});
   private readonly auditTitle = el("h3", { "data-testid": "audit-title" }, "Audit trail");
   private readonly status = el("p", { class: "note", role: "status", "data-testid": "registry-status" });
+  private readonly allAudit = button("Every capability's", () => void this.showAudit(""), { "data-testid": "audit-all", hidden: "" });
   /** The capability whose audit trail is shown, or "" for all. */
   private auditOf = "";
   private timer: ReturnType<typeof setInterval> | undefined;
@@ -95,7 +101,7 @@ export class RegistryView {
         { "aria-label": "Capability catalogue" },
         table("Capability catalogue: every version, with its status and health", ["Capability", "Version", "Status", "Health", "Risk", "Provided by", "Owner", ""], this.capabilities, "registry-capabilities"),
       ),
-      el("section", { "aria-label": "Audit trail" }, this.auditTitle, table("Newest first", ["When", "Event", "Capability", "Actor", "Action", "From → to", "Why"], this.audit, "registry-audit")),
+      el("section", { "aria-label": "Audit trail" }, el("div", { class: "toolbar" }, this.auditTitle, this.allAudit), table("Newest first", ["When", "Event", "Capability", "Actor", "Action", "From → to", "Why"], this.audit, "registry-audit")),
       this.status,
     );
   }
@@ -140,7 +146,7 @@ export class RegistryView {
           el("td", {}, el("code", { title: capability.id }, capability.id)),
           el("td", {}, capability.version),
           el("td", {}, badge(status, status === "active" ? "done" : status === "deprecated" ? "waiting" : "stopped")),
-          el("td", {}, badge(health === "unspecified" ? "not reported" : health, health === "unhealthy" ? "failed" : health === "degraded" ? "waiting" : "done")),
+          el("td", {}, badge(health === "unspecified" ? "not reported" : health, health === "unhealthy" ? "failed" : health === "degraded" ? "waiting" : health === "healthy" ? "done" : "stopped")),
           el("td", {}, word(RiskLevel, capability.riskLevel, "RISK_LEVEL_")),
           el("td", {}, capability.agentId ? el("code", {}, capability.agentId) : "static"),
           el("td", {}, capability.owner),
@@ -163,6 +169,7 @@ export class RegistryView {
   private async readAudit(): Promise<void> {
     const { events } = await registryService.listAuditEvents({ capabilityId: this.auditOf, pageSize: 1000 });
     this.auditTitle.textContent = this.auditOf ? `Audit trail of ${this.auditOf}` : "Audit trail";
+    this.allAudit.hidden = this.auditOf === "";
     this.auditTitle.tabIndex = -1;
     const rows = [...events].reverse().map(auditRow);
     show(this.audit, ...(rows.length > 0 ? rows : [el("tr", {}, el("td", { colspan: "7" }, note("No audit events.")))]));

@@ -31,6 +31,10 @@ export class TaskDetail {
   /** The question drawn, so an unchanged one (and what the user typed in it) is not redrawn. */
   private questionKey = "";
 
+  /** Kept across redraws: focus moves here when a task is opened, and must stay. */
+  private readonly title = el("h2", { id: "task-title", tabindex: "-1" });
+  private readonly stateShown = el("span", { "data-testid": "task-state" });
+  /** Redrawn with the task; the title row above it is not, so focus on the title stays. */
   private readonly summary = el("div", { class: "task-summary" });
   private readonly graph = el("div", { class: "graph-panel" });
   private readonly question = el("div", {});
@@ -59,7 +63,7 @@ export class TaskDetail {
     this.pool.exclude(taskId);
     show(
       this.container,
-      el("div", { class: "detail-head" }, this.summary, this.stream),
+      el("div", { class: "detail-head" }, el("div", { class: "title-row" }, this.title, this.stateShown), this.summary, this.stream),
       this.question,
       this.actions,
       el("section", { "aria-label": "State machine" }, el("h3", {}, "Path through the state machine"), this.graph),
@@ -67,6 +71,8 @@ export class TaskDetail {
       el("section", { "aria-label": "Message history" }, el("h3", {}, "Message history"), this.history.table),
     );
     this.container.dataset.taskId = taskId;
+    show(this.title, "Task ", el("code", { "data-testid": "task-id" }, taskId));
+    show(this.stateShown);
     const held = this.model.get(taskId);
     if (held !== undefined) this.render(held);
     else show(this.summary, note("loading…"));
@@ -140,14 +146,10 @@ export class TaskDetail {
     const mine = this.session.owns(task.requester?.agentId);
     const created = msOf(task.createdAt);
     const updated = msOf(task.updatedAt);
+    this.stateShown.dataset.state = stateName(task.state);
+    show(this.stateShown, stateBadge(task.state));
     show(
       this.summary,
-      el(
-        "div",
-        { class: "title-row" },
-        el("h2", { id: "task-title" }, "Task ", el("code", { "data-testid": "task-id" }, task.taskId)),
-        el("span", { "data-testid": "task-state", "data-state": stateName(task.state) }, stateBadge(task.state)),
-      ),
       el(
         "dl",
         { class: "facts" },
