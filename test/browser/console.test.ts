@@ -121,20 +121,21 @@ describe("the console in Chromium, as a requester", () => {
     expect(await page.getByTestId("key-backend").getAttribute("data-backend")).toBe("webcrypto");
     expect(await page.getByTestId("key-source").textContent()).toBe("made in this browser");
     // The key in IndexedDB is a CryptoKey that refuses to be exported.
-    const stored = await page.evaluate(async () => {
-      const db = await new Promise<IDBDatabase>((resolve, reject) => {
+    // (A script string: this file is compiled without the DOM's types.)
+    const stored = await page.evaluate(`(async () => {
+      const db = await new Promise((resolve, reject) => {
         const req = indexedDB.open("synapse-console");
         req.onsuccess = () => resolve(req.result);
         req.onerror = () => reject(req.error);
       });
-      const record = await new Promise<{ privateKey?: CryptoKey; seed?: unknown }>((resolve, reject) => {
+      const record = await new Promise((resolve, reject) => {
         const req = db.transaction("kv").objectStore("kv").get("identity");
         req.onsuccess = () => resolve(req.result);
         req.onerror = () => reject(req.error);
       });
-      const exported = await crypto.subtle.exportKey("jwk", record.privateKey!).then(() => "exported", (error: Error) => error.name);
-      return { extractable: record.privateKey?.extractable, hasSeed: record.seed !== undefined, exported };
-    });
+      const exported = await crypto.subtle.exportKey("jwk", record.privateKey).then(() => "exported", (error) => error.name);
+      return { extractable: record.privateKey.extractable, hasSeed: record.seed !== undefined, exported };
+    })()`);
     expect(stored).toEqual({ extractable: false, hasSeed: false, exported: "InvalidAccessError" });
     await screenshot(page, "01-identity");
   });
@@ -298,8 +299,8 @@ describe("the console in Chromium, as a requester", () => {
     await page.locator("#task-title:focus").waitFor({ timeout: TIMEOUT });
     // It stays there while the task's stream fills the page in.
     await page.getByTestId("log-verdict").waitFor({ timeout: TIMEOUT });
-    expect(await page.evaluate(() => document.activeElement?.id)).toBe("task-title");
-    expect(await page.evaluate(() => location.hash)).toMatch(/^#\/tasks\//);
+    expect(await page.evaluate("document.activeElement?.id")).toBe("task-title");
+    expect(await page.evaluate("location.hash")).toMatch(/^#\/tasks\//);
     await screenshot(page, "06-list");
   });
 
