@@ -6,6 +6,8 @@
 import { writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { Compliance } from "../gen/synapse/v1/capabilities_pb.js";
+import { SERVED_LEVEL } from "./helpers/interfaces.js";
 import { runCli, startServe, type ServeProcess } from "./helpers/cli.js";
 import { tempDir } from "./helpers/server.js";
 
@@ -62,7 +64,7 @@ describe("registry walkthrough", () => {
     expect(partial.stdout).toContain("basic 3/8");
     expect(partial.stdout).toContain("missing basic interfaces: P2PTaskHandler, CallbackReceiver, HTTPTransport, Authenticator, IdempotencyHandler");
     const agent = await cli("compliance", registry.url, "--agent", first.agentId, "--json");
-    expect(JSON.parse(agent.stdout)).toMatchObject({ evaluation: { compliant: true }, complianceLevel: "COMPLIANCE_BASIC" });
+    expect(JSON.parse(agent.stdout)).toMatchObject({ evaluation: { compliant: true }, complianceLevel: `COMPLIANCE_${Compliance[SERVED_LEVEL]}` });
   });
 
   it("the operator registers a capability and grants permissions; matching counts them; a stranger cannot change it; all audited", async () => {

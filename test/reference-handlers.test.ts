@@ -62,6 +62,7 @@ function fakeContext(taskType: string, payload: JsonObject, options: FakeOptions
     attempt: 1,
     signal: (options.controller ?? new AbortController()).signal,
     logger: silentLogger,
+    uploads: { files: [], get: () => undefined, open: () => (async function* () {})() },
     async progress(percent, message) {
       const call = { percent, message };
       progress.push(call);

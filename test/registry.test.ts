@@ -30,6 +30,7 @@ import { joinRegistry, type Membership } from "../src/registry/join.js";
 import { RegistryTrust } from "../src/registry/registry-trust.js";
 import { silentLogger } from "../src/log.js";
 import { startServer } from "../src/server/server.js";
+import { UNGROUPED_LEVEL } from "./helpers/interfaces.js";
 import { connectClient, requesterIdentity, startTestServer, tempDir, type TestServer } from "./helpers/server.js";
 
 const echo: TaskHandler = { executeTask: async (ctx) => ({ output: ctx.payload }) };
@@ -87,7 +88,7 @@ describe("registration", () => {
     expect(agent?.health).toBe(AgentHealth.HEALTHY);
     expect(agent?.compliance?.compliant).toBe(true);
     expect(agent?.compliance?.basicImplemented).toBe(8);
-    expect(agent?.complianceLevel).toBe(Compliance.BASIC);
+    expect(agent?.complianceLevel).toBe(UNGROUPED_LEVEL);
     expect(Buffer.from(agent!.capabilities!.publicKey).equals(Buffer.from(alpha.agent.identity.key.publicKey))).toBe(true);
   });
 
@@ -304,9 +305,11 @@ describe("FindAgents", () => {
     expect(await ids({ contentType: "application/json" })).toEqual([ALPHA]);
     expect(await ids({ transportMode: TransportMode.CALLBACK })).toEqual(both());
     expect(await ids({ interface: "HILHandler" })).toEqual(both());
-    expect(await ids({ interface: "GroupManager" })).toEqual([]);
+    expect(await ids({ interface: "GroupManager" })).toEqual([]); // neither hosts groups
+    expect(await ids({ interface: "EscalationHandler" })).toEqual(both());
     expect(await ids({ minCompliance: Compliance.BASIC })).toEqual(both());
-    expect(await ids({ minCompliance: Compliance.COMPLETE })).toEqual([]);
+    expect(await ids({ minCompliance: Compliance.COMPLETE })).toEqual(both());
+    expect(await ids({ minCompliance: Compliance.ADVANCED })).toEqual([]);
     expect(await ids({ taskType: "translation", contentType: "application/json" })).toEqual([]);
   });
 
@@ -376,7 +379,8 @@ describe("compliance and the catalogue over RPC", () => {
     expect(all).toMatchObject({ evaluation: { compliant: true, completeTotal: 5, advancedTotal: 5 }, complianceLevel: Compliance.BASIC });
     const agent = await rpc.evaluateCompliance({ agentId: ALPHA });
     expect(agent.evaluation?.agentId).toBe(ALPHA);
-    expect(agent.evaluation?.completeImplemented).toBe(4);
+    expect(agent.evaluation?.completeImplemented).toBe(5);
+    expect(agent.complianceLevel).toBe(UNGROUPED_LEVEL);
   });
 
   it("lists the agents' governed task types, and matches them by ontology", async () => {

@@ -16,6 +16,7 @@ import { pino } from "pino";
 import { findErrorDetail } from "../src/protocol/errors.js";
 import type { RunningServer } from "../src/server/server.js";
 import { startTestServer, tempDir } from "./helpers/server.js";
+import { GROUP_INTERFACES, UNGROUPED_INTERFACES } from "./helpers/interfaces.js";
 
 type Variant = { name: string; transport: (baseUrl: string) => Transport };
 
@@ -82,24 +83,9 @@ describe("one port, every protocol", () => {
   it("reports only interfaces that are wired", async () => {
     const client = createClient(CapabilitiesService, createGrpcTransport({ baseUrl: server.url }));
     const { interfaces } = await client.getSupportedInterfaces({});
-    expect(interfaces.map((i) => i.name)).toEqual([
-      "AgentIdentity",
-      "MessageHandler",
-      "CapabilitiesProvider",
-      "P2PTaskHandler",
-      "CallbackReceiver",
-      "CallbackSender",
-      "TaskStatusProvider",
-      "HILHandler",
-      "HTTPTransport",
-      "HybridTransport",
-      "StreamingTransport",
-      "Authenticator",
-      "IdempotencyHandler",
-    ]);
-    // Nothing for groups, escalation or multipart uploads is wired, so none is claimed.
-    expect(interfaces.map((i) => i.name)).not.toContain("GroupManager");
-    expect(interfaces.map((i) => i.name)).not.toContain("MultipartTransport");
+    expect(interfaces.map((i) => i.name)).toEqual(UNGROUPED_INTERFACES);
+    // Served without a group host, none of the group interfaces is claimed.
+    for (const name of GROUP_INTERFACES) expect(interfaces.map((i) => i.name)).not.toContain(name);
   });
 
   it("answers GET for side-effect-free methods", async () => {

@@ -2,13 +2,15 @@
 // keep the same rules: versioned atomic commits, gapless event sequences,
 // messages remembered once and atomically with their effect, the
 // concurrency limit checked in the commit that admits, leases, the callback
-// outbox, results in chunks, retention, and change notifications.
+// outbox, results in chunks, retention, change notifications, and the
+// groups a host keeps (store-contract/groups.ts).
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { TaskState } from "../gen/synapse/v1/payloads_pb.js";
 import type { StoreChange } from "../src/store/changes.js";
 import type { Storage } from "../src/store/storage.js";
 import { DeliveryStatus, StoreConflictError, StoreLimitError, type TaskStore } from "../src/store/store.js";
 import { decisionWithDeadline, newTask, requester, sameEnvelope, signedEvent, signedReply, storeKinds } from "./store-contract/fixtures.js";
+import { groupContractCases } from "./store-contract/groups.js";
 
 const conflict = (reason: StoreConflictError["reason"]) => expect.objectContaining({ name: "StoreConflictError", reason });
 
@@ -369,6 +371,19 @@ for (const kind of storeKinds()) {
           await other.close();
         }
       }
+    });
+
+    groupContractCases({
+      storage: () => storage,
+      reopen:
+        kind.reopen === undefined
+          ? undefined
+          : async () => {
+              await storage.close();
+              storage = await kind.reopen!();
+              store = storage.tasks;
+              return storage;
+            },
     });
 
     // Memory forgets by design; the durable stores must not.

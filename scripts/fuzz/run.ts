@@ -21,6 +21,10 @@ import { silentLogger, type Logger } from "../../src/log.js";
 import { Registry } from "../../src/registry/registry.js";
 import { MESSAGE_OVERHEAD_BYTES, startServer } from "../../src/server/server.js";
 import { MemoryTaskStore } from "../../src/store/memory/tasks.js";
+import { MemoryGroupStorage } from "../../src/store/memory/groups.js";
+import { createGroupHost } from "../../src/group/group-host.js";
+import { GroupClient } from "../../src/client/group-client.js";
+import { ConsensusRule } from "../../gen/synapse/v1/a2n_pb.js";
 import { buildRequest } from "./build.js";
 import { fuzzCase, protocolFamily, type FuzzCase } from "./cases.js";
 import { fuzzTargets, type FuzzContext } from "./targets.js";
@@ -96,7 +100,9 @@ export async function runFuzz(options: FuzzOptions): Promise<FuzzReport> {
   const dir = await mkdtemp(join(tmpdir(), "synapse-fuzz-"));
   const { identity } = await loadOrCreateIdentity(join(dir, "server"), { agentId: "fuzz_executor" });
   const capabilities = defaultAgentCapabilities({ agentName: "fuzz target", supportedTaskTypes: [...REFERENCE_TASK_TYPES], maxFileSize: BigInt(MAX_FILE_SIZE) });
-  const agent = createAgent({ identity, capabilities, handlers: referenceHandlers(), trust: PinnedKeys.inMemory(), store: new MemoryTaskStore(), logger });
+  const store = new MemoryTaskStore();
+  const agent = createAgent({ identity, capabilities, handlers: referenceHandlers(), trust: PinnedKeys.inMemory(), store, logger, groups: true });
+  const groups = createGroupHost({ agent, storage: new MemoryGroupStorage(store), logger });
   // Its id is derived from its key, so the server trusts it on first use.
   const requester = (await loadOrCreateIdentity(join(dir, "requester"))).identity;
   // Registrations are confirmed without calling out: the fuzz sends traffic to this server only.
@@ -105,11 +111,15 @@ export async function runFuzz(options: FuzzOptions): Promise<FuzzReport> {
     interfaces: agent.provider.getSupportedInterfaces(),
   };
   const registry = new Registry({ logger, clockSkewMs: agent.clockSkewMs, confirm: async () => selfReport });
-  const server = await startServer({ agent, registry, port: 0, host: "127.0.0.1", logger });
+  const server = await startServer({ agent, registry, groups, port: 0, host: "127.0.0.1", logger });
   const limit = MAX_FILE_SIZE + MESSAGE_OVERHEAD_BYTES;
   const client = await SynapseClient.connect({ baseUrl: server.url, identity: requester, retryBaseDelayMs: 50 });
   const done = await client.submit("text_analysis", { text: "A finished task." }, { waitMs: 10_000 });
   const streamed = await client.submit("data_analysis", { csv: ["n", ...Array.from({ length: 400 }, (_, i) => String(i))].join("\n") }, { waitMs: 10_000 });
+  // A group the requester coordinates, with a vote open: a2n messages and reads reach past the first checks.
+  const coordinator = await GroupClient.connect({ baseUrl: server.url, identity: requester });
+  await coordinator.create("fuzz-group");
+  await coordinator.startVote("fuzz-group", { voteId: "fuzz-vote", question: "?", options: ["a", "b"], rule: ConsensusRule.RANKED, deadline: new Date(Date.now() + 3_600_000) });
   const caps = server.capabilities.getCapabilities();
   const ctx: FuzzContext = {
     serverUrl: server.url,
@@ -120,6 +130,7 @@ export async function runFuzz(options: FuzzOptions): Promise<FuzzReport> {
     doneTaskId: done.taskId,
     streamTaskId: streamed.taskId,
     taskIds: Array.from({ length: 16 }, (_, i) => `fuzz-task-${i}`),
+    groupId: "fuzz-group",
   };
   const targets = fuzzTargets(true);
   const wire = new WireClient(server.url, options.timeoutMs ?? 15_000);

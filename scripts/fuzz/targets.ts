@@ -10,6 +10,9 @@ import { MessageType } from "../../gen/synapse/v1/envelope_pb.js";
 import { P2PService } from "../../gen/synapse/v1/p2p_pb.js";
 import { DecisionAction } from "../../gen/synapse/v1/payloads_pb.js";
 import { RegistryService } from "../../gen/synapse/v1/registry_pb.js";
+import { ConsensusRule, GroupRole, GroupTaskStrategy } from "../../gen/synapse/v1/a2n_pb.js";
+import { GroupService } from "../../gen/synapse/v1/group_pb.js";
+import { timestampFromMs } from "@bufbuild/protobuf/wkt";
 import type { AgentIdentity } from "../../src/agent/identity.js";
 import { messageTypeInfo } from "../../src/protocol/message-types.js";
 
@@ -26,6 +29,8 @@ export interface FuzzContext {
   streamTaskId: string;
   /** The only ids task_requests use, so that the fuzz creates a bounded number of tasks. */
   taskIds: string[];
+  /** A group the requester coordinates at the server, with an open vote "fuzz-vote". */
+  groupId: string;
 }
 
 export interface EnvelopeSeed {
@@ -71,6 +76,24 @@ function payloadOf(type: MessageType, taskId: string, ctx: FuzzContext): Message
   return create(schema as DescMessage, init as never) as Message;
 }
 
+const A2N_TYPES = Object.values(MessageType).filter((t): t is MessageType => typeof t === "number" && t >= 200);
+
+/** An a2n:* message about the fuzz group (ids from small sets, so the fuzz creates a bounded number of things). */
+function a2nEnvelope(ctx: FuzzContext, pick: number): EnvelopeSeed {
+  const type = A2N_TYPES[pick % A2N_TYPES.length]!;
+  const schema = messageTypeInfo(type)!.payloadSchema;
+  const id = `fuzz-${pick % 4}`;
+  const init: Record<string, unknown> = { groupId: type === MessageType.A2N_GROUP_CREATE ? id : ctx.groupId };
+  if (schema.fields.some((f) => f.name === "vote_id")) init.voteId = type === MessageType.A2N_VOTE_START ? id : "fuzz-vote";
+  if (type === MessageType.A2N_VOTE_START) Object.assign(init, { question: "?", options: ["a", "b"], rule: ConsensusRule.RANKED, deadline: timestampFromMs(Date.now() + 3_600_000) });
+  if (type === MessageType.A2N_VOTE_CAST) init.ranking = ["a"];
+  if (type === MessageType.A2N_MEMBER_INVITE) init.invitee = { agentId: `agent_${id}`, keyId: "k" };
+  if (type === MessageType.A2N_MEMBER_JOIN) init.role = GroupRole.OBSERVER;
+  const taskScoped = messageTypeInfo(type)!.taskScoped;
+  if (taskScoped) Object.assign(init, { groupTaskId: id, taskType: "text_analysis", strategy: GroupTaskStrategy.BROADCAST, subtaskId: `${id}.0.1` });
+  return { type, payload: create(schema as DescMessage, init as never) as Message, taskId: taskScoped ? id : "" };
+}
+
 function p2pEnvelope(ctx: FuzzContext, pick: number): EnvelopeSeed {
   const type = P2P_TYPES[pick % P2P_TYPES.length]!;
   const taskId = type === MessageType.TASK_REQUEST ? ctx.taskIds[pick % ctx.taskIds.length]! : messageTypeInfo(type)!.taskScoped ? ctx.doneTaskId : "";
@@ -96,6 +119,12 @@ const SEEDS: Record<string, (ctx: FuzzContext, pick: number) => Record<string, u
   "synapse.v1.RegistryService/GetCapability": (_ctx, pick) => ({ id: `fuzz.cap${pick % 4}` }),
   "synapse.v1.RegistryService/SetCapabilityStatus": (_ctx, pick) => ({ id: `fuzz.cap${pick % 4}`, status: 2, reason: "fuzz" }),
   "synapse.v1.RegistryService/MatchCapabilities": () => ({ ontology: { domain: "fuzz", intent: "analyze" } }),
+  "synapse.v1.GroupService/GetGroup": (ctx) => ({ groupId: ctx.groupId }),
+  "synapse.v1.GroupService/ListGroups": () => ({ pageSize: 5 }),
+  "synapse.v1.GroupService/WatchGroup": (ctx, pick) => ({ groupId: ctx.groupId, fromSequence: BigInt(pick % 4) }),
+  "synapse.v1.GroupService/GetGroupTask": (ctx, pick) => ({ groupId: ctx.groupId, groupTaskId: `fuzz-${pick % 4}` }),
+  "synapse.v1.GroupService/GetVote": (ctx) => ({ groupId: ctx.groupId, voteId: "fuzz-vote" }),
+  "synapse.v1.GroupService/Tally": (ctx) => ({ groupId: ctx.groupId, voteId: "fuzz-vote" }),
   "grpc.health.v1.Health/Check": () => ({ service: "" }),
   "grpc.health.v1.Health/Watch": () => ({ service: "synapse.v1.P2PService" }),
   "grpc.reflection.v1.ServerReflection/ServerReflectionInfo": (_ctx, pick) =>
@@ -108,14 +137,15 @@ const ENVELOPES: Record<string, (ctx: FuzzContext, pick: number) => EnvelopeSeed
   "synapse.v1.RegistryService/Register": registryEnvelope(MessageType.REGISTRY_REGISTER),
   "synapse.v1.RegistryService/Deregister": registryEnvelope(MessageType.REGISTRY_DEREGISTER),
   "synapse.v1.RegistryService/Heartbeat": registryEnvelope(MessageType.HEARTBEAT),
+  "synapse.v1.GroupService/Send": a2nEnvelope,
 };
 
-const AUTH = new Set(["GetTask", "ListTasks", "Watch", "ReadResult", "RegisterCapability", "SetCapabilityStatus"]);
-const LIVE = new Set(["synapse.v1.P2PService/Watch", "grpc.health.v1.Health/Watch"]);
+const AUTH = new Set(["GetTask", "ListTasks", "Watch", "ReadResult", "RegisterCapability", "SetCapabilityStatus", "GetGroup", "ListGroups", "WatchGroup", "GetGroupTask", "GetVote", "Tally"]);
+const LIVE = new Set(["synapse.v1.P2PService/Watch", "grpc.health.v1.Health/Watch", "synapse.v1.GroupService/WatchGroup"]);
 
 /** Every method of the services the server hosts (RegistryService only with a registry). */
 export function fuzzTargets(withRegistry: boolean): Target[] {
-  const services: DescService[] = [CapabilitiesService, P2PService, Health, reflectionV1.ServerReflection, reflectionV1alpha.ServerReflection];
+  const services: DescService[] = [CapabilitiesService, P2PService, GroupService, Health, reflectionV1.ServerReflection, reflectionV1alpha.ServerReflection];
   if (withRegistry) services.push(RegistryService);
   return services.flatMap((service) =>
     service.methods.map((method): Target => {

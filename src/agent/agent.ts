@@ -14,7 +14,9 @@ import type { TrustPolicy } from "../envelope/trust.js";
 import { silentLogger, type Logger } from "../log.js";
 import { OutboundPolicy } from "../net/outbound-policy.js";
 import { MemoryTaskStore } from "../store/memory/tasks.js";
+import { MemoryUploadStore } from "../store/memory/uploads.js";
 import type { MessageStore, TaskStore } from "../store/store.js";
+import type { UploadStore } from "../store/uploads.js";
 import { CallbackSender } from "./callbacks.js";
 import { TaskEngine } from "./engine.js";
 import { TaskEventBus } from "./events.js";
@@ -25,7 +27,9 @@ import { TaskReader } from "./reader.js";
 import { EventRecorder } from "./recorder.js";
 import { DEFAULT_RETENTION_MS, Retention } from "./retention.js";
 import { ExecutionRunner } from "./runner.js";
+import { EscalationPolicies } from "./escalation.js";
 import { TaskSchemas } from "./schemas.js";
+import { AgentUploads, DEFAULT_UPLOAD_LIMITS, type UploadLimits } from "./uploads.js";
 
 /** How long a lease on a task's run (or on its callbacks) lasts unless renewed. */
 export const DEFAULT_LEASE_MS = 15_000;
@@ -38,6 +42,10 @@ export interface AgentOptions {
   trust: TrustPolicy;
   /** Where tasks live; default this process's memory (tests and embedding). */
   store?: TaskStore;
+  /** Where uploads (POST /upload) live; default this process's memory. */
+  uploads?: UploadStore;
+  /** Upload size limit, per-sender quota and how long unused uploads are kept (defaults: 1 GiB, 4 GiB, 24 h). */
+  uploadLimits?: Partial<UploadLimits>;
   config?: Partial<P2PConfig>;
   clockSkewMs?: number;
   logger?: Logger;
@@ -49,6 +57,11 @@ export interface AgentOptions {
   prunedMessages?: MessageStore[];
   /** Lease length for runs and callback pushes (default 15 s); others take over this long after an instance dies. */
   leaseMs?: number;
+  /**
+   * The agent also serves GroupService (see src/group/group-host.ts): it then
+   * declares support_groups and the group interfaces.
+   */
+  groups?: boolean;
   /** This process among the instances sharing the store; default a random id. */
   instanceId?: string;
   /** Where callbacks may go; by default public addresses, and loopback while the server listens on loopback only. */
@@ -75,6 +88,8 @@ export interface Agent {
   readonly config: P2PConfig;
   readonly clockSkewMs: number;
   readonly store: TaskStore;
+  /** Uploaded files, their limits, and the check of the references tasks make to them. */
+  readonly uploads: AgentUploads;
   readonly instanceId: string;
   /** Key ids whose bearer tokens may read every task (AgentOptions.operators). */
   readonly operatorKeyIds: ReadonlySet<string>;
@@ -85,7 +100,17 @@ export interface Agent {
 }
 
 /** What an agent with a task engine implements, for GetSupportedInterfaces. */
-export const AGENT_WIRING: Wiring = { capabilities: true, p2p: true, taskStatus: true, streaming: true, humanInTheLoop: true, callbacks: true };
+export const AGENT_WIRING: Wiring = {
+  capabilities: true,
+  p2p: true,
+  taskStatus: true,
+  streaming: true,
+  humanInTheLoop: true,
+  callbacks: true,
+  escalation: true,
+  multipart: true,
+  sse: true,
+};
 
 export function createAgent(options: AgentOptions): Agent {
   const { identity } = options;
@@ -107,27 +132,31 @@ export function createAgent(options: AgentOptions): Agent {
     supportProgressUpdates: true,
     supportStreaming: true,
     supportHil: true,
+    supportGroups: options.groups === true,
   });
-  const provider = new CapabilitiesProvider(capabilities, AGENT_WIRING);
+  const provider = new CapabilitiesProvider(capabilities, { ...AGENT_WIRING, groups: options.groups === true });
   const store = options.store ?? new MemoryTaskStore(now);
   const instanceId = options.instanceId ?? randomUUID();
   const leaseMs = options.leaseMs ?? DEFAULT_LEASE_MS;
+  const uploads = new AgentUploads(options.uploads ?? new MemoryUploadStore(store), { ...DEFAULT_UPLOAD_LIMITS, ...options.uploadLimits }, now);
   const bus = new TaskEventBus(store);
   const schemas = new TaskSchemas(capabilities.supportedTaskTypes);
+  const escalation = new EscalationPolicies(capabilities.supportedTaskTypes);
   const recorder = new EventRecorder({ identity, capabilities: provider, store, now });
-  const runner = new ExecutionRunner({ capabilities: provider, handlers: options.handlers, schemas, store, bus, recorder, config, logger, now, instanceId, leaseMs });
+  const runner = new ExecutionRunner({ capabilities: provider, handlers: options.handlers, schemas, store, bus, recorder, config, logger, now, instanceId, leaseMs, uploads, escalation });
   const outbound = options.outbound ?? new OutboundPolicy();
   const callbacks = new CallbackSender({ store, bus, logger, outbound, maxRetries: config.maxRetries, retryBaseDelayMs: config.retryBaseDelayMs, instanceId, leaseMs, now });
   const inbox = new CallbackInbox(store, bus, options.trust);
-  const engine = new TaskEngine({ capabilities: provider, handlers: options.handlers, schemas, store, bus, recorder, runner, callbacks, outbound, logger, clockSkewMs, now, inbox });
+  const engine = new TaskEngine({ capabilities: provider, handlers: options.handlers, schemas, store, bus, recorder, runner, callbacks, outbound, logger, clockSkewMs, now, inbox, uploads });
   const reader = new TaskReader({
     store,
     bus,
     heartbeatIntervalMs: config.heartbeatIntervalMs,
-    heartbeat: (task) => engine.sealHeartbeat(task.requester),
+    heartbeat: (receiver) => engine.sealHeartbeat(receiver),
   });
   const retention = new Retention({
     store,
+    uploads,
     messages: options.prunedMessages,
     retentionMs: options.retentionMs ?? DEFAULT_RETENTION_MS,
     intervalMs: options.pruneIntervalMs ?? 60_000,
@@ -147,6 +176,7 @@ export function createAgent(options: AgentOptions): Agent {
     config,
     clockSkewMs,
     store,
+    uploads,
     instanceId,
     operatorKeyIds: new Set(options.operators ?? []),
     start() {

@@ -1,14 +1,12 @@
 // Decision deadlines: a task waiting for a human decision past its
-// deadline fails with execution_timeout. Deadlines are read from the store
-// (so they hold across restarts and whichever instance asked): the ones due
-// before the next scan get a timer; any instance may fire one, the state
-// machine lets only the first change the task.
+// deadline escalates one level, or fails with execution_timeout after the
+// last (escalation.ts). Deadlines are read from the store (so they hold
+// across restarts and whichever instance asked): the ones due before the
+// next scan get a timer; any instance may fire one, and only the first
+// change of a decision sticks.
 import { timestampMs } from "@bufbuild/protobuf/wkt";
-import { ErrorCode } from "../../gen/synapse/v1/errors_pb.js";
 import type { Logger } from "../log.js";
 import type { TaskRecord, TaskStore } from "../store/store.js";
-import type { FailureReport } from "./execution.js";
-import { WAITING_FOR_HUMAN } from "./questions.js";
 
 export interface DeadlineOptions {
   store: TaskStore;
@@ -16,8 +14,8 @@ export interface DeadlineOptions {
   now: () => number;
   /** How far ahead a scan arms timers (a lease: scans run three times as often). */
   horizonMs: number;
-  /** Records the task's failure. */
-  fail(taskId: string, failure: FailureReport): Promise<void>;
+  /** Escalates or fails a task whose decision `decisionId` is past its deadline; the task after, if it changed. */
+  expire(taskId: string, decisionId: string): Promise<TaskRecord | undefined>;
 }
 
 export class DecisionDeadlines {
@@ -26,7 +24,7 @@ export class DecisionDeadlines {
 
   constructor(private readonly options: DeadlineOptions) {}
 
-  /** Arms timers for the decision deadlines that fall before the next scan; overdue ones fail now. */
+  /** Arms timers for the decision deadlines that fall before the next scan; overdue ones fire now. */
   async armDue(): Promise<void> {
     const horizon = this.options.now() + this.options.horizonMs;
     for (const task of await this.options.store.listDecisionDeadlines(horizon, 1000)) this.arm(task);
@@ -46,11 +44,15 @@ export class DecisionDeadlines {
   }
 
   private async expireDecision(taskId: string, decisionId: string): Promise<void> {
-    const task = await this.options.store.getTask(taskId);
-    if (task === undefined || !WAITING_FOR_HUMAN.has(task.state) || task.pendingDecision?.decisionId !== decisionId) return;
-    const failure = { code: ErrorCode.EXECUTION_TIMEOUT, message: "no human decision before the deadline", recoverable: true };
     try {
-      await this.options.fail(taskId, failure);
+      const after = await this.options.expire(taskId, decisionId);
+      // The next level's deadline (this instance recorded it, so it arms it; others find it at their next scan).
+      if (after?.pendingDecision?.deadline !== undefined) this.arm(after);
+      else if (after === undefined) {
+        // Someone else changed the decision first: its new deadline, if any, is armed here too.
+        const current = await this.options.store.getTask(taskId);
+        if (current?.pendingDecision !== undefined && current.pendingDecision.decisionId !== decisionId) this.arm(current);
+      }
     } catch (error) {
       this.options.logger.warn({ err: error, task_id: taskId }, "could not record a passed decision deadline");
     }

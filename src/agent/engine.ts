@@ -32,6 +32,7 @@ import { TaskSteering } from "./steering.js";
 import type { EventRecorder } from "./recorder.js";
 import type { ExecutionRunner } from "./runner.js";
 import type { TaskSchemas } from "./schemas.js";
+import type { AgentUploads } from "./uploads.js";
 
 export interface EngineOptions {
   /** Takes events pushed for tasks this agent requested. */
@@ -50,6 +51,8 @@ export interface EngineOptions {
   logger: Logger;
   clockSkewMs: number;
   now: () => number;
+  /** The files task requests may name. */
+  uploads: AgentUploads;
 }
 
 export interface SendOutcome {
@@ -150,9 +153,10 @@ export class TaskEngine {
         this.options.logger.warn({ from: header.sender?.agentId, reply_to: header.replyTo }, "peer refused a message (p2p:nack)");
         return this.answered(opened, cause, undefined);
       default: {
-        // registry:* messages are RegistryService's, never P2PService.Send's.
+        // registry:* messages are RegistryService's and a2n:* GroupService's, never P2PService.Send's.
         if (!info.wireName.startsWith("p2p:")) {
-          throw protocolError(ErrorCode.MESSAGE_FORMAT_INVALID, `${info.wireName} is sent to RegistryService, not to P2PService.Send`);
+          const service = info.wireName.startsWith("a2n:") ? "GroupService" : "RegistryService";
+          throw protocolError(ErrorCode.MESSAGE_FORMAT_INVALID, `${info.wireName} is sent to ${service}, not to P2PService.Send`);
         }
         // confirm, reject, status, complete, failed, need_info, need_human: the executor's words,
         // welcome only as callbacks for a task this agent requested.

@@ -25,9 +25,31 @@ export interface OutboundChange {
 export type EventListener = (change: TaskChange) => void;
 export type OutboundListener = (change: OutboundChange) => void;
 
+/** Listeners of one task told at once, in the commit's own turn; more go in later turns. */
+const TOLD_AT_ONCE = 64;
+/** Listeners told per later turn of the event loop. */
+const TOLD_PER_TURN = 512;
+
+/** A change still to be told to some of the listeners it had when it was committed. */
+interface Telling {
+  listeners: EventListener[];
+  current: Set<EventListener>;
+  change: TaskChange;
+  told: number;
+}
+
+/**
+ * Fans store changes out by task. A task with many listeners (thousands of
+ * Watch streams, say) is told over several turns of the event loop, so the
+ * call that committed the change, and every other request, goes on without
+ * waiting for the fan-out. Every listener still hears every change of its
+ * task in commit order: while any telling is under way, later changes queue
+ * behind it.
+ */
 export class TaskEventBus {
   private readonly listeners = new Map<string, Set<EventListener>>();
   private readonly outboundListeners = new Map<string, Set<OutboundListener>>();
+  private readonly backlog: Telling[] = [];
   private readonly stop: () => void;
 
   constructor(source: ChangeSource) {
@@ -46,11 +68,34 @@ export class TaskEventBus {
 
   private dispatch(change: StoreChange): void {
     if (change.kind === "task") {
-      for (const listener of this.listeners.get(change.taskId) ?? []) call(listener, change);
+      const current = this.listeners.get(change.taskId);
+      if (current === undefined) return;
+      if (this.backlog.length === 0 && current.size <= TOLD_AT_ONCE) {
+        for (const listener of current) call(listener, change);
+        return;
+      }
+      this.backlog.push({ listeners: [...current], current, change, told: 0 });
+      if (this.backlog.length === 1) setImmediate(this.tell);
     } else {
       for (const listener of this.outboundListeners.get(outboundKey(change.executorAgentId, change.taskId)) ?? []) call(listener, change);
     }
   }
+
+  /** Tells the next listeners in the backlog, and comes back next turn while any are left. */
+  private readonly tell = (): void => {
+    let budget = TOLD_PER_TURN;
+    while (budget > 0 && this.backlog.length > 0) {
+      const telling = this.backlog[0]!;
+      while (budget > 0 && telling.told < telling.listeners.length) {
+        const listener = telling.listeners[telling.told++]!;
+        // One that unsubscribed meanwhile has stopped listening.
+        if (telling.current.has(listener)) call(listener, telling.change);
+        budget--;
+      }
+      if (telling.told === telling.listeners.length) this.backlog.shift();
+    }
+    if (this.backlog.length > 0) setImmediate(this.tell);
+  };
 
   close(): void {
     this.stop();

@@ -8,9 +8,10 @@ import { createHash } from "node:crypto";
 import { ErrorCode } from "../../gen/synapse/v1/errors_pb.js";
 import type { Logger } from "../log.js";
 import { toValue } from "../protocol/json-values.js";
-import type { HumanAnswer, HumanQuestion, MissingFieldSpec, TaskContext, TaskHandler, TaskInput, TaskOutput } from "./handler.js";
+import type { HumanAnswer, HumanQuestion, MissingFieldSpec, TaskContext, TaskHandler, TaskInput, TaskOutput, TaskUploads } from "./handler.js";
 import { TaskFailure } from "./handler.js";
 import type { TaskSchemas } from "./schemas.js";
+import { PreparedUploads } from "./uploads.js";
 
 export interface FinishedResult {
   output?: JsonValue;
@@ -111,6 +112,7 @@ export class Execution {
     private readonly schemas: TaskSchemas,
     private readonly limits: ExecutionLimits,
     private readonly logger: Logger,
+    private readonly uploads: PreparedUploads = PreparedUploads.none(),
   ) {}
 
   /** Stops the handler; `failure` says how the task ends (none when it already ended). */
@@ -123,7 +125,9 @@ export class Execution {
     const signal = this.controller.signal;
     this.startTimers();
     try {
-      const output = await this.race(this.handler.executeTask(this.context()));
+      // Every uploaded file is checked against its signed hash before the handler sees any of it.
+      const uploads = await this.race(this.uploads.verify(signal));
+      const output = await this.race(this.handler.executeTask(this.context(uploads)));
       const result = await this.finish(output);
       if (signal.aborted) return this.reportStop();
       this.settling = true;
@@ -188,7 +192,7 @@ export class Execution {
     if (reason instanceof ExecutionStop && reason.failure) await this.host.fail(this.input.taskId, reason.failure);
   }
 
-  private context(): TaskContext {
+  private context(uploads: TaskUploads): TaskContext {
     const { taskId } = this.input;
     const signal = this.controller.signal;
     const host = this.host;
@@ -196,6 +200,7 @@ export class Execution {
       ...this.input,
       payload: { ...this.input.payload },
       signal,
+      uploads,
       logger: this.logger.child({ task_id: taskId }),
       progress: async (percent, message = "", intermediate) => {
         if (signal.aborted) throw signal.reason;

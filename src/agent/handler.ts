@@ -68,6 +68,30 @@ export interface TaskOutput {
   stream?: ResultStreamSource;
 }
 
+/** A file the task request names (TaskRequestPayload.uploads), uploaded beforehand with POST /upload. */
+export interface UploadedFile {
+  /** The name the request gives it, for example "csv". */
+  name: string;
+  /** SHA-256 of its bytes, lowercase hex: what the request signed. */
+  sha256: string;
+  size: number;
+  /** As the uploader sent them. */
+  contentType: string;
+  fileName: string;
+}
+
+/** The files a task's request names, each checked against its signed hash before the handler runs. */
+export interface TaskUploads {
+  readonly files: readonly UploadedFile[];
+  get(name: string): UploadedFile | undefined;
+  /**
+   * The file's bytes, chunk by chunk from the store, never all in memory;
+   * hashed again as they are read (a TaskFailure upload_mismatch at the
+   * end if the store changed under the task).
+   */
+  open(name: string): AsyncIterable<Uint8Array>;
+}
+
 export interface TaskContext extends TaskInput {
   /**
    * 1 for the first run of this task's handler; more when a resumable
@@ -85,6 +109,8 @@ export interface TaskContext extends TaskInput {
   askForInfo(fields: MissingFieldSpec[], question?: string): Promise<JsonObject>;
   /** Sends p2p:task_need_human and resolves when a human approves or modifies. */
   askHuman(question: HumanQuestion): Promise<HumanAnswer>;
+  /** The uploaded files the request names (none when it names none). */
+  readonly uploads: TaskUploads;
 }
 
 export interface TaskHandler {

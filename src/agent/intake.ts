@@ -19,6 +19,7 @@ import type { TaskHandler } from "./handler.js";
 import { ACTIVE_STATES, type EventRecorder } from "./recorder.js";
 import type { ExecutionRunner } from "./runner.js";
 import type { TaskSchemas } from "./schemas.js";
+import type { AgentUploads } from "./uploads.js";
 
 export const RETRY_AFTER_SECONDS = 5;
 
@@ -34,6 +35,8 @@ export interface IntakeOptions {
   now: () => number;
   /** True once the agent is shutting down: new tasks are refused. */
   draining: () => boolean;
+  /** Checks the uploads a request names. */
+  uploads: AgentUploads;
 }
 
 export class TaskIntake {
@@ -64,6 +67,7 @@ export class TaskIntake {
     // A cheap early refusal; the commit below checks again, atomically.
     if ((await store.countTasks(ACTIVE_STATES)) >= max) throw this.concurrencyLimit(max);
     if (await store.getTask(spec.id)) throw taskIdInUse(spec.id);
+    await this.options.uploads.admit(requester.agentId, spec.id, request.uploads);
     const payload = spec.payload ?? {};
     const now = this.options.now();
     const admission = await admissionOutcome(

@@ -11,6 +11,7 @@ import { toValue } from "../protocol/json-values.js";
 import { isTerminal } from "../protocol/state-machine.js";
 import type { TaskAnswer, TaskPatch, TaskRecord, TaskStore } from "../store/store.js";
 import type { DecisionDeadlines } from "./deadlines.js";
+import type { EscalationPolicies } from "./escalation.js";
 import type { TaskEventBus } from "./events.js";
 import type { Execution } from "./execution.js";
 import type { HumanAnswer, HumanQuestion, MissingFieldSpec } from "./handler.js";
@@ -25,6 +26,9 @@ export interface QuestionsOptions {
   bus: TaskEventBus;
   recorder: EventRecorder;
   deadlines: DecisionDeadlines;
+  /** Who decides at which level, and how long the first level waits when the handler does not say. */
+  escalation: EscalationPolicies;
+  now: () => number;
   /** This instance: questions are recorded only while it holds the task's lease. */
   instanceId: string;
   /** Runs a write of a run, stopping the run if the lease is gone. */
@@ -56,6 +60,9 @@ export class Questions {
     const replayed = await this.replayAnswer(execution, (answer) => answer.kind === "decision" && answer.code === question.code);
     if (replayed?.kind === "decision") return humanAnswer(replayed);
     const task = await this.options.store.getTask(taskId);
+    const level = question.escalationLevel ?? 1;
+    const policyTimeout = task === undefined ? undefined : this.options.escalation.timeoutMs(task.taskType, level);
+    const deadlineMs = question.deadline?.getTime() ?? (policyTimeout === undefined ? undefined : this.options.now() + policyTimeout);
     const message = create(TaskNeedHumanPayloadSchema, {
       taskId,
       decisionId: randomUUID(),
@@ -67,8 +74,10 @@ export class Questions {
         prosCons: option.prosCons ?? "",
         confidence: option.confidence ?? 0,
       })),
-      escalationLevel: question.escalationLevel ?? 1,
-      deadline: question.deadline ? timestampFromMs(question.deadline.getTime()) : undefined,
+      escalationLevel: level,
+      deadline: deadlineMs === undefined ? undefined : timestampFromMs(deadlineMs),
+      // Empty without a policy: then the requester alone decides.
+      deciders: task === undefined ? [] : this.options.escalation.deciders(task, level),
     });
     const answer = await this.askAndWait(execution, WAITING_FOR_HUMAN, (answer) => answer.kind === "decision", {
       type: MessageType.TASK_NEED_HUMAN,

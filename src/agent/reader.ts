@@ -1,8 +1,9 @@
 // The read side of the executor: a requester's tasks by id or page, a task's
 // event log as a live stream that resumes from any sequence, and result
-// streams that resume from any offset. A requester sees only its own tasks;
-// an operator (a caller whose key is one of the agent's operator keys) sees
-// every task, read-only: reading is all this module does.
+// streams that resume from any offset. A requester sees only its own tasks
+// (and an escalation contact the tasks it was asked to decide); an operator
+// (a caller whose key is one of the agent's operator keys) sees every task,
+// read-only: reading is all this module does.
 import { create } from "@bufbuild/protobuf";
 import { Code } from "@connectrpc/connect";
 import { ErrorCode } from "../../gen/synapse/v1/errors_pb.js";
@@ -10,7 +11,8 @@ import { StreamChunkSchema, type StreamChunk } from "../../gen/synapse/v1/p2p_pb
 import type { TaskState } from "../../gen/synapse/v1/payloads_pb.js";
 import { clip, protocolError, taskNotFound } from "../protocol/errors.js";
 import { isTerminal } from "../protocol/state-machine.js";
-import type { StoredEvent, StoredReply, TaskPage, TaskRecord, TaskStore } from "../store/store.js";
+import type { PartyRecord, StoredEvent, StoredReply, TaskPage, TaskRecord, TaskStore } from "../store/store.js";
+import { TaskAccess } from "./access.js";
 import type { TaskEventBus } from "./events.js";
 
 export const DEFAULT_PAGE_SIZE = 50;
@@ -26,38 +28,38 @@ export interface ReaderOptions {
   store: TaskStore;
   bus: TaskEventBus;
   heartbeatIntervalMs: number;
-  /** A signed heartbeat addressed to the watching requester. */
-  heartbeat: (task: TaskRecord) => Promise<StoredReply>;
+  /** A signed heartbeat addressed to the watcher (the requester, or an escalation contact). */
+  heartbeat: (receiver: PartyRecord) => Promise<StoredReply>;
 }
 
 /**
- * Who reads: an agent id (a requester, who sees its own tasks), or an
+ * Who reads: an agent id (a requester, or an escalation contact), or an
  * authenticated caller that may be an operator (who sees every task).
  */
 export type TaskReaderCaller = string | { readonly agentId: string; readonly operator?: boolean };
 
-/** Whether `caller` may read a task requested by `requesterAgentId`. */
-function mayRead(caller: TaskReaderCaller, requesterAgentId: string): boolean {
-  if (typeof caller === "string") return caller === requesterAgentId;
-  return caller.operator === true || caller.agentId === requesterAgentId;
-}
+const agentIdOf = (caller: TaskReaderCaller): string => (typeof caller === "string" ? caller : caller.agentId);
+const isOperator = (caller: TaskReaderCaller): boolean => typeof caller !== "string" && caller.operator === true;
 
 export class TaskReader {
-  constructor(private readonly options: ReaderOptions) {}
+  private readonly access: TaskAccess;
+
+  constructor(private readonly options: ReaderOptions) {
+    this.access = new TaskAccess(options.store);
+  }
 
   async getTask(taskId: string, caller: TaskReaderCaller): Promise<TaskRecord> {
     const task = await this.options.store.getTask(taskId);
     // Another requester's task is reported as absent, not as forbidden: ids are not secrets, but existence is.
-    if (task === undefined || !mayRead(caller, task.requester.agentId)) throw taskNotFound(taskId);
+    if (task === undefined || !(isOperator(caller) || (await this.access.mayRead(task, agentIdOf(caller))))) throw taskNotFound(taskId);
     return task;
   }
 
   async listTasks(caller: TaskReaderCaller, pageSize: number, pageToken: string, states: readonly TaskState[], taskTypes: readonly string[] = []): Promise<TaskPage> {
     if (pageSize < 0) throw protocolError(ErrorCode.INVALID_PARAMS, "page_size must not be negative");
     const size = Math.min(pageSize === 0 ? DEFAULT_PAGE_SIZE : pageSize, MAX_PAGE_SIZE);
-    const operator = typeof caller !== "string" && caller.operator === true;
-    const requesterAgentId = operator ? undefined : typeof caller === "string" ? caller : caller.agentId;
     try {
+      const requesterAgentId = isOperator(caller) ? undefined : agentIdOf(caller);
       return await this.options.store.listTasks({ requesterAgentId, states, taskTypes, pageSize: size, pageToken: pageToken || undefined });
     } catch (error) {
       if (error instanceof RangeError) throw protocolError(ErrorCode.INVALID_PARAMS, error.message);
@@ -68,15 +70,23 @@ export class TaskReader {
   /**
    * The task's current state first, then every event from `fromSequence`,
    * then new ones as they happen, with heartbeats when idle; ends after the
-   * terminal event or when `signal` aborts. Events are always read from the
-   * store (the bus only says when to look), so a resumed watch loses none.
+   * terminal event or when `signal` aborts. Events this process commits
+   * come from the bus as they are committed, the same objects (and so the
+   * same encoded bytes) for every watcher; anything else (a resume, a gap,
+   * another instance's commit) is read from the store, so none is lost.
    */
-  async *watch(taskId: string, caller: TaskReaderCaller, fromSequence: number, signal: AbortSignal): AsyncGenerator<WatchItem> {
+  async *watch(taskId: string, caller: TaskReaderCaller, fromSequence: number, signal: AbortSignal, options: { heartbeats?: boolean } = {}): AsyncGenerator<WatchItem> {
     const first = await this.getTask(taskId, caller);
-    let changed = true;
+    const callerAgentId = agentIdOf(caller);
+    const heard: StoredEvent[] = []; // handed over by the bus since the last look
+    let latest: TaskRecord | undefined; // the task as of the last event heard
+    let unheard = true; // something changed that the bus did not hand over: read the store
     let wake: (() => void) | undefined;
-    const unsubscribe = this.options.bus.subscribe(taskId, () => {
-      changed = true;
+    const unsubscribe = this.options.bus.subscribe(taskId, (change) => {
+      if (change.event !== undefined && change.task !== undefined) {
+        heard.push(change.event);
+        latest = change.task;
+      } else unheard = true;
       wake?.();
     });
     const onAbort = () => wake?.();
@@ -84,25 +94,45 @@ export class TaskReader {
     try {
       yield { kind: "snapshot", task: first };
       let next = Math.max(1, fromSequence);
+      let task: TaskRecord | undefined = first;
       while (!signal.aborted) {
-        changed = false;
-        for (const event of await this.options.store.listEvents(taskId, next)) {
-          yield { kind: "event", event };
-          next = event.sequence + 1;
+        if (unheard) {
+          unheard = false;
+          heard.length = 0;
+          for (const event of await this.options.store.listEvents(taskId, next)) {
+            yield { kind: "event", event };
+            next = event.sequence + 1;
+          }
+          task = await this.options.store.getTask(taskId);
+        } else if (heard.length > 0) {
+          const known = latest;
+          for (const event of heard.splice(0)) {
+            if (event.sequence < next) continue; // read from the store already
+            if (event.sequence > next) {
+              unheard = true; // a gap: the store has the missing ones
+              break;
+            }
+            yield { kind: "event", event };
+            next = event.sequence + 1;
+          }
+          if (unheard) continue;
+          task = known;
         }
-        const task = await this.options.store.getTask(taskId);
         if (task === undefined || (isTerminal(task.state) && next > task.lastSequence)) return;
-        if (changed) continue;
+        if (unheard || heard.length > 0) continue;
         const idle = await new Promise<boolean>((resolve) => {
           const timer = setTimeout(() => resolve(true), this.options.heartbeatIntervalMs);
           wake = () => {
             clearTimeout(timer);
             resolve(false);
           };
-          if (changed || signal.aborted) wake();
+          if (unheard || heard.length > 0 || signal.aborted) wake();
         });
         wake = undefined;
-        if (idle && !signal.aborted) yield { kind: "heartbeat", heartbeat: await this.options.heartbeat(first) };
+        if (idle && !signal.aborted && options.heartbeats !== false) {
+          const receiver = first.requester.agentId === callerAgentId ? first.requester : { agentId: callerAgentId, systemId: "", keyId: "" };
+          yield { kind: "heartbeat", heartbeat: await this.options.heartbeat(receiver) };
+        }
       }
     } finally {
       unsubscribe();

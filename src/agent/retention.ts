@@ -1,15 +1,18 @@
 // Bounded memory and disk: finished tasks (with their events, results and
 // outbox entries) are dropped once the retention period has passed since
 // they ended, and remembered message ids once those messages would be
-// refused as expired anyway.
+// refused as expired anyway; uploads no live task uses, after their own period.
 import type { Logger } from "../log.js";
 import type { MessageStore, TaskStore } from "../store/store.js";
+import type { AgentUploads } from "./uploads.js";
 
 export const DEFAULT_RETENTION_MS = 7 * 24 * 60 * 60 * 1000;
 const PRUNE_BATCH = 1000;
 
 export interface RetentionOptions {
   store: TaskStore;
+  /** Uploads no live task uses are dropped after their own period. */
+  uploads?: AgentUploads;
   /** Other remembered messages to prune (a registry's), if any. */
   messages?: MessageStore[];
   retentionMs: number;
@@ -45,6 +48,16 @@ export class Retention {
         if (dropped < PRUNE_BATCH) break;
       }
       if (tasks > 0) logger.info({ tasks, messages }, "pruned finished tasks past their retention");
+      const uploads = this.options.uploads;
+      if (uploads !== undefined) {
+        let dropped = 0;
+        for (;;) {
+          const batch = await uploads.store.pruneUploads(now() - uploads.limits.keepUnusedMs, PRUNE_BATCH);
+          dropped += batch;
+          if (batch < PRUNE_BATCH) break;
+        }
+        if (dropped > 0) logger.info({ uploads: dropped }, "dropped uploads no live task uses, past their keep period");
+      }
     } catch (error) {
       logger.warn({ err: error }, "pruning failed");
     }

@@ -5,7 +5,8 @@
 // run was interrupted (a restart, a dead instance: its lease expired) is
 // taken over: a resumable handler runs again from the task's current
 // input, any other task fails with agent_not_ready (recoverable). Decision
-// deadlines are kept from the stored times.
+// deadlines are kept from the stored times, and escalate as the task type's
+// policy says.
 import { create, toBinary, type JsonObject, type JsonValue } from "@bufbuild/protobuf";
 import { MessageType } from "../../gen/synapse/v1/envelope_pb.js";
 import { ErrorCode } from "../../gen/synapse/v1/errors_pb.js";
@@ -24,6 +25,7 @@ import { isTerminal, WAITING_STATES } from "../protocol/state-machine.js";
 import { StoreConflictError, type TaskPatch, type TaskRecord, type TaskStore } from "../store/store.js";
 import { admissionEvent, admissionOutcome } from "./admission.js";
 import { DecisionDeadlines } from "./deadlines.js";
+import { Escalator, type EscalationPolicies } from "./escalation.js";
 import type { TaskEventBus } from "./events.js";
 import { Execution, type ExecutionHost, type FailureReport, type FinishedResult } from "./execution.js";
 import type { HumanAnswer, HumanQuestion, MissingFieldSpec, TaskHandler } from "./handler.js";
@@ -32,6 +34,7 @@ import { Questions } from "./questions.js";
 import { buildTaskResult } from "./task-result.js";
 import type { EventRecorder } from "./recorder.js";
 import type { TaskSchemas } from "./schemas.js";
+import type { AgentUploads } from "./uploads.js";
 
 /** States in which a task has work for a handler (or an admission decision) that nobody may be doing. */
 export const RUNNABLE_STATES: readonly TaskState[] = [
@@ -61,6 +64,10 @@ export interface RunnerOptions {
   leaseMs: number;
   /** At most one progress event per task per this interval (default 100 ms). */
   progressIntervalMs?: number;
+  /** Where the files tasks name are read from. */
+  uploads?: AgentUploads;
+  /** The task types' escalation policies (who decides at which level, how long each waits). */
+  escalation: EscalationPolicies;
 }
 
 const DEFAULT_PROGRESS_INTERVAL_MS = 100;
@@ -76,18 +83,21 @@ export class ExecutionRunner implements ExecutionHost {
 
   constructor(private readonly options: RunnerOptions) {
     this.progressReports = new ProgressReports(options.progressIntervalMs ?? DEFAULT_PROGRESS_INTERVAL_MS, (taskId, report) => this.recordProgress(taskId, report));
+    const escalator = new Escalator({ store: options.store, recorder: options.recorder, policies: options.escalation, logger: options.logger, now: options.now });
     this.deadlines = new DecisionDeadlines({
       store: options.store,
       logger: options.logger,
       now: options.now,
       horizonMs: options.leaseMs,
-      fail: (taskId, failure) => this.recordFailure(taskId, failure),
+      expire: (taskId, decisionId) => escalator.expire(taskId, decisionId),
     });
     this.questions = new Questions({
       store: options.store,
       bus: options.bus,
       recorder: options.recorder,
       deadlines: this.deadlines,
+      escalation: options.escalation,
+      now: options.now,
       instanceId: options.instanceId,
       fenced: (taskId, write) => this.fenced(taskId, write),
     });
@@ -272,6 +282,7 @@ export class ExecutionRunner implements ExecutionHost {
         maxStreamBytes: 1024 * 1024 * 1024,
       },
       this.options.logger,
+      this.options.uploads?.forTask(task.requester.agentId, task.request.uploads),
     );
     this.executions.set(task.taskId, execution);
     // The run ends when the task does, whoever ended it (a cancel or a deadline at another instance).

@@ -1,9 +1,11 @@
 // Steering: what a task's requester may send about it (cancel, the
 // information asked for, a human decision, the acknowledgement that a human
-// is deciding). Only the requester may; each is checked against the state
-// machine and recorded as the executor's signed task_ack, with the message
-// that caused it, in one commit. An answer wakes whichever instance's run
-// waits for it; with none waiting, this instance carries on.
+// is deciding). Only the requester may, except a human decision: the
+// pending task_need_human names its deciders (the task type's escalation
+// policy). Each is checked against the state machine and recorded as the
+// executor's signed task_ack, with the message that caused it, in one
+// commit. An answer wakes whichever instance's run waits for it; with none
+// waiting, this instance carries on.
 import { create, type JsonObject } from "@bufbuild/protobuf";
 import { MessageType, type Header } from "../../gen/synapse/v1/envelope_pb.js";
 import { ErrorCode } from "../../gen/synapse/v1/errors_pb.js";
@@ -20,6 +22,7 @@ import { protocolError, taskNotFound } from "../protocol/errors.js";
 import { wireName } from "../protocol/message-types.js";
 import { allowedMessageTypes, isTerminal, stateName, transition } from "../protocol/state-machine.js";
 import type { TaskRecord, TaskStore } from "../store/store.js";
+import { TaskAccess } from "./access.js";
 import type { Cause, SendOutcome } from "./engine.js";
 import type { EventRecorder } from "./recorder.js";
 import type { ExecutionRunner } from "./runner.js";
@@ -31,12 +34,42 @@ export interface SteeringOptions {
 }
 
 export class TaskSteering {
-  constructor(private readonly options: SteeringOptions) {}
+  private readonly access: TaskAccess;
+
+  constructor(private readonly options: SteeringOptions) {
+    this.access = new TaskAccess(options.store);
+  }
 
   async requireOwnTask(header: Header): Promise<TaskRecord> {
     const task = await this.options.store.getTask(header.taskId);
     // A task of another requester does not exist as far as this sender can tell: the same answer as for no task.
-    if (task === undefined || task.requester.agentId !== header.sender!.agentId) throw taskNotFound(header.taskId);
+    if (task === undefined) throw taskNotFound(header.taskId);
+    if (task.requester.agentId !== header.sender!.agentId) {
+      // An escalation contact knows the task, and is told why instead.
+      if (!(await this.access.mayRead(task, header.sender!.agentId))) throw taskNotFound(header.taskId);
+      throw protocolError(ErrorCode.PERMISSION_DENIED, `only the requester of task ${task.taskId} may send ${wireName(header.messageType)}; escalation contacts decide`);
+    }
+    return task;
+  }
+
+  /**
+   * The task, if the sender may decide its pending decision: one of the
+   * deciders it names (the requester alone when it names none). Another
+   * party (the requester, a contact of another level) is refused with
+   * PERMISSION_DENIED; anyone else learns nothing: task_not_found.
+   */
+  async requireDecider(header: Header): Promise<TaskRecord> {
+    const sender = header.sender!.agentId;
+    const task = await this.options.store.getTask(header.taskId);
+    if (task === undefined || !(await this.access.mayRead(task, sender))) throw taskNotFound(header.taskId);
+    const pending = task.pendingDecision;
+    if (pending === undefined) return task; // nothing to decide: the state machine refuses it
+    const deciders = pending.deciders.length > 0 ? pending.deciders : [task.requester.agentId];
+    if (!deciders.includes(sender)) {
+      throw protocolError(ErrorCode.PERMISSION_DENIED, `agent ${sender} may not decide task ${task.taskId} at escalation level ${pending.escalationLevel || 1}`, {
+        details: { task_id: task.taskId, escalation_level: pending.escalationLevel || 1, deciders },
+      });
+    }
     return task;
   }
 
@@ -125,7 +158,7 @@ export class TaskSteering {
   }
 
   async decide(header: Header, decision: HumanDecisionPayload, cause: Cause): Promise<SendOutcome> {
-    const task = await this.requireOwnTask(header);
+    const task = await this.requireDecider(header);
     const action = decision.decision?.action ?? DecisionAction.UNSPECIFIED;
     if (action === DecisionAction.UNSPECIFIED) {
       throw protocolError(ErrorCode.INVALID_PARAMS, "decision.action must be approve, reject or modify");
@@ -145,34 +178,40 @@ export class TaskSteering {
       eventType: MessageType.TASK_ACK,
       replyTo: header.messageId,
       cause,
-      build: (current) => ({
-        message: create(TaskAckPayloadSchema, {
-          taskId: current.taskId,
-          acknowledgedMessageId: header.messageId,
-          acknowledgedType: MessageType.HUMAN_DECISION,
-          state: approved ? TaskState.HUMAN_APPROVED : TaskState.HUMAN_REJECTED,
-          message: approved ? `${DecisionAction[action].toLowerCase()}d by ${decidedBy.userName || decidedBy.userId || "a human"}` : decision.decision?.rejectionReason || "rejected",
-        }),
-        patch: {
-          pendingDecision: undefined,
-          payload: approved ? { ...current.payload, ...fields } : current.payload,
-          statusMessage: approved ? "approved" : decision.decision?.rejectionReason || "rejected by a human",
-          answers: approved
-            ? [
-                ...current.answers,
-                {
-                  kind: "decision",
-                  decisionId: current.pendingDecision?.decisionId ?? decision.decisionId,
-                  code: current.pendingDecision?.reason?.code ?? "",
-                  action: action === DecisionAction.MODIFY ? "modify" : "approve",
-                  fields,
-                  notes: decision.notes,
-                  decidedBy,
-                },
-              ]
-            : current.answers,
-        },
-      }),
+      build: (current) => {
+        // Escalated since the check: the decision no longer answers what is pending, nor, perhaps, by the right decider.
+        if (current.pendingDecision?.decisionId !== task.pendingDecision?.decisionId) {
+          throw protocolError(ErrorCode.INVALID_PARAMS, `the pending decision of task ${task.taskId} was escalated meanwhile; decide the new one (decision_id ${current.pendingDecision?.decisionId ?? "none"})`);
+        }
+        return {
+          message: create(TaskAckPayloadSchema, {
+            taskId: current.taskId,
+            acknowledgedMessageId: header.messageId,
+            acknowledgedType: MessageType.HUMAN_DECISION,
+            state: approved ? TaskState.HUMAN_APPROVED : TaskState.HUMAN_REJECTED,
+            message: approved ? `${DecisionAction[action].toLowerCase()}d by ${decidedBy.userName || decidedBy.userId || "a human"}` : decision.decision?.rejectionReason || "rejected",
+          }),
+          patch: {
+            pendingDecision: undefined,
+            payload: approved ? { ...current.payload, ...fields } : current.payload,
+            statusMessage: approved ? "approved" : decision.decision?.rejectionReason || "rejected by a human",
+            answers: approved
+              ? [
+                  ...current.answers,
+                  {
+                    kind: "decision",
+                    decisionId: current.pendingDecision?.decisionId ?? decision.decisionId,
+                    code: current.pendingDecision?.reason?.code ?? "",
+                    action: action === DecisionAction.MODIFY ? "modify" : "approve",
+                    fields,
+                    notes: decision.notes,
+                    decidedBy,
+                  },
+                ]
+              : current.answers,
+          },
+        };
+      },
     });
     if (recorded === undefined) return this.refuseNow(task.taskId, MessageType.HUMAN_DECISION);
     if (approved) {

@@ -36,7 +36,7 @@ export const STANDARD_INTERFACES: readonly StandardInterface[] = Object.freeze([
   { name: "HTTPTransport", category: C.TRANSPORT, level: L.BASIC, description: "Synchronous request-response over HTTP/HTTPS." },
   { name: "MultipartTransport", category: C.TRANSPORT, level: L.COMPLETE, description: "File upload with multipart/form-data." },
   { name: "HybridTransport", category: C.TRANSPORT, level: L.COMPLETE, description: "Callbacks or streaming first, polling as the fallback." },
-  { name: "StreamingTransport", category: C.TRANSPORT, level: L.ADVANCED, description: "Streams data in real time." },
+  { name: "StreamingTransport", category: C.TRANSPORT, level: L.ADVANCED, description: "Streams data in real time (Server-Sent Events)." },
   { name: "Authenticator", category: C.SECURITY, level: L.BASIC, description: "Signs and verifies messages, issues and checks tokens." },
   { name: "IdempotencyHandler", category: C.SECURITY, level: L.BASIC, description: "Makes task submission and message delivery idempotent." },
 ]);
@@ -61,6 +61,14 @@ export interface Wiring {
   humanInTheLoop: boolean;
   /** Executor events are pushed to a requester's callback endpoint. */
   callbacks: boolean;
+  /** GroupService is served: groups, group tasks and votes (A2N). */
+  groups?: boolean;
+  /** Unanswered human decisions escalate by the task type's policy. */
+  escalation?: boolean;
+  /** POST /upload takes multipart/form-data files that task requests name. */
+  multipart?: boolean;
+  /** GET /tasks/{task_id}/events streams a task's events as Server-Sent Events. */
+  sse?: boolean;
 }
 
 export const INTERFACE_VERSION = "1.0.0";
@@ -87,11 +95,31 @@ function providedBy(name: string, wiring: Wiring): string[] | undefined {
     case "TaskStatusProvider":
       return wiring.taskStatus ? ["synapse.v1.P2PService/GetTask", "synapse.v1.P2PService/ListTasks"] : undefined;
     case "StreamingTransport":
-      return wiring.streaming ? ["synapse.v1.P2PService/Watch", "synapse.v1.P2PService/ReadResult"] : undefined;
+      // The specification names SSE or WebSocket: the claim rests on SSE; the gRPC streams come with it.
+      return wiring.sse ? ["GET /tasks/{task_id}/events (Server-Sent Events)", "synapse.v1.P2PService/Watch", "synapse.v1.P2PService/ReadResult"] : undefined;
+    case "MultipartTransport":
+      return wiring.multipart ? ["POST /upload (multipart/form-data)", "TaskRequestPayload.uploads"] : undefined;
+    case "EscalationHandler":
+      return wiring.escalation && wiring.humanInTheLoop ? ["p2p:task_need_human (escalation_level, deciders)", "SupportedTaskType.escalation"] : undefined;
     case "HybridTransport":
       return wiring.streaming && wiring.taskStatus ? ["synapse.v1.P2PService/Watch", "synapse.v1.P2PService/GetTask"] : undefined;
     case "HILHandler":
       return wiring.humanInTheLoop ? ["p2p:task_need_human", "p2p:human_decision"] : undefined;
+    case "GroupManager":
+      return wiring.groups
+        ? [
+            "synapse.v1.GroupService/Send (a2n:group_create, group_dissolve, member_invite, member_join, member_approve, member_leave, member_remove)",
+            ...["GetGroup", "ListGroups", "WatchGroup"].map((m) => `synapse.v1.GroupService/${m}`),
+          ]
+        : undefined;
+    case "GroupTaskHandler":
+      return wiring.groups
+        ? ["synapse.v1.GroupService/Send (a2n:group_task_submit, group_task_answer, group_task_cancel)", "synapse.v1.GroupService/GetGroupTask", "synapse.v1.P2PService/Send (sub-tasks at the members)"]
+        : undefined;
+    case "VotingHandler":
+      return wiring.groups
+        ? ["synapse.v1.GroupService/Send (a2n:vote_start, vote_cast, vote_close)", "synapse.v1.GroupService/GetVote", "synapse.v1.GroupService/Tally"]
+        : undefined;
     default:
       return undefined;
   }

@@ -2,9 +2,13 @@
 // executors' keys pinned on first use in SYNAPSE_HOME/known-agents.json.
 import type { JsonValue } from "@bufbuild/protobuf";
 import { join } from "node:path";
-import { loadOrCreateIdentity } from "../agent/identity.js";
+import { existsSync } from "node:fs";
+import { IDENTITY_FILE, loadOrCreateIdentity } from "../agent/identity.js";
+import { GroupClient } from "../client/group-client.js";
 import { SynapseClient } from "../client/requester.js";
-import { parseProtocol } from "../client/transport.js";
+import { createTransport, parseProtocol } from "../client/transport.js";
+import { createClient } from "@connectrpc/connect";
+import { CapabilitiesService } from "../../gen/synapse/v1/capabilities_pb.js";
 import { PinnedKeys } from "../envelope/trust-sources.js";
 import { UsageError } from "./args.js";
 import { synapseHome } from "./home.js";
@@ -30,6 +34,15 @@ export async function openClient(url: string, values: { home?: string; protocol?
   });
 }
 
+/** Parses repeated `--upload NAME=SHA256:SIZE` (what `synapse upload` prints) into upload references. */
+export function parseUploads(values: readonly string[] | undefined): Array<{ name: string; sha256: string; size: number }> {
+  return (values ?? []).map((value) => {
+    const match = /^([^=]+)=([0-9a-f]{64}):(\d+)$/.exec(value);
+    if (match === null) throw new UsageError(`--upload takes NAME=SHA256:SIZE (as \`synapse upload\` prints them), got ${JSON.stringify(value)}`);
+    return { name: match[1]!, sha256: match[2]!, size: Number(match[3]) };
+  });
+}
+
 /** Parses repeated `--set key=value`; values that parse as JSON are JSON, others strings. */
 export function parseAssignments(assignments: readonly string[] | undefined): Record<string, JsonValue> {
   const out: Record<string, JsonValue> = {};
@@ -46,4 +59,27 @@ export function parseAssignments(assignments: readonly string[] | undefined): Re
     out[assignment.slice(0, eq)] = value;
   }
   return out;
+}
+
+/**
+ * A group client signing with the identity in --home: the user's own, or an
+ * agent's data dir, so that an agent consents (joins, votes) with its own key.
+ * An existing identity is used as it is (its name is not changed).
+ */
+export async function openGroupClient(url: string, values: { home?: string; protocol?: string }): Promise<GroupClient> {
+  const home = synapseHome(values.home);
+  const { identity } = await loadOrCreateIdentity(home, existsSync(join(home, IDENTITY_FILE)) ? {} : { agentName: "synapse command line" });
+  return GroupClient.connect({
+    baseUrl: url,
+    identity,
+    transport: { protocol: parseProtocol(values.protocol) },
+    trust: await PinnedKeys.open(join(home, KNOWN_AGENTS_FILE), { firstUse: "any" }),
+  });
+}
+
+/** The agent id and key id an agent declares at its URL (GetCapabilities). */
+export async function agentAt(url: string, protocol: string | undefined): Promise<{ agentId: string; keyId: string }> {
+  const { capabilities } = await createClient(CapabilitiesService, createTransport(url, { protocol: parseProtocol(protocol) })).getCapabilities({});
+  if (capabilities === undefined) throw new Error(`${url} declared no capabilities`);
+  return { agentId: capabilities.agentId, keyId: capabilities.keyId };
 }

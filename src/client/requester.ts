@@ -4,7 +4,7 @@
 // what it is told follows the task state machine.
 import { create, type JsonObject, type Message } from "@bufbuild/protobuf";
 import { durationFromMs, timestampFromMs } from "@bufbuild/protobuf/wkt";
-import { Code, ConnectError, createClient, type Client } from "@connectrpc/connect";
+import { Code, ConnectError, createClient, type Client, type Transport } from "@connectrpc/connect";
 import { createHash, randomUUID } from "node:crypto";
 import { CapabilitiesService, type AgentCapabilities } from "../../gen/synapse/v1/capabilities_pb.js";
 import { MessageType, type Envelope, type Header } from "../../gen/synapse/v1/envelope_pb.js";
@@ -42,6 +42,8 @@ export interface ClientOptions {
   /** This requester's identity (its key signs every message and token). */
   identity: AgentIdentity;
   transport?: TransportOptions;
+  /** A transport to use instead of one built from baseUrl and `transport` (an agent's outbound transport, say). */
+  rpcTransport?: Transport;
   /**
    * How the executor's key is trusted. Default: pinned on first use in
    * memory; pass a PinnedKeys opened on a file to keep pins across runs.
@@ -53,6 +55,8 @@ export interface ClientOptions {
    * must be that agent's identity.
    */
   callback?: { url: string; inbox: CallbackInbox };
+  /** How long the first call (GetCapabilities) may take; default no limit. */
+  connectTimeoutMs?: number;
   /** Retries for watch and result reads after a dropped connection. */
   maxRetries?: number;
   retryBaseDelayMs?: number;
@@ -81,6 +85,10 @@ export interface SubmitOptions {
   sessionId?: string;
   correlationId?: string;
   metadata?: JsonObject;
+  /** The task this one is a subtask of (TaskContext.parent_task_id). */
+  parentTaskId?: string;
+  /** Uploaded files the task names (POST /upload answered sha256 and size); the signature covers them. */
+  uploads?: Array<{ name: string; sha256: string; size: number }>;
 }
 
 export interface DecisionInput {
@@ -126,14 +134,15 @@ export class SynapseClient {
       keyId: capabilities.keyId,
       publicKey: capabilities.publicKey,
     };
-    this.p2p = createClient(P2PService, createTransport(options.baseUrl, options.transport));
+    this.p2p = createClient(P2PService, options.rpcTransport ?? createTransport(options.baseUrl, options.transport));
     this.maxRetries = options.maxRetries ?? 5;
     this.retryBaseDelayMs = options.retryBaseDelayMs ?? 500;
   }
 
   /** Learns the executor's identity (GetCapabilities) and checks its key against the trust policy. */
   static async connect(options: ClientOptions): Promise<SynapseClient> {
-    const capabilities = (await createClient(CapabilitiesService, createTransport(options.baseUrl, options.transport)).getCapabilities({})).capabilities;
+    const transport = options.rpcTransport ?? createTransport(options.baseUrl, options.transport);
+    const capabilities = (await createClient(CapabilitiesService, transport).getCapabilities({}, { timeoutMs: options.connectTimeoutMs })).capabilities;
     if (capabilities === undefined || capabilities.publicKey.byteLength !== 32) {
       throw protocolError(ErrorCode.MESSAGE_FORMAT_INVALID, `${options.baseUrl} did not declare an agent identity`);
     }
@@ -184,19 +193,24 @@ export class SynapseClient {
     return seal({ messageType: type, payload, sender: this.me, receiver: this.executor, ...extra }, this.options.identity.key).envelope;
   }
 
-  /** Verifies a message the executor signed and addressed to this requester. */
-  async verify(envelope: Envelope, options: { record?: boolean } = {}): Promise<VerifiedMessage> {
-    const opened: OpenedEnvelope = await open(envelope, { trust: this.trust, self: this.me.agentId, checkTime: !options.record });
+  /**
+   * Verifies a message the executor signed and addressed to this requester
+   * (or, with `receiver`, to the task's requester: the events an escalation
+   * contact reads are the requester's).
+   */
+  async verify(envelope: Envelope, options: { record?: boolean; receiver?: string } = {}): Promise<VerifiedMessage> {
+    const opened: OpenedEnvelope = await open(envelope, { trust: this.trust, self: options.receiver ?? this.me.agentId, checkTime: !options.record });
     if (opened.header.sender?.agentId !== this.executor.agentId) {
       throw protocolError(ErrorCode.UNKNOWN_SENDER, `reply signed by ${opened.header.sender?.agentId}, not the executor ${this.executor.agentId}`);
     }
     return { envelope, header: opened.header, type: opened.header.messageType, payload: opened.payload };
   }
 
-  /** Sends one sealed envelope and verifies the reply. */
-  async sendEnvelope(envelope: Envelope, waitMs?: number): Promise<SendResult> {
+  /** Sends one sealed envelope and verifies the reply (addressed to `receiver`, by default this requester). */
+  async sendEnvelope(envelope: Envelope, waitMs?: number, receiver?: string): Promise<SendResult> {
     const response = await this.p2p.send({ envelope, wait: waitMs === undefined ? undefined : durationFromMs(waitMs) });
-    const reply = response.reply?.envelope ? await this.verify(response.reply.envelope) : undefined;
+    // A reply that is a task event is addressed to the task's requester, who may be another agent for a contact.
+    const reply = response.reply?.envelope ? await this.verify(response.reply.envelope, { receiver }) : undefined;
     return { reply, task: response.task };
   }
 
@@ -210,8 +224,9 @@ export class SynapseClient {
         deadline: options.deadline ? timestampFromMs(options.deadline.getTime()) : undefined,
         payload,
       },
-      context: { sessionId: options.sessionId ?? "", correlationId: options.correlationId ?? "", metadata: options.metadata },
+      context: { sessionId: options.sessionId ?? "", correlationId: options.correlationId ?? "", metadata: options.metadata, parentTaskId: options.parentTaskId ?? "" },
       callbackUrl: this.options.callback?.url ?? "",
+      uploads: (options.uploads ?? []).map((upload) => ({ name: upload.name, sha256: upload.sha256, size: BigInt(upload.size) })),
     });
     // Expect the pushes before asking, so that not even the first one is refused.
     await this.options.callback?.inbox.expect(this.executor, taskId);
@@ -233,8 +248,10 @@ export class SynapseClient {
     return this.sendEnvelope(this.envelope(MessageType.TASK_INFO_PROVIDED, payload, { taskId }), options.waitMs);
   }
 
+  /** Decides a task's pending human decision: as its requester, or as an escalation contact the decision names. */
   async decide(taskId: string, decision: DecisionInput, options: { waitMs?: number } = {}): Promise<SendResult> {
-    const pending = (await this.getTask(taskId)).pendingDecision;
+    const task = await this.getTask(taskId);
+    const pending = task.pendingDecision;
     const action = { approve: DecisionAction.APPROVE, reject: DecisionAction.REJECT, modify: DecisionAction.MODIFY }[decision.action];
     const payload = create(HumanDecisionPayloadSchema, {
       taskId,
@@ -249,7 +266,8 @@ export class SynapseClient {
       notes: decision.notes ?? "",
       timestamp: timestampFromMs(Date.now()),
     });
-    return this.sendEnvelope(this.envelope(MessageType.HUMAN_DECISION, payload, { taskId }), options.waitMs);
+    const requester = task.requester?.agentId;
+    return this.sendEnvelope(this.envelope(MessageType.HUMAN_DECISION, payload, { taskId }), options.waitMs, requester !== this.me.agentId ? requester : undefined);
   }
 
   /** Acknowledges a terminal outcome (or takes up a pending human decision). */
@@ -281,18 +299,22 @@ export class SynapseClient {
     let state: TaskState | undefined = next === 1 ? TaskState.PENDING : undefined;
     let attempt = 0;
     let sawSnapshot = false;
+    // The events are addressed to the task's requester: another agent when this one is an escalation contact.
+    let receiver: string | undefined;
     for (;;) {
       try {
         const stream = this.p2p.watch({ taskId, fromSequence: BigInt(next) }, { headers: await this.authHeaders(), signal: options.signal });
         for await (const message of stream) {
           attempt = 0;
           if (message.kind.case === "snapshot") {
+            const requester = message.kind.value.requester?.agentId;
+            receiver = requester !== undefined && requester !== this.me.agentId ? requester : undefined;
             if (!sawSnapshot) yield { kind: "snapshot", task: message.kind.value };
             sawSnapshot = true;
           } else if (message.kind.case === "heartbeat") {
             yield { kind: "heartbeat", heartbeat: await this.verify(message.kind.value.envelope!) };
           } else if (message.kind.case === "event") {
-            const checked = await this.checkEvent(message.kind.value, next, state);
+            const checked = await this.checkEvent(message.kind.value, next, state, receiver);
             state = checked.state;
             next = checked.sequence + 1;
             yield checked;
@@ -309,10 +331,10 @@ export class SynapseClient {
     }
   }
 
-  private async checkEvent(event: TaskEvent, expected: number, state: TaskState | undefined): Promise<ClientWatchItem & { kind: "event" }> {
+  private async checkEvent(event: TaskEvent, expected: number, state: TaskState | undefined, receiver: string | undefined): Promise<ClientWatchItem & { kind: "event" }> {
     const sequence = Number(event.sequence);
     if (sequence !== expected) throw protocolError(ErrorCode.MESSAGE_FORMAT_INVALID, `event ${sequence} arrived where ${expected} was due`);
-    const verified = await this.verify(event.message!.envelope!, { record: true });
+    const verified = await this.verify(event.message!.envelope!, { record: true, receiver });
     if (Number(verified.header.sequence) !== sequence) {
       throw protocolError(ErrorCode.SIGNATURE_INVALID, `event ${sequence} is signed as sequence ${verified.header.sequence}`);
     }

@@ -18,6 +18,8 @@ const connectCodes: Record<ErrorCode, Code> = {
   [ErrorCode.TASK_ALREADY_COMPLETED]: Code.FailedPrecondition,
   [ErrorCode.UNSUPPORTED_VERSION]: Code.FailedPrecondition,
   [ErrorCode.MESSAGE_TOO_LARGE]: Code.ResourceExhausted,
+  [ErrorCode.UPLOAD_NOT_FOUND]: Code.NotFound,
+  [ErrorCode.UPLOAD_MISMATCH]: Code.DataLoss,
   [ErrorCode.EXECUTION_FAILED]: Code.Internal,
   [ErrorCode.EXECUTION_TIMEOUT]: Code.DeadlineExceeded,
   [ErrorCode.TASK_DURATION_EXCEEDED]: Code.DeadlineExceeded,
@@ -29,6 +31,8 @@ const connectCodes: Record<ErrorCode, Code> = {
   [ErrorCode.UNAUTHENTICATED]: Code.Unauthenticated,
   [ErrorCode.CONCURRENCY_LIMIT]: Code.ResourceExhausted,
   [ErrorCode.RATE_LIMITED]: Code.ResourceExhausted,
+  [ErrorCode.UPLOAD_TOO_LARGE]: Code.ResourceExhausted,
+  [ErrorCode.UPLOAD_QUOTA_EXCEEDED]: Code.ResourceExhausted,
   [ErrorCode.AGENT_NOT_READY]: Code.Unavailable,
   [ErrorCode.INTERNAL]: Code.Internal,
 };

@@ -1,6 +1,7 @@
-// The 17 p2p:* message types and the registry's two as data: the protocol spelling, the payload
-// message that travels with each, the Payload oneof case that shows it
-// decoded, and which side may send it.
+// The 17 p2p:* message types, the registry's two and the group protocol's
+// a2n:* ones as data: the protocol spelling, the payload message that
+// travels with each, the Payload oneof case that shows it decoded, and
+// which side may send it.
 import type { DescMessage } from "@bufbuild/protobuf";
 import { MessageType } from "../../gen/synapse/v1/envelope_pb.js";
 import {
@@ -24,9 +25,29 @@ import {
   TaskStatusUpdatePayloadSchema,
 } from "../../gen/synapse/v1/payloads_pb.js";
 import { AgentDeregistrationPayloadSchema, AgentRegistrationPayloadSchema } from "../../gen/synapse/v1/registry_pb.js";
+import {
+  GroupCreatePayloadSchema,
+  GroupDissolvePayloadSchema,
+  GroupEventPayloadSchema,
+  GroupTaskAnswerPayloadSchema,
+  GroupTaskCancelPayloadSchema,
+  GroupTaskSubmitPayloadSchema,
+  MemberApprovePayloadSchema,
+  MemberInvitePayloadSchema,
+  MemberJoinPayloadSchema,
+  MemberLeavePayloadSchema,
+  MemberRemovePayloadSchema,
+  VoteCastPayloadSchema,
+  VoteClosePayloadSchema,
+  VoteStartPayloadSchema,
+} from "../../gen/synapse/v1/a2n_pb.js";
 
-/** Who may send a message type: the requester, the executor, or either. */
-export type SenderRole = "requester" | "executor" | "either";
+/**
+ * Who may send a message type: the requester, the executor, or either; for
+ * a2n:* messages, "group" (the sender's role in the group decides, see
+ * src/group) or "host" (a group's own event, never sent).
+ */
+export type SenderRole = "requester" | "executor" | "either" | "group" | "host";
 
 export type PayloadCase = NonNullable<Payload["body"]["case"]>;
 
@@ -41,10 +62,12 @@ export interface MessageTypeInfo {
   readonly taskScoped: boolean;
 }
 
-/** Registry messages (100 and up) are spelled "registry:…", the rest "p2p:…". */
+/** Registry messages (100 and up) are spelled "registry:…", group messages (200 and up) "a2n:…", the rest "p2p:…". */
 function spell(type: MessageType): string {
   const name = MessageType[type].toLowerCase();
-  return name.startsWith("registry_") ? `registry:${name.slice("registry_".length)}` : `p2p:${name}`;
+  if (name.startsWith("registry_")) return `registry:${name.slice("registry_".length)}`;
+  if (name.startsWith("a2n_")) return `a2n:${name.slice("a2n_".length)}`;
+  return `p2p:${name}`;
 }
 
 function info(
@@ -77,6 +100,20 @@ const table: readonly MessageTypeInfo[] = [
   info(MessageType.HUMAN_DECISION, HumanDecisionPayloadSchema, "humanDecision", "requester", true),
   info(MessageType.REGISTRY_REGISTER, AgentRegistrationPayloadSchema, "registryRegister", "either", false),
   info(MessageType.REGISTRY_DEREGISTER, AgentDeregistrationPayloadSchema, "registryDeregister", "either", false),
+  info(MessageType.A2N_GROUP_CREATE, GroupCreatePayloadSchema, "a2nGroupCreate", "group", false),
+  info(MessageType.A2N_GROUP_DISSOLVE, GroupDissolvePayloadSchema, "a2nGroupDissolve", "group", false),
+  info(MessageType.A2N_MEMBER_INVITE, MemberInvitePayloadSchema, "a2nMemberInvite", "group", false),
+  info(MessageType.A2N_MEMBER_JOIN, MemberJoinPayloadSchema, "a2nMemberJoin", "group", false),
+  info(MessageType.A2N_MEMBER_APPROVE, MemberApprovePayloadSchema, "a2nMemberApprove", "group", false),
+  info(MessageType.A2N_MEMBER_LEAVE, MemberLeavePayloadSchema, "a2nMemberLeave", "group", false),
+  info(MessageType.A2N_MEMBER_REMOVE, MemberRemovePayloadSchema, "a2nMemberRemove", "group", false),
+  info(MessageType.A2N_GROUP_TASK_SUBMIT, GroupTaskSubmitPayloadSchema, "a2nGroupTaskSubmit", "group", true),
+  info(MessageType.A2N_GROUP_TASK_ANSWER, GroupTaskAnswerPayloadSchema, "a2nGroupTaskAnswer", "group", true),
+  info(MessageType.A2N_GROUP_TASK_CANCEL, GroupTaskCancelPayloadSchema, "a2nGroupTaskCancel", "group", true),
+  info(MessageType.A2N_VOTE_START, VoteStartPayloadSchema, "a2nVoteStart", "group", false),
+  info(MessageType.A2N_VOTE_CAST, VoteCastPayloadSchema, "a2nVoteCast", "group", false),
+  info(MessageType.A2N_VOTE_CLOSE, VoteClosePayloadSchema, "a2nVoteClose", "group", false),
+  info(MessageType.A2N_GROUP_EVENT, GroupEventPayloadSchema, "a2nGroupEvent", "host", false),
 ];
 
 const byType = new Map(table.map((entry) => [entry.type, entry]));
@@ -88,7 +125,7 @@ export function messageTypeInfo(type: MessageType): MessageTypeInfo | undefined 
   return byType.get(type);
 }
 
-/** Parses "p2p:task_request" (or "task_request", "MESSAGE_TYPE_TASK_REQUEST", "registry:register"). */
+/** Parses "p2p:task_request" (or "task_request", "MESSAGE_TYPE_TASK_REQUEST", "registry:register", "a2n:vote_cast"). */
 export function parseMessageType(name: string): MessageTypeInfo | undefined {
   const lower = name.trim().toLowerCase();
   if (lower.startsWith("message_type_")) return table.find((entry) => MessageType[entry.type].toLowerCase() === lower.slice("message_type_".length));

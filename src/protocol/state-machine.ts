@@ -50,17 +50,22 @@ const table = new Map<TaskState, Map<MessageType, Target>>([
   [S.INFO_NEEDED, new Map<MessageType, Target>([[M.TASK_INFO_PROVIDED, S.INFO_PROVIDED], [M.TASK_FAILED, S.FAILED], ...CANCEL])],
   // Information arrived: validation may now accept or refuse, or the work goes on.
   [S.INFO_PROVIDED, new Map<MessageType, Target>([[M.TASK_CONFIRM, S.CONFIRMED], [M.TASK_REJECT, S.REJECTED], ...WORKING])],
-  // The requester acknowledging a need_human means a human has taken it up.
+  // The requester acknowledging a need_human means a human has taken it up. A
+  // need_human while one is pending is its escalation to the next level.
   [
     S.NEED_HUMAN,
     new Map<MessageType, Target>([
       [M.HUMAN_DECISION, "decision"],
       [M.TASK_ACK, S.HUMAN_DECIDING],
+      [M.TASK_NEED_HUMAN, S.NEED_HUMAN],
       [M.TASK_FAILED, S.FAILED],
       ...CANCEL,
     ]),
   ],
-  [S.HUMAN_DECIDING, new Map<MessageType, Target>([[M.HUMAN_DECISION, "decision"], [M.TASK_FAILED, S.FAILED], ...CANCEL])],
+  [
+    S.HUMAN_DECIDING,
+    new Map<MessageType, Target>([[M.HUMAN_DECISION, "decision"], [M.TASK_NEED_HUMAN, S.NEED_HUMAN], [M.TASK_FAILED, S.FAILED], ...CANCEL]),
+  ],
   [S.HUMAN_APPROVED, new Map(WORKING)],
   // A rejection ends the task: the executor's next and last event is task_failed.
   [S.HUMAN_REJECTED, new Map<MessageType, Target>([[M.TASK_FAILED, S.FAILED], ...CANCEL])],

@@ -3,62 +3,145 @@
 // reflection cost more than signing the event. The bytes are what
 // toBinary(ValueSchema, toValue(json)) writes (a test checks it), so any
 // protobuf library reads them as the Value they are.
+//
+// Two passes: the first measures every length-delimited part in the order
+// the second writes their length prefixes, so the second writes straight
+// into one buffer of the right size (no forks, no chunks to join).
 import type { JsonValue } from "@bufbuild/protobuf";
-import { BinaryWriter, WireType } from "@bufbuild/protobuf/wire";
 
-// google.protobuf.Value's fields, and Struct's and ListValue's.
-const NULL_VALUE = 1;
-const NUMBER_VALUE = 2;
-const STRING_VALUE = 3;
-const BOOL_VALUE = 4;
-const STRUCT_VALUE = 5;
-const LIST_VALUE = 6;
-const STRUCT_FIELDS = 1;
-const MAP_KEY = 1;
-const MAP_VALUE = 2;
-const LIST_VALUES = 1;
+// Tags (field number << 3 | wire type) of google.protobuf.Value's fields, and Struct's and ListValue's.
+const NULL_VALUE = 0x08; // 1, varint
+const NUMBER_VALUE = 0x11; // 2, 64-bit
+const STRING_VALUE = 0x1a; // 3, length-delimited
+const BOOL_VALUE = 0x20; // 4, varint
+const STRUCT_VALUE = 0x2a; // 5, length-delimited
+const LIST_VALUE = 0x32; // 6, length-delimited
+const STRUCT_FIELDS = 0x0a; // Struct.fields (map entries), 1
+const MAP_KEY = 0x0a; // entry key, 1
+const MAP_VALUE = 0x12; // entry value, 2
+const LIST_VALUES = 0x0a; // ListValue.values, 1
+
+type JsonObject = { [key: string]: JsonValue };
 
 /** The binary encoding of google.protobuf.Value for a JSON value. */
 export function encodeValue(json: JsonValue): Uint8Array {
-  return writeValue(new BinaryWriter(), json).finish();
+  const lengths: number[] = [];
+  return new Writer(sizeValue(json, lengths), lengths).value(json).bytes;
 }
 
 /** The binary encoding of google.protobuf.Struct for a JSON object. */
-export function encodeStruct(json: { [key: string]: JsonValue }): Uint8Array {
-  return writeStruct(new BinaryWriter(), json).finish();
+export function encodeStruct(json: JsonObject): Uint8Array {
+  const lengths: number[] = [];
+  return new Writer(sizeStruct(json, lengths), lengths).struct(json).bytes;
 }
 
-function writeValue(writer: BinaryWriter, json: JsonValue): BinaryWriter {
-  if (json === null) return writer.tag(NULL_VALUE, WireType.Varint).int32(0);
+const varintSize = (n: number) => (n < 0x80 ? 1 : n < 0x4000 ? 2 : n < 0x200000 ? 3 : n < 0x10000000 ? 4 : 5);
+
+/** A length-delimited part of `size` bytes with its prefix, its length recorded at `slot`. */
+function delimited(lengths: number[], slot: number, size: number): number {
+  lengths[slot] = size;
+  return 1 + varintSize(size) + size;
+}
+
+// protobuf-es cannot hold a "__proto__" key in a Struct (it would set the prototype): it is left out, as it does.
+const entriesOf = (json: JsonObject) => Object.entries(json).filter(([key]) => key !== "__proto__");
+
+/** The size of a Value's fields; pushes the lengths of its parts, in writing order. */
+function sizeValue(json: JsonValue, lengths: number[]): number {
+  if (json === null) return 2;
   switch (typeof json) {
     case "number":
-      return writer.tag(NUMBER_VALUE, WireType.Bit64).double(json);
+      return 9;
     case "string":
-      return writer.tag(STRING_VALUE, WireType.LengthDelimited).string(json);
+      return delimited(lengths, lengths.push(0) - 1, Buffer.byteLength(json));
     case "boolean":
-      return writer.tag(BOOL_VALUE, WireType.Varint).bool(json);
+      return 2;
   }
+  const slot = lengths.push(0) - 1;
   if (Array.isArray(json)) {
-    writer.tag(LIST_VALUE, WireType.LengthDelimited).fork();
+    let size = 0;
     for (const item of json) {
-      writer.tag(LIST_VALUES, WireType.LengthDelimited).fork();
-      writeValue(writer, item).join();
+      const itemSlot = lengths.push(0) - 1;
+      size += delimited(lengths, itemSlot, sizeValue(item, lengths));
     }
-    return writer.join();
+    return delimited(lengths, slot, size);
   }
-  writer.tag(STRUCT_VALUE, WireType.LengthDelimited).fork();
-  return writeStruct(writer, json).join();
+  return delimited(lengths, slot, sizeStruct(json, lengths));
 }
 
-function writeStruct(writer: BinaryWriter, json: { [key: string]: JsonValue }): BinaryWriter {
-  for (const [key, value] of Object.entries(json)) {
-    // protobuf-es cannot hold a "__proto__" key in a Struct (it would set the prototype): leave it out, as it does.
-    if (key === "__proto__") continue;
-    writer.tag(STRUCT_FIELDS, WireType.LengthDelimited).fork();
-    writer.tag(MAP_KEY, WireType.LengthDelimited).string(key);
-    writer.tag(MAP_VALUE, WireType.LengthDelimited).fork();
-    writeValue(writer, value).join();
-    writer.join();
+function sizeStruct(json: JsonObject, lengths: number[]): number {
+  let size = 0;
+  for (const [key, value] of entriesOf(json)) {
+    const entrySlot = lengths.push(0) - 1;
+    const keySize = delimited(lengths, lengths.push(0) - 1, Buffer.byteLength(key));
+    const valueSize = delimited(lengths, lengths.push(0) - 1, sizeValue(value, lengths));
+    size += delimited(lengths, entrySlot, keySize + valueSize);
   }
-  return writer;
+  return size;
+}
+
+class Writer {
+  // Not from Buffer's shared pool: the bytes are kept as long as the task, and must not pin a pool slab.
+  readonly bytes: Buffer;
+  private at = 0;
+  private next = 0;
+
+  constructor(
+    size: number,
+    private readonly lengths: number[],
+  ) {
+    this.bytes = Buffer.allocUnsafeSlow(size);
+  }
+
+  value(json: JsonValue): this {
+    if (json === null) return this.byte(NULL_VALUE).byte(0);
+    switch (typeof json) {
+      case "number":
+        this.byte(NUMBER_VALUE);
+        this.at = this.bytes.writeDoubleLE(json, this.at);
+        return this;
+      case "string":
+        return this.byte(STRING_VALUE).text(json);
+      case "boolean":
+        return this.byte(BOOL_VALUE).byte(json ? 1 : 0);
+    }
+    if (Array.isArray(json)) {
+      this.byte(LIST_VALUE).prefix();
+      for (const item of json) this.byte(LIST_VALUES).prefix().value(item);
+      return this;
+    }
+    return this.byte(STRUCT_VALUE).prefix().struct(json);
+  }
+
+  struct(json: JsonObject): this {
+    for (const [key, value] of entriesOf(json)) {
+      this.byte(STRUCT_FIELDS).prefix();
+      this.byte(MAP_KEY).text(key);
+      this.byte(MAP_VALUE).prefix().value(value);
+    }
+    return this;
+  }
+
+  private byte(value: number): this {
+    this.bytes[this.at++] = value;
+    return this;
+  }
+
+  /** The next recorded length, as a varint. */
+  private prefix(): this {
+    let n = this.lengths[this.next++]!;
+    while (n >= 0x80) {
+      this.bytes[this.at++] = (n & 0x7f) | 0x80;
+      n >>>= 7;
+    }
+    this.bytes[this.at++] = n;
+    return this;
+  }
+
+  private text(value: string): this {
+    const length = this.lengths[this.next]!;
+    this.prefix();
+    this.at += this.bytes.write(value, this.at, length, "utf8");
+    return this;
+  }
 }

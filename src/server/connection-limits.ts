@@ -66,11 +66,26 @@ type Response = http.ServerResponse | http2.Http2ServerResponse;
 type Phase = "headers" | "idle" | "body" | "busy";
 const PHASES: readonly Phase[] = ["headers", "idle", "body", "busy"];
 
+/** Requests whose bodies are timed by progress, not in total (uploads: see timeBodyByProgress). */
+const progressTimed = new WeakSet<object>();
+
+/**
+ * Times a request's body by progress instead of in total: it is cut only
+ * when no bytes arrive for the body timeout. For uploads, which may
+ * rightly take longer than any fixed time.
+ */
+export function timeBodyByProgress(req: Request): void {
+  progressTimed.add(req);
+}
+
 interface Call {
   readonly req: Request;
   readonly out: Writable;
   readonly started: number;
   bodyDone: boolean;
+  /** The connection's bytes read when the body last made progress, and when (progress-timed bodies). */
+  bodyRead: number;
+  bodyProgressAt: number;
   /** Bytes written but not yet taken by the connection, and when that last went down. */
   pending: number;
   progressAt: number;
@@ -193,7 +208,7 @@ export class ConnectionTable {
     if (conn === undefined) return;
     const now = Date.now();
     const out: Writable = "stream" in res ? res.stream : res;
-    const call: Call = { req, out, started: now, bodyDone: false, pending: 0, progressAt: now };
+    const call: Call = { req, out, started: now, bodyDone: false, bodyRead: conn.raw.bytesRead, bodyProgressAt: now, pending: 0, progressAt: now };
     conn.served = true;
     conn.calls.add(call);
     this.#refresh(conn, now);
@@ -305,6 +320,14 @@ export class ConnectionTable {
       if (bodyComplete(call.req)) {
         call.bodyDone = true;
         this.#refresh(conn, now);
+      } else if (progressTimed.has(call.req)) {
+        if (conn.raw.bytesRead !== call.bodyRead) {
+          call.bodyRead = conn.raw.bytesRead;
+          call.bodyProgressAt = now;
+        } else if (bodyTimeoutMs > 0 && now - call.bodyProgressAt >= bodyTimeoutMs) {
+          this.#counts.body_timeout++;
+          return this.#cut(conn, call);
+        }
       } else if (bodyTimeoutMs > 0 && now - call.started >= bodyTimeoutMs) {
         this.#counts.body_timeout++;
         return this.#cut(conn, call);

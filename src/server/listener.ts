@@ -123,7 +123,8 @@ function drainUnreadBody(req: http.IncomingMessage | http2.Http2ServerRequest): 
  * when nothing else listens; a response already on its way is finished first.
  */
 function answerClientError(error: NodeJS.ErrnoException, socket: Duplex): void {
-  const inFlight = (socket as Duplex & { _httpMessage?: http.ServerResponse })._httpMessage;
+  // Node sets _httpMessage to null once a response has let go of the socket.
+  const inFlight = (socket as Duplex & { _httpMessage?: http.ServerResponse | null })._httpMessage ?? undefined;
   if (inFlight !== undefined && !inFlight.writableEnded) {
     inFlight.shouldKeepAlive = false;
     inFlight.once("finish", () => socket.end());

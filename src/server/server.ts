@@ -7,16 +7,19 @@ import { CapabilitiesService, type AgentCapabilities } from "../../gen/synapse/v
 import { P2PService } from "../../gen/synapse/v1/p2p_pb.js";
 import type { Agent } from "../agent/agent.js";
 import { RegistryService } from "../../gen/synapse/v1/registry_pb.js";
+import { GroupService } from "../../gen/synapse/v1/group_pb.js";
+import type { GroupHost } from "../group/group-host.js";
 import type { Registry } from "../registry/registry.js";
 import type { Wiring } from "../capabilities/interfaces.js";
 import { CapabilitiesProvider } from "../capabilities/provider.js";
 import { silentLogger, type Logger } from "../log.js";
 import { capabilitiesService } from "./capabilities-service.js";
+import { groupService } from "./group-service.js";
 import { p2pService } from "./p2p-service.js";
 import { registryService } from "./registry-service.js";
 import { createRequestHandler } from "./adapter.js";
 import { shapeErrors } from "./error-shape.js";
-import { consoleHandler } from "./console.js";
+import { httpRoutes } from "./http-routes.js";
 import { ServerHealth } from "./health.js";
 import type { ConnectionLimitOptions } from "./connection-limits.js";
 import { createListener, type Listener, type TlsFiles } from "./listener.js";
@@ -34,12 +37,16 @@ export interface ServerOptions extends ConnectionLimitOptions {
   agent?: Agent;
   /** A registry to host beside the agent (RegistryService); needs an agent. */
   registry?: Registry;
+  /** Groups the agent hosts (GroupService); the agent must be created with `groups: true`, and only then. */
+  groups?: GroupHost;
   host?: string;
   port?: number;
   tls?: TlsFiles;
   logger?: Logger;
   /** How long shutdown waits for in-flight calls before cutting them off. */
   shutdownGraceMs?: number;
+  /** How often an idle SSE event stream gets a comment line (default 15 s). */
+  sseHeartbeatMs?: number;
 }
 
 export interface RunningServer {
@@ -53,7 +60,7 @@ export interface RunningServer {
   close(): Promise<void>;
 }
 
-const CAPABILITIES_ONLY: Wiring = { capabilities: true, p2p: false, taskStatus: false, streaming: false, humanInTheLoop: false, callbacks: false };
+const CAPABILITIES_ONLY: Wiring = { capabilities: true, p2p: false, taskStatus: false, streaming: false, humanInTheLoop: false, callbacks: false, groups: false };
 
 function requireCapabilities(options: ServerOptions): AgentCapabilities {
   if (options.capabilities === undefined) throw new TypeError("startServer needs an agent or capabilities");
@@ -65,6 +72,10 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
   const agent = options.agent;
   const provider = agent?.provider ?? new CapabilitiesProvider(requireCapabilities(options), CAPABILITIES_ONLY);
   const capabilities = provider.getCapabilities();
+  // What GetSupportedInterfaces claims is what is served: group interfaces go with GroupService.
+  if (capabilities.supportGroups !== (options.groups !== undefined) || (options.groups !== undefined && agent === undefined)) {
+    throw new TypeError("an agent created with `groups: true` is served with a group host (startServer({ groups })), and only such an agent");
+  }
   const maxBytes = Number(capabilities.maxFileSize) + MESSAGE_OVERHEAD_BYTES;
   const drainController = new AbortController();
   const shutdownController = new AbortController();
@@ -76,6 +87,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     router.service(CapabilitiesService, capabilitiesService(provider));
     // Without an agent P2PService is still declared, and answers UNIMPLEMENTED.
     router.service(P2PService, agent ? p2pService(agent, drainController.signal, maxBytes) : {});
+    if (options.groups && agent) router.service(GroupService, groupService(options.groups, agent, drainController.signal));
     if (options.registry && agent) {
       router.service(
         RegistryService,
@@ -93,7 +105,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     writeMaxBytes: maxBytes,
     interceptors: [shapeErrors(logger)],
     shutdownSignal: shutdownController.signal,
-    fallback: consoleHandler(),
+    fallback: httpRoutes({ agent, draining: drainController.signal, logger, sseHeartbeatMs: options.sseHeartbeatMs }),
   });
   const listener: Listener = createListener({
     handler: withRequestLog(handler, logger),
@@ -118,6 +130,8 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     throw error;
   });
   noteListening(host);
+  // Group tasks resume once the agent listens: a member may be the host itself.
+  await options.groups?.start();
   const scheme = options.tls ? "https" : "http";
   const urlHost = host.includes(":") ? `[${host}]` : host;
   const url = `${scheme}://${urlHost}:${port}`;
@@ -143,7 +157,9 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
       health.shutdown();
       logger.info({ in_flight: listener.inFlight(), connections: listener.connections() }, "shutting down");
       listener.stopAccepting();
-      // Running tasks end first (their last events reach watchers), then open streams are told to resume elsewhere.
+      // Group tasks stop following their members (a restart picks them up), then running tasks end
+      // (their last events reach watchers), then open streams are told to resume elsewhere.
+      await options.groups?.stop();
       await agent?.stop();
       drainController.abort();
       const grace = options.shutdownGraceMs ?? 10_000;

@@ -112,8 +112,8 @@ export interface StoredReply {
   readonly payload: Message;
 }
 
-/** Which receiver remembered a message: message ids are unique per scope. */
-export type MessageScope = "p2p" | "registry";
+/** Which receiver remembered a message: message ids are unique per scope ("a2n": a group host's GroupService). */
+export type MessageScope = "p2p" | "registry" | "a2n";
 
 /** A message already processed: its digest and the reply it got. */
 export interface SeenMessage {
@@ -181,7 +181,7 @@ export type DeliveryPatch = Partial<Pick<DeliveryRecord, "nextSequence" | "attem
   release?: boolean;
 };
 
-export type ConflictReason = "task_exists" | "idempotency_key" | "message" | "missing" | "version" | "sequence" | "lease";
+export type ConflictReason = "task_exists" | "group_exists" | "idempotency_key" | "message" | "missing" | "version" | "sequence" | "lease";
 
 export class StoreConflictError extends Error {
   constructor(

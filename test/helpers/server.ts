@@ -7,6 +7,7 @@ import { join } from "node:path";
 import type { AgentCapabilitiesSchema } from "../../gen/synapse/v1/capabilities_pb.js";
 import { createAgent, type Agent } from "../../src/agent/agent.js";
 import type { TaskHandler } from "../../src/agent/handler.js";
+import type { UploadLimits } from "../../src/agent/uploads.js";
 import { loadOrCreateIdentity, type AgentIdentity } from "../../src/agent/identity.js";
 import { referenceHandlers } from "../../src/agent/reference/index.js";
 import { REFERENCE_TASK_TYPES } from "../../src/agent/reference/task-types.js";
@@ -50,6 +51,8 @@ export interface TestServerOptions extends Partial<Omit<ServerOptions, "capabili
   storage?: Storage;
   /** Operator key ids: their bearer tokens read every task. */
   operators?: readonly string[];
+  /** Upload limit, quota and keep period. */
+  uploadLimits?: Partial<UploadLimits>;
 }
 
 export interface TestServer extends RunningServer {
@@ -75,6 +78,8 @@ export async function startTestServer(options: TestServerOptions = {}): Promise<
     handlers: options.handlers ?? referenceHandlers(),
     trust: options.trust ?? defaultTrust,
     store: storage?.tasks,
+    uploads: storage?.uploads,
+    uploadLimits: options.uploadLimits,
     config: options.config,
     clockSkewMs: options.clockSkewMs,
     logger: options.logger,
@@ -98,7 +103,17 @@ export async function startTestServer(options: TestServerOptions = {}): Promise<
     : undefined;
   const { maxConnections, headerTimeoutMs, bodyTimeoutMs, idleTimeoutMs, writeTimeoutMs } = options;
   const limits = { maxConnections, headerTimeoutMs, bodyTimeoutMs, idleTimeoutMs, writeTimeoutMs };
-  const server = await startServer({ tls: options.tls, logger: options.logger, shutdownGraceMs: options.shutdownGraceMs, agent, registry, port: 0, host: options.host ?? "127.0.0.1", ...limits });
+  const server = await startServer({
+    tls: options.tls,
+    logger: options.logger,
+    shutdownGraceMs: options.shutdownGraceMs,
+    sseHeartbeatMs: options.sseHeartbeatMs,
+    agent,
+    registry,
+    port: 0,
+    host: options.host ?? "127.0.0.1",
+    ...limits,
+  });
   return Object.assign(server, { agent, registry });
 }
 

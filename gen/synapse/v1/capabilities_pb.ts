@@ -4,7 +4,8 @@
 
 import type { GenEnum, GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegenv2";
 import { enumDesc, fileDesc, messageDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2";
-import { file_google_protobuf_struct } from "@bufbuild/protobuf/wkt";
+import type { Duration } from "@bufbuild/protobuf/wkt";
+import { file_google_protobuf_duration, file_google_protobuf_struct } from "@bufbuild/protobuf/wkt";
 import type { AgentRef } from "./envelope_pb.js";
 import { file_synapse_v1_envelope } from "./envelope_pb.js";
 import type { JsonObject, Message } from "@bufbuild/protobuf";
@@ -13,7 +14,7 @@ import type { JsonObject, Message } from "@bufbuild/protobuf";
  * Describes the file synapse/v1/capabilities.proto.
  */
 export const file_synapse_v1_capabilities: GenFile = /*@__PURE__*/
-  fileDesc("Ch1zeW5hcHNlL3YxL2NhcGFiaWxpdGllcy5wcm90bxIKc3luYXBzZS52MSLVAQoRU3VwcG9ydGVkVGFza1R5cGUSDAoEdHlwZRgBIAEoCRIMCgRuYW1lGAIgASgJEhMKC2Rlc2NyaXB0aW9uGAMgASgJEhYKDmVzdGltYXRlZF90aW1lGAQgASgJEhQKDGlucHV0X3NjaGVtYRgFIAEoCRIVCg1vdXRwdXRfc2NoZW1hGAYgASgJEhQKDGNhcGFiaWxpdGllcxgHIAMoCRI0Cgpnb3Zlcm5hbmNlGAggASgLMiAuc3luYXBzZS52MS5DYXBhYmlsaXR5R292ZXJuYW5jZSL5AQoUQ2FwYWJpbGl0eUdvdmVybmFuY2USDgoGZG9tYWluGAEgASgJEhEKCXNjZW5hcmlvcxgCIAMoCRIPCgdpbnRlbnRzGAMgAygJEhsKE3Blcm1pc3Npb25fcmVxdWlyZWQYBCADKAkSKQoKcmlza19sZXZlbBgFIAEoDjIVLnN5bmFwc2UudjEuUmlza0xldmVsEg0KBW93bmVyGAYgASgJEhAKCHJldmlld2VyGAcgASgJEg8KB3ZlcnNpb24YCCABKAkSHQoVcmVxdWlyZXNfY29uZmlybWF0aW9uGAkgASgIEhQKDHJpc2tfc2lnbmFscxgKIAMoCSLoAwoRQWdlbnRDYXBhYmlsaXRpZXMSEAoIYWdlbnRfaWQYASABKAkSEgoKYWdlbnRfbmFtZRgCIAEoCRIRCglzeXN0ZW1faWQYAyABKAkSGAoQcHJvdG9jb2xfdmVyc2lvbhgEIAEoCRI7ChRzdXBwb3J0ZWRfdGFza190eXBlcxgFIAMoCzIdLnN5bmFwc2UudjEuU3VwcG9ydGVkVGFza1R5cGUSHwoXc3VwcG9ydGVkX2NvbnRlbnRfdHlwZXMYBiADKAkSPAoZc3VwcG9ydGVkX3RyYW5zcG9ydF9tb2RlcxgHIAMoDjIZLnN5bmFwc2UudjEuVHJhbnNwb3J0TW9kZRIVCg1tYXhfZmlsZV9zaXplGAggASgDEhwKFG1heF9jb25jdXJyZW50X3Rhc2tzGAkgASgFEiEKGW1heF90YXNrX2R1cmF0aW9uX3NlY29uZHMYCiABKAUSIAoYc3VwcG9ydF9wcm9ncmVzc191cGRhdGVzGAsgASgIEhkKEXN1cHBvcnRfc3RyZWFtaW5nGAwgASgIEhMKC3N1cHBvcnRfaGlsGA0gASgIEhYKDnN1cHBvcnRfZ3JvdXBzGA4gASgIEhIKCnB1YmxpY19rZXkYDyABKAwSDgoGa2V5X2lkGBAgASgJItgBChRJbXBsZW1lbnRlZEludGVyZmFjZRIMCgRuYW1lGAEgASgJEi8KCGNhdGVnb3J5GAIgASgOMh0uc3luYXBzZS52MS5JbnRlcmZhY2VDYXRlZ29yeRIwChBjb21wbGlhbmNlX2xldmVsGAMgASgOMhYuc3luYXBzZS52MS5Db21wbGlhbmNlEg8KB3ZlcnNpb24YBCABKAkSEwoLZGVzY3JpcHRpb24YBSABKAkSKQoIbWV0YWRhdGEYBiABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0IvIBChRDb21wbGlhbmNlRXZhbHVhdGlvbhIQCghhZ2VudF9pZBgBIAEoCRIZChFiYXNpY19pbXBsZW1lbnRlZBgCIAEoBRIWCg5iYXNpY19yZXF1aXJlZBgDIAEoBRIcChRjb21wbGV0ZV9pbXBsZW1lbnRlZBgEIAEoBRIWCg5jb21wbGV0ZV90b3RhbBgFIAEoBRIcChRhZHZhbmNlZF9pbXBsZW1lbnRlZBgGIAEoBRIWCg5hZHZhbmNlZF90b3RhbBgHIAEoBRIRCgljb21wbGlhbnQYCCABKAgSFgoObWlzc2luZ19iYXNpY3MYCSADKAkiGAoWR2V0Q2FwYWJpbGl0aWVzUmVxdWVzdCJOChdHZXRDYXBhYmlsaXRpZXNSZXNwb25zZRIzCgxjYXBhYmlsaXRpZXMYASABKAsyHS5zeW5hcHNlLnYxLkFnZW50Q2FwYWJpbGl0aWVzIh8KHUdldFN1cHBvcnRlZEludGVyZmFjZXNSZXF1ZXN0IlYKHkdldFN1cHBvcnRlZEludGVyZmFjZXNSZXNwb25zZRI0CgppbnRlcmZhY2VzGAEgAygLMiAuc3luYXBzZS52MS5JbXBsZW1lbnRlZEludGVyZmFjZSIzCh5HZXRUYXNrVHlwZUNhcGFiaWxpdGllc1JlcXVlc3QSEQoJdGFza190eXBlGAEgASgJIlMKH0dldFRhc2tUeXBlQ2FwYWJpbGl0aWVzUmVzcG9uc2USMAoJdGFza190eXBlGAEgASgLMh0uc3luYXBzZS52MS5TdXBwb3J0ZWRUYXNrVHlwZSKIAQoQSGFuZHNoYWtlUmVxdWVzdBIYChBwcm90b2NvbF92ZXJzaW9uGAEgASgJEjQKCmludGVyZmFjZXMYAiADKAsyIC5zeW5hcHNlLnYxLkltcGxlbWVudGVkSW50ZXJmYWNlEiQKBmNhbGxlchgDIAEoCzIULnN5bmFwc2UudjEuQWdlbnRSZWYizwEKEUhhbmRzaGFrZVJlc3BvbnNlEhIKCmNvbXBhdGlibGUYASABKAgSGgoSbmVnb3RpYXRlZF92ZXJzaW9uGAIgASgJEjsKEWNvbW1vbl9pbnRlcmZhY2VzGAMgAygLMiAuc3luYXBzZS52MS5JbXBsZW1lbnRlZEludGVyZmFjZRIOCgZyZWFzb24YBCABKAkSGAoQcHJvdG9jb2xfdmVyc2lvbhgFIAEoCRIjCgVhZ2VudBgGIAEoCzIULnN5bmFwc2UudjEuQWdlbnRSZWYqnAEKDVRyYW5zcG9ydE1vZGUSHgoaVFJBTlNQT1JUX01PREVfVU5TUEVDSUZJRUQQABIbChdUUkFOU1BPUlRfTU9ERV9DQUxMQkFDSxABEhoKFlRSQU5TUE9SVF9NT0RFX1BPTExJTkcQAhIXChNUUkFOU1BPUlRfTU9ERV9TWU5DEAMSGQoVVFJBTlNQT1JUX01PREVfSFlCUklEEAQqkAIKEUludGVyZmFjZUNhdGVnb3J5EiIKHklOVEVSRkFDRV9DQVRFR09SWV9VTlNQRUNJRklFRBAAEhsKF0lOVEVSRkFDRV9DQVRFR09SWV9DT1JFEAESGgoWSU5URVJGQUNFX0NBVEVHT1JZX1AyUBACEhwKGElOVEVSRkFDRV9DQVRFR09SWV9HUk9VUBADEhoKFklOVEVSRkFDRV9DQVRFR09SWV9ISUwQBBIgChxJTlRFUkZBQ0VfQ0FURUdPUllfVFJBTlNQT1JUEAUSHwobSU5URVJGQUNFX0NBVEVHT1JZX1NFQ1VSSVRZEAYSIQodSU5URVJGQUNFX0NBVEVHT1JZX01BTkFHRU1FTlQQBypwCgpDb21wbGlhbmNlEhoKFkNPTVBMSUFOQ0VfVU5TUEVDSUZJRUQQABIUChBDT01QTElBTkNFX0JBU0lDEAESFwoTQ09NUExJQU5DRV9DT01QTEVURRACEhcKE0NPTVBMSUFOQ0VfQURWQU5DRUQQAypnCglSaXNrTGV2ZWwSGgoWUklTS19MRVZFTF9VTlNQRUNJRklFRBAAEhIKDlJJU0tfTEVWRUxfTE9XEAESFQoRUklTS19MRVZFTF9NRURJVU0QAhITCg9SSVNLX0xFVkVMX0hJR0gQAzKvAwoTQ2FwYWJpbGl0aWVzU2VydmljZRJfCg9HZXRDYXBhYmlsaXRpZXMSIi5zeW5hcHNlLnYxLkdldENhcGFiaWxpdGllc1JlcXVlc3QaIy5zeW5hcHNlLnYxLkdldENhcGFiaWxpdGllc1Jlc3BvbnNlIgOQAgESdAoWR2V0U3VwcG9ydGVkSW50ZXJmYWNlcxIpLnN5bmFwc2UudjEuR2V0U3VwcG9ydGVkSW50ZXJmYWNlc1JlcXVlc3QaKi5zeW5hcHNlLnYxLkdldFN1cHBvcnRlZEludGVyZmFjZXNSZXNwb25zZSIDkAIBEncKF0dldFRhc2tUeXBlQ2FwYWJpbGl0aWVzEiouc3luYXBzZS52MS5HZXRUYXNrVHlwZUNhcGFiaWxpdGllc1JlcXVlc3QaKy5zeW5hcHNlLnYxLkdldFRhc2tUeXBlQ2FwYWJpbGl0aWVzUmVzcG9uc2UiA5ACARJICglIYW5kc2hha2USHC5zeW5hcHNlLnYxLkhhbmRzaGFrZVJlcXVlc3QaHS5zeW5hcHNlLnYxLkhhbmRzaGFrZVJlc3BvbnNlYgZwcm90bzM", [file_google_protobuf_struct, file_synapse_v1_envelope]);
+  fileDesc("Ch1zeW5hcHNlL3YxL2NhcGFiaWxpdGllcy5wcm90bxIKc3luYXBzZS52MSKHAgoRU3VwcG9ydGVkVGFza1R5cGUSDAoEdHlwZRgBIAEoCRIMCgRuYW1lGAIgASgJEhMKC2Rlc2NyaXB0aW9uGAMgASgJEhYKDmVzdGltYXRlZF90aW1lGAQgASgJEhQKDGlucHV0X3NjaGVtYRgFIAEoCRIVCg1vdXRwdXRfc2NoZW1hGAYgASgJEhQKDGNhcGFiaWxpdGllcxgHIAMoCRI0Cgpnb3Zlcm5hbmNlGAggASgLMiAuc3luYXBzZS52MS5DYXBhYmlsaXR5R292ZXJuYW5jZRIwCgplc2NhbGF0aW9uGAkgASgLMhwuc3luYXBzZS52MS5Fc2NhbGF0aW9uUG9saWN5Ij8KEEVzY2FsYXRpb25Qb2xpY3kSKwoGbGV2ZWxzGAEgAygLMhsuc3luYXBzZS52MS5Fc2NhbGF0aW9uTGV2ZWwiYwoPRXNjYWxhdGlvbkxldmVsEhEKCXJlcXVlc3RlchgBIAEoCBIRCglhZ2VudF9pZHMYAiADKAkSKgoHdGltZW91dBgDIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbiL5AQoUQ2FwYWJpbGl0eUdvdmVybmFuY2USDgoGZG9tYWluGAEgASgJEhEKCXNjZW5hcmlvcxgCIAMoCRIPCgdpbnRlbnRzGAMgAygJEhsKE3Blcm1pc3Npb25fcmVxdWlyZWQYBCADKAkSKQoKcmlza19sZXZlbBgFIAEoDjIVLnN5bmFwc2UudjEuUmlza0xldmVsEg0KBW93bmVyGAYgASgJEhAKCHJldmlld2VyGAcgASgJEg8KB3ZlcnNpb24YCCABKAkSHQoVcmVxdWlyZXNfY29uZmlybWF0aW9uGAkgASgIEhQKDHJpc2tfc2lnbmFscxgKIAMoCSLoAwoRQWdlbnRDYXBhYmlsaXRpZXMSEAoIYWdlbnRfaWQYASABKAkSEgoKYWdlbnRfbmFtZRgCIAEoCRIRCglzeXN0ZW1faWQYAyABKAkSGAoQcHJvdG9jb2xfdmVyc2lvbhgEIAEoCRI7ChRzdXBwb3J0ZWRfdGFza190eXBlcxgFIAMoCzIdLnN5bmFwc2UudjEuU3VwcG9ydGVkVGFza1R5cGUSHwoXc3VwcG9ydGVkX2NvbnRlbnRfdHlwZXMYBiADKAkSPAoZc3VwcG9ydGVkX3RyYW5zcG9ydF9tb2RlcxgHIAMoDjIZLnN5bmFwc2UudjEuVHJhbnNwb3J0TW9kZRIVCg1tYXhfZmlsZV9zaXplGAggASgDEhwKFG1heF9jb25jdXJyZW50X3Rhc2tzGAkgASgFEiEKGW1heF90YXNrX2R1cmF0aW9uX3NlY29uZHMYCiABKAUSIAoYc3VwcG9ydF9wcm9ncmVzc191cGRhdGVzGAsgASgIEhkKEXN1cHBvcnRfc3RyZWFtaW5nGAwgASgIEhMKC3N1cHBvcnRfaGlsGA0gASgIEhYKDnN1cHBvcnRfZ3JvdXBzGA4gASgIEhIKCnB1YmxpY19rZXkYDyABKAwSDgoGa2V5X2lkGBAgASgJItgBChRJbXBsZW1lbnRlZEludGVyZmFjZRIMCgRuYW1lGAEgASgJEi8KCGNhdGVnb3J5GAIgASgOMh0uc3luYXBzZS52MS5JbnRlcmZhY2VDYXRlZ29yeRIwChBjb21wbGlhbmNlX2xldmVsGAMgASgOMhYuc3luYXBzZS52MS5Db21wbGlhbmNlEg8KB3ZlcnNpb24YBCABKAkSEwoLZGVzY3JpcHRpb24YBSABKAkSKQoIbWV0YWRhdGEYBiABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0IvIBChRDb21wbGlhbmNlRXZhbHVhdGlvbhIQCghhZ2VudF9pZBgBIAEoCRIZChFiYXNpY19pbXBsZW1lbnRlZBgCIAEoBRIWCg5iYXNpY19yZXF1aXJlZBgDIAEoBRIcChRjb21wbGV0ZV9pbXBsZW1lbnRlZBgEIAEoBRIWCg5jb21wbGV0ZV90b3RhbBgFIAEoBRIcChRhZHZhbmNlZF9pbXBsZW1lbnRlZBgGIAEoBRIWCg5hZHZhbmNlZF90b3RhbBgHIAEoBRIRCgljb21wbGlhbnQYCCABKAgSFgoObWlzc2luZ19iYXNpY3MYCSADKAkiGAoWR2V0Q2FwYWJpbGl0aWVzUmVxdWVzdCJOChdHZXRDYXBhYmlsaXRpZXNSZXNwb25zZRIzCgxjYXBhYmlsaXRpZXMYASABKAsyHS5zeW5hcHNlLnYxLkFnZW50Q2FwYWJpbGl0aWVzIh8KHUdldFN1cHBvcnRlZEludGVyZmFjZXNSZXF1ZXN0IlYKHkdldFN1cHBvcnRlZEludGVyZmFjZXNSZXNwb25zZRI0CgppbnRlcmZhY2VzGAEgAygLMiAuc3luYXBzZS52MS5JbXBsZW1lbnRlZEludGVyZmFjZSIzCh5HZXRUYXNrVHlwZUNhcGFiaWxpdGllc1JlcXVlc3QSEQoJdGFza190eXBlGAEgASgJIlMKH0dldFRhc2tUeXBlQ2FwYWJpbGl0aWVzUmVzcG9uc2USMAoJdGFza190eXBlGAEgASgLMh0uc3luYXBzZS52MS5TdXBwb3J0ZWRUYXNrVHlwZSKIAQoQSGFuZHNoYWtlUmVxdWVzdBIYChBwcm90b2NvbF92ZXJzaW9uGAEgASgJEjQKCmludGVyZmFjZXMYAiADKAsyIC5zeW5hcHNlLnYxLkltcGxlbWVudGVkSW50ZXJmYWNlEiQKBmNhbGxlchgDIAEoCzIULnN5bmFwc2UudjEuQWdlbnRSZWYizwEKEUhhbmRzaGFrZVJlc3BvbnNlEhIKCmNvbXBhdGlibGUYASABKAgSGgoSbmVnb3RpYXRlZF92ZXJzaW9uGAIgASgJEjsKEWNvbW1vbl9pbnRlcmZhY2VzGAMgAygLMiAuc3luYXBzZS52MS5JbXBsZW1lbnRlZEludGVyZmFjZRIOCgZyZWFzb24YBCABKAkSGAoQcHJvdG9jb2xfdmVyc2lvbhgFIAEoCRIjCgVhZ2VudBgGIAEoCzIULnN5bmFwc2UudjEuQWdlbnRSZWYqnAEKDVRyYW5zcG9ydE1vZGUSHgoaVFJBTlNQT1JUX01PREVfVU5TUEVDSUZJRUQQABIbChdUUkFOU1BPUlRfTU9ERV9DQUxMQkFDSxABEhoKFlRSQU5TUE9SVF9NT0RFX1BPTExJTkcQAhIXChNUUkFOU1BPUlRfTU9ERV9TWU5DEAMSGQoVVFJBTlNQT1JUX01PREVfSFlCUklEEAQqkAIKEUludGVyZmFjZUNhdGVnb3J5EiIKHklOVEVSRkFDRV9DQVRFR09SWV9VTlNQRUNJRklFRBAAEhsKF0lOVEVSRkFDRV9DQVRFR09SWV9DT1JFEAESGgoWSU5URVJGQUNFX0NBVEVHT1JZX1AyUBACEhwKGElOVEVSRkFDRV9DQVRFR09SWV9HUk9VUBADEhoKFklOVEVSRkFDRV9DQVRFR09SWV9ISUwQBBIgChxJTlRFUkZBQ0VfQ0FURUdPUllfVFJBTlNQT1JUEAUSHwobSU5URVJGQUNFX0NBVEVHT1JZX1NFQ1VSSVRZEAYSIQodSU5URVJGQUNFX0NBVEVHT1JZX01BTkFHRU1FTlQQBypwCgpDb21wbGlhbmNlEhoKFkNPTVBMSUFOQ0VfVU5TUEVDSUZJRUQQABIUChBDT01QTElBTkNFX0JBU0lDEAESFwoTQ09NUExJQU5DRV9DT01QTEVURRACEhcKE0NPTVBMSUFOQ0VfQURWQU5DRUQQAypnCglSaXNrTGV2ZWwSGgoWUklTS19MRVZFTF9VTlNQRUNJRklFRBAAEhIKDlJJU0tfTEVWRUxfTE9XEAESFQoRUklTS19MRVZFTF9NRURJVU0QAhITCg9SSVNLX0xFVkVMX0hJR0gQAzKvAwoTQ2FwYWJpbGl0aWVzU2VydmljZRJfCg9HZXRDYXBhYmlsaXRpZXMSIi5zeW5hcHNlLnYxLkdldENhcGFiaWxpdGllc1JlcXVlc3QaIy5zeW5hcHNlLnYxLkdldENhcGFiaWxpdGllc1Jlc3BvbnNlIgOQAgESdAoWR2V0U3VwcG9ydGVkSW50ZXJmYWNlcxIpLnN5bmFwc2UudjEuR2V0U3VwcG9ydGVkSW50ZXJmYWNlc1JlcXVlc3QaKi5zeW5hcHNlLnYxLkdldFN1cHBvcnRlZEludGVyZmFjZXNSZXNwb25zZSIDkAIBEncKF0dldFRhc2tUeXBlQ2FwYWJpbGl0aWVzEiouc3luYXBzZS52MS5HZXRUYXNrVHlwZUNhcGFiaWxpdGllc1JlcXVlc3QaKy5zeW5hcHNlLnYxLkdldFRhc2tUeXBlQ2FwYWJpbGl0aWVzUmVzcG9uc2UiA5ACARJICglIYW5kc2hha2USHC5zeW5hcHNlLnYxLkhhbmRzaGFrZVJlcXVlc3QaHS5zeW5hcHNlLnYxLkhhbmRzaGFrZVJlc3BvbnNlYgZwcm90bzM", [file_google_protobuf_duration, file_google_protobuf_struct, file_synapse_v1_envelope]);
 
 /**
  * SupportedTaskType describes one kind of task an agent runs (seed 000 §3.1).
@@ -80,6 +81,15 @@ export type SupportedTaskType = Message<"synapse.v1.SupportedTaskType"> & {
    * @generated from field: synapse.v1.CapabilityGovernance governance = 8;
    */
   governance?: CapabilityGovernance | undefined;
+
+  /**
+   * Who decides a task_need_human of this type at each escalation level, and
+   * how long each level waits (EscalationHandler, docs/PROTOCOL.md §5.10).
+   * Unset: only the requester decides, and a passed deadline fails the task.
+   *
+   * @generated from field: synapse.v1.EscalationPolicy escalation = 9;
+   */
+  escalation?: EscalationPolicy | undefined;
 };
 
 /**
@@ -88,6 +98,73 @@ export type SupportedTaskType = Message<"synapse.v1.SupportedTaskType"> & {
  */
 export const SupportedTaskTypeSchema: GenMessage<SupportedTaskType> = /*@__PURE__*/
   messageDesc(file_synapse_v1_capabilities, 0);
+
+/**
+ * EscalationPolicy says how an unanswered human decision escalates (seed 000
+ * §4.2 EscalationHandler, seed 001 §6.8 escalation_level). When a level's
+ * deadline passes without a decision, the executor records a new signed
+ * p2p:task_need_human at the next level, with a new decision_id, deadline and
+ * deciders; after the last level the task fails with
+ * ERROR_CODE_EXECUTION_TIMEOUT.
+ *
+ * @generated from message synapse.v1.EscalationPolicy
+ */
+export type EscalationPolicy = Message<"synapse.v1.EscalationPolicy"> & {
+  /**
+   * The levels in order: levels[0] is level 1 (team), levels[1] level 2
+   * (manager), levels[2] level 3 (executive). At most 3.
+   *
+   * @generated from field: repeated synapse.v1.EscalationLevel levels = 1;
+   */
+  levels: EscalationLevel[];
+};
+
+/**
+ * Describes the message synapse.v1.EscalationPolicy.
+ * Use `create(EscalationPolicySchema)` to create a new message.
+ */
+export const EscalationPolicySchema: GenMessage<EscalationPolicy> = /*@__PURE__*/
+  messageDesc(file_synapse_v1_capabilities, 1);
+
+/**
+ * EscalationLevel is one level of an EscalationPolicy.
+ *
+ * @generated from message synapse.v1.EscalationLevel
+ */
+export type EscalationLevel = Message<"synapse.v1.EscalationLevel"> & {
+  /**
+   * The task's requester may decide at this level.
+   *
+   * @generated from field: bool requester = 1;
+   */
+  requester: boolean;
+
+  /**
+   * Agent ids (escalation contacts) that may decide at this level. They may
+   * also read the task (GetTask, Watch, the SSE stream) from the moment a
+   * task_need_human names them; before that the task does not exist for
+   * them.
+   *
+   * @generated from field: repeated string agent_ids = 2;
+   */
+  agentIds: string[];
+
+  /**
+   * How long this level waits for a decision. At level 1 a deadline the
+   * handler gives wins. Zero at level 1: no deadline unless the handler
+   * gives one (and so no escalation); zero at a later level is refused.
+   *
+   * @generated from field: google.protobuf.Duration timeout = 3;
+   */
+  timeout?: Duration | undefined;
+};
+
+/**
+ * Describes the message synapse.v1.EscalationLevel.
+ * Use `create(EscalationLevelSchema)` to create a new message.
+ */
+export const EscalationLevelSchema: GenMessage<EscalationLevel> = /*@__PURE__*/
+  messageDesc(file_synapse_v1_capabilities, 2);
 
 /**
  * CapabilityGovernance is the catalogue metadata an agent may attach to one of
@@ -176,7 +253,7 @@ export type CapabilityGovernance = Message<"synapse.v1.CapabilityGovernance"> & 
  * Use `create(CapabilityGovernanceSchema)` to create a new message.
  */
 export const CapabilityGovernanceSchema: GenMessage<CapabilityGovernance> = /*@__PURE__*/
-  messageDesc(file_synapse_v1_capabilities, 1);
+  messageDesc(file_synapse_v1_capabilities, 3);
 
 /**
  * AgentCapabilities is an agent's full self-description (seed 000 §2.1).
@@ -309,7 +386,7 @@ export type AgentCapabilities = Message<"synapse.v1.AgentCapabilities"> & {
  * Use `create(AgentCapabilitiesSchema)` to create a new message.
  */
 export const AgentCapabilitiesSchema: GenMessage<AgentCapabilities> = /*@__PURE__*/
-  messageDesc(file_synapse_v1_capabilities, 2);
+  messageDesc(file_synapse_v1_capabilities, 4);
 
 /**
  * ImplementedInterface declares one standard interface an agent implements
@@ -367,7 +444,7 @@ export type ImplementedInterface = Message<"synapse.v1.ImplementedInterface"> & 
  * Use `create(ImplementedInterfaceSchema)` to create a new message.
  */
 export const ImplementedInterfaceSchema: GenMessage<ImplementedInterface> = /*@__PURE__*/
-  messageDesc(file_synapse_v1_capabilities, 3);
+  messageDesc(file_synapse_v1_capabilities, 5);
 
 /**
  * ComplianceEvaluation is a registry's verdict on a set of interfaces
@@ -445,7 +522,7 @@ export type ComplianceEvaluation = Message<"synapse.v1.ComplianceEvaluation"> & 
  * Use `create(ComplianceEvaluationSchema)` to create a new message.
  */
 export const ComplianceEvaluationSchema: GenMessage<ComplianceEvaluation> = /*@__PURE__*/
-  messageDesc(file_synapse_v1_capabilities, 4);
+  messageDesc(file_synapse_v1_capabilities, 6);
 
 /**
  * GetCapabilitiesRequest takes no parameters.
@@ -460,7 +537,7 @@ export type GetCapabilitiesRequest = Message<"synapse.v1.GetCapabilitiesRequest"
  * Use `create(GetCapabilitiesRequestSchema)` to create a new message.
  */
 export const GetCapabilitiesRequestSchema: GenMessage<GetCapabilitiesRequest> = /*@__PURE__*/
-  messageDesc(file_synapse_v1_capabilities, 5);
+  messageDesc(file_synapse_v1_capabilities, 7);
 
 /**
  * GetCapabilitiesResponse carries the capabilities.
@@ -481,7 +558,7 @@ export type GetCapabilitiesResponse = Message<"synapse.v1.GetCapabilitiesRespons
  * Use `create(GetCapabilitiesResponseSchema)` to create a new message.
  */
 export const GetCapabilitiesResponseSchema: GenMessage<GetCapabilitiesResponse> = /*@__PURE__*/
-  messageDesc(file_synapse_v1_capabilities, 6);
+  messageDesc(file_synapse_v1_capabilities, 8);
 
 /**
  * GetSupportedInterfacesRequest takes no parameters.
@@ -496,7 +573,7 @@ export type GetSupportedInterfacesRequest = Message<"synapse.v1.GetSupportedInte
  * Use `create(GetSupportedInterfacesRequestSchema)` to create a new message.
  */
 export const GetSupportedInterfacesRequestSchema: GenMessage<GetSupportedInterfacesRequest> = /*@__PURE__*/
-  messageDesc(file_synapse_v1_capabilities, 7);
+  messageDesc(file_synapse_v1_capabilities, 9);
 
 /**
  * GetSupportedInterfacesResponse lists the implemented interfaces.
@@ -517,7 +594,7 @@ export type GetSupportedInterfacesResponse = Message<"synapse.v1.GetSupportedInt
  * Use `create(GetSupportedInterfacesResponseSchema)` to create a new message.
  */
 export const GetSupportedInterfacesResponseSchema: GenMessage<GetSupportedInterfacesResponse> = /*@__PURE__*/
-  messageDesc(file_synapse_v1_capabilities, 8);
+  messageDesc(file_synapse_v1_capabilities, 10);
 
 /**
  * GetTaskTypeCapabilitiesRequest names a task type.
@@ -538,7 +615,7 @@ export type GetTaskTypeCapabilitiesRequest = Message<"synapse.v1.GetTaskTypeCapa
  * Use `create(GetTaskTypeCapabilitiesRequestSchema)` to create a new message.
  */
 export const GetTaskTypeCapabilitiesRequestSchema: GenMessage<GetTaskTypeCapabilitiesRequest> = /*@__PURE__*/
-  messageDesc(file_synapse_v1_capabilities, 9);
+  messageDesc(file_synapse_v1_capabilities, 11);
 
 /**
  * GetTaskTypeCapabilitiesResponse describes the task type.
@@ -559,7 +636,7 @@ export type GetTaskTypeCapabilitiesResponse = Message<"synapse.v1.GetTaskTypeCap
  * Use `create(GetTaskTypeCapabilitiesResponseSchema)` to create a new message.
  */
 export const GetTaskTypeCapabilitiesResponseSchema: GenMessage<GetTaskTypeCapabilitiesResponse> = /*@__PURE__*/
-  messageDesc(file_synapse_v1_capabilities, 10);
+  messageDesc(file_synapse_v1_capabilities, 12);
 
 /**
  * HandshakeRequest is the caller's side of the negotiation.
@@ -594,7 +671,7 @@ export type HandshakeRequest = Message<"synapse.v1.HandshakeRequest"> & {
  * Use `create(HandshakeRequestSchema)` to create a new message.
  */
 export const HandshakeRequestSchema: GenMessage<HandshakeRequest> = /*@__PURE__*/
-  messageDesc(file_synapse_v1_capabilities, 11);
+  messageDesc(file_synapse_v1_capabilities, 13);
 
 /**
  * HandshakeResponse is the outcome of the negotiation.
@@ -652,7 +729,7 @@ export type HandshakeResponse = Message<"synapse.v1.HandshakeResponse"> & {
  * Use `create(HandshakeResponseSchema)` to create a new message.
  */
 export const HandshakeResponseSchema: GenMessage<HandshakeResponse> = /*@__PURE__*/
-  messageDesc(file_synapse_v1_capabilities, 12);
+  messageDesc(file_synapse_v1_capabilities, 14);
 
 /**
  * TransportMode is how a requester receives a task's outcome (seed 000 §2.2).

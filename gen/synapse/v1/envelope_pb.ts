@@ -12,7 +12,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file synapse/v1/envelope.proto.
  */
 export const file_synapse_v1_envelope: GenFile = /*@__PURE__*/
-  fileDesc("ChlzeW5hcHNlL3YxL2VudmVsb3BlLnByb3RvEgpzeW5hcHNlLnYxIlUKCEVudmVsb3BlEg4KBmhlYWRlchgBIAEoDBIPCgdwYXlsb2FkGAIgASgMEigKCXNpZ25hdHVyZRgDIAEoCzIVLnN5bmFwc2UudjEuU2lnbmF0dXJlInEKCVNpZ25hdHVyZRIxCglhbGdvcml0aG0YASABKA4yHi5zeW5hcHNlLnYxLlNpZ25hdHVyZUFsZ29yaXRobRIOCgZrZXlfaWQYAiABKAkSDQoFdmFsdWUYAyABKAwSEgoKcHVibGljX2tleRgEIAEoDCI/CghBZ2VudFJlZhIQCghhZ2VudF9pZBgBIAEoCRIRCglzeXN0ZW1faWQYAiABKAkSDgoGa2V5X2lkGAMgASgJIjcKDFRyYWNlQ29udGV4dBITCgt0cmFjZXBhcmVudBgBIAEoCRISCgp0cmFjZXN0YXRlGAIgASgJIskDCgZIZWFkZXISEgoKbWVzc2FnZV9pZBgBIAEoCRItCgxtZXNzYWdlX3R5cGUYAiABKA4yFy5zeW5hcHNlLnYxLk1lc3NhZ2VUeXBlEhgKEHByb3RvY29sX3ZlcnNpb24YAyABKAkSJAoGc2VuZGVyGAQgASgLMhQuc3luYXBzZS52MS5BZ2VudFJlZhImCghyZWNlaXZlchgFIAEoCzIULnN5bmFwc2UudjEuQWdlbnRSZWYSKwoHc2VudF9hdBgGIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLgoKZXhwaXJlc19hdBgHIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASEAoIcmVwbHlfdG8YCCABKAkSDwoHdGFza19pZBgJIAEoCRISCgpzZXNzaW9uX2lkGAogASgJEhYKDmNvcnJlbGF0aW9uX2lkGAsgASgJEicKBXRyYWNlGAwgASgLMhguc3luYXBzZS52MS5UcmFjZUNvbnRleHQSFwoPaWRlbXBvdGVuY3lfa2V5GA0gASgJEhQKDHBheWxvYWRfdHlwZRgOIAEoCRIQCghzZXF1ZW5jZRgPIAEoBCqIBQoLTWVzc2FnZVR5cGUSHAoYTUVTU0FHRV9UWVBFX1VOU1BFQ0lGSUVEEAASHQoZTUVTU0FHRV9UWVBFX1RBU0tfUkVRVUVTVBABEh0KGU1FU1NBR0VfVFlQRV9UQVNLX0NPTkZJUk0QAhIcChhNRVNTQUdFX1RZUEVfVEFTS19SRUpFQ1QQAxIfChtNRVNTQUdFX1RZUEVfVEFTS19ORUVEX0lORk8QBBIjCh9NRVNTQUdFX1RZUEVfVEFTS19JTkZPX1BST1ZJREVEEAUSIwofTUVTU0FHRV9UWVBFX1RBU0tfU1RBVFVTX1VQREFURRAGEh4KGk1FU1NBR0VfVFlQRV9UQVNLX0NPTVBMRVRFEAcSHAoYTUVTU0FHRV9UWVBFX1RBU0tfRkFJTEVEEAgSHAoYTUVTU0FHRV9UWVBFX1RBU0tfQ0FOQ0VMEAkSGQoVTUVTU0FHRV9UWVBFX1RBU0tfQUNLEAoSFAoQTUVTU0FHRV9UWVBFX0FDSxALEhUKEU1FU1NBR0VfVFlQRV9OQUNLEAwSGgoWTUVTU0FHRV9UWVBFX0hFQVJUQkVBVBANEiEKHU1FU1NBR0VfVFlQRV9DQVBBQklMSVRZX1FVRVJZEA4SJAogTUVTU0FHRV9UWVBFX0NBUEFCSUxJVFlfUkVTUE9OU0UQDxIgChxNRVNTQUdFX1RZUEVfVEFTS19ORUVEX0hVTUFOEBASHwobTUVTU0FHRV9UWVBFX0hVTUFOX0RFQ0lTSU9OEBESIgoeTUVTU0FHRV9UWVBFX1JFR0lTVFJZX1JFR0lTVEVSEGQSJAogTUVTU0FHRV9UWVBFX1JFR0lTVFJZX0RFUkVHSVNURVIQZSpaChJTaWduYXR1cmVBbGdvcml0aG0SIwofU0lHTkFUVVJFX0FMR09SSVRITV9VTlNQRUNJRklFRBAAEh8KG1NJR05BVFVSRV9BTEdPUklUSE1fRUQyNTUxORABYgZwcm90bzM", [file_google_protobuf_timestamp]);
+  fileDesc("ChlzeW5hcHNlL3YxL2VudmVsb3BlLnByb3RvEgpzeW5hcHNlLnYxIlUKCEVudmVsb3BlEg4KBmhlYWRlchgBIAEoDBIPCgdwYXlsb2FkGAIgASgMEigKCXNpZ25hdHVyZRgDIAEoCzIVLnN5bmFwc2UudjEuU2lnbmF0dXJlInEKCVNpZ25hdHVyZRIxCglhbGdvcml0aG0YASABKA4yHi5zeW5hcHNlLnYxLlNpZ25hdHVyZUFsZ29yaXRobRIOCgZrZXlfaWQYAiABKAkSDQoFdmFsdWUYAyABKAwSEgoKcHVibGljX2tleRgEIAEoDCI/CghBZ2VudFJlZhIQCghhZ2VudF9pZBgBIAEoCRIRCglzeXN0ZW1faWQYAiABKAkSDgoGa2V5X2lkGAMgASgJIjcKDFRyYWNlQ29udGV4dBITCgt0cmFjZXBhcmVudBgBIAEoCRISCgp0cmFjZXN0YXRlGAIgASgJIskDCgZIZWFkZXISEgoKbWVzc2FnZV9pZBgBIAEoCRItCgxtZXNzYWdlX3R5cGUYAiABKA4yFy5zeW5hcHNlLnYxLk1lc3NhZ2VUeXBlEhgKEHByb3RvY29sX3ZlcnNpb24YAyABKAkSJAoGc2VuZGVyGAQgASgLMhQuc3luYXBzZS52MS5BZ2VudFJlZhImCghyZWNlaXZlchgFIAEoCzIULnN5bmFwc2UudjEuQWdlbnRSZWYSKwoHc2VudF9hdBgGIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLgoKZXhwaXJlc19hdBgHIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASEAoIcmVwbHlfdG8YCCABKAkSDwoHdGFza19pZBgJIAEoCRISCgpzZXNzaW9uX2lkGAogASgJEhYKDmNvcnJlbGF0aW9uX2lkGAsgASgJEicKBXRyYWNlGAwgASgLMhguc3luYXBzZS52MS5UcmFjZUNvbnRleHQSFwoPaWRlbXBvdGVuY3lfa2V5GA0gASgJEhQKDHBheWxvYWRfdHlwZRgOIAEoCRIQCghzZXF1ZW5jZRgPIAEoBCqMCQoLTWVzc2FnZVR5cGUSHAoYTUVTU0FHRV9UWVBFX1VOU1BFQ0lGSUVEEAASHQoZTUVTU0FHRV9UWVBFX1RBU0tfUkVRVUVTVBABEh0KGU1FU1NBR0VfVFlQRV9UQVNLX0NPTkZJUk0QAhIcChhNRVNTQUdFX1RZUEVfVEFTS19SRUpFQ1QQAxIfChtNRVNTQUdFX1RZUEVfVEFTS19ORUVEX0lORk8QBBIjCh9NRVNTQUdFX1RZUEVfVEFTS19JTkZPX1BST1ZJREVEEAUSIwofTUVTU0FHRV9UWVBFX1RBU0tfU1RBVFVTX1VQREFURRAGEh4KGk1FU1NBR0VfVFlQRV9UQVNLX0NPTVBMRVRFEAcSHAoYTUVTU0FHRV9UWVBFX1RBU0tfRkFJTEVEEAgSHAoYTUVTU0FHRV9UWVBFX1RBU0tfQ0FOQ0VMEAkSGQoVTUVTU0FHRV9UWVBFX1RBU0tfQUNLEAoSFAoQTUVTU0FHRV9UWVBFX0FDSxALEhUKEU1FU1NBR0VfVFlQRV9OQUNLEAwSGgoWTUVTU0FHRV9UWVBFX0hFQVJUQkVBVBANEiEKHU1FU1NBR0VfVFlQRV9DQVBBQklMSVRZX1FVRVJZEA4SJAogTUVTU0FHRV9UWVBFX0NBUEFCSUxJVFlfUkVTUE9OU0UQDxIgChxNRVNTQUdFX1RZUEVfVEFTS19ORUVEX0hVTUFOEBASHwobTUVTU0FHRV9UWVBFX0hVTUFOX0RFQ0lTSU9OEBESIgoeTUVTU0FHRV9UWVBFX1JFR0lTVFJZX1JFR0lTVEVSEGQSJAogTUVTU0FHRV9UWVBFX1JFR0lTVFJZX0RFUkVHSVNURVIQZRIiCh1NRVNTQUdFX1RZUEVfQTJOX0dST1VQX0NSRUFURRDIARIkCh9NRVNTQUdFX1RZUEVfQTJOX0dST1VQX0RJU1NPTFZFEMkBEiMKHk1FU1NBR0VfVFlQRV9BMk5fTUVNQkVSX0lOVklURRDKARIhChxNRVNTQUdFX1RZUEVfQTJOX01FTUJFUl9KT0lOEMsBEiQKH01FU1NBR0VfVFlQRV9BMk5fTUVNQkVSX0FQUFJPVkUQzAESIgodTUVTU0FHRV9UWVBFX0EyTl9NRU1CRVJfTEVBVkUQzQESIwoeTUVTU0FHRV9UWVBFX0EyTl9NRU1CRVJfUkVNT1ZFEM4BEicKIk1FU1NBR0VfVFlQRV9BMk5fR1JPVVBfVEFTS19TVUJNSVQQzwESJwoiTUVTU0FHRV9UWVBFX0EyTl9HUk9VUF9UQVNLX0FOU1dFUhDQARInCiJNRVNTQUdFX1RZUEVfQTJOX0dST1VQX1RBU0tfQ0FOQ0VMENEBEiAKG01FU1NBR0VfVFlQRV9BMk5fVk9URV9TVEFSVBDSARIfChpNRVNTQUdFX1RZUEVfQTJOX1ZPVEVfQ0FTVBDTARIgChtNRVNTQUdFX1RZUEVfQTJOX1ZPVEVfQ0xPU0UQ1AESIQocTUVTU0FHRV9UWVBFX0EyTl9HUk9VUF9FVkVOVBDVASpaChJTaWduYXR1cmVBbGdvcml0aG0SIwofU0lHTkFUVVJFX0FMR09SSVRITV9VTlNQRUNJRklFRBAAEh8KG1NJR05BVFVSRV9BTEdPUklUSE1fRUQyNTUxORABYgZwcm90bzM", [file_google_protobuf_timestamp]);
 
 /**
  * Envelope is the unit every Synapse message travels in.
@@ -321,6 +321,9 @@ export const HeaderSchema: GenMessage<Header> = /*@__PURE__*/
  *
  * Values from 100 are registry messages, spelled with the prefix
  * "registry:" instead: MESSAGE_TYPE_REGISTRY_REGISTER <-> "registry:register".
+ * Values from 200 are group (A2N) messages, spelled with the prefix "a2n:":
+ * MESSAGE_TYPE_A2N_GROUP_CREATE <-> "a2n:group_create". They are sent to a
+ * group's host at GroupService.Send (docs/PROTOCOL.md §7).
  *
  * @generated from enum synapse.v1.MessageType
  */
@@ -483,6 +486,118 @@ export enum MessageType {
    * @generated from enum value: MESSAGE_TYPE_REGISTRY_DEREGISTER = 101;
    */
   REGISTRY_DEREGISTER = 101,
+
+  /**
+   * "a2n:group_create", any agent to a host: create a group; the sender becomes its first coordinator.
+   * Payload: GroupCreatePayload.
+   *
+   * @generated from enum value: MESSAGE_TYPE_A2N_GROUP_CREATE = 200;
+   */
+  A2N_GROUP_CREATE = 200,
+
+  /**
+   * "a2n:group_dissolve", coordinator to the host: end the group.
+   * Payload: GroupDissolvePayload.
+   *
+   * @generated from enum value: MESSAGE_TYPE_A2N_GROUP_DISSOLVE = 201;
+   */
+  A2N_GROUP_DISSOLVE = 201,
+
+  /**
+   * "a2n:member_invite", coordinator to the host: offer an agent membership (or a member a new role or weight).
+   * Payload: MemberInvitePayload.
+   *
+   * @generated from enum value: MESSAGE_TYPE_A2N_MEMBER_INVITE = 202;
+   */
+  A2N_MEMBER_INVITE = 202,
+
+  /**
+   * "a2n:member_join", an agent to the host: its own consent (accept an invitation, ask to join, or change its endpoint).
+   * Payload: MemberJoinPayload.
+   *
+   * @generated from enum value: MESSAGE_TYPE_A2N_MEMBER_JOIN = 203;
+   */
+  A2N_MEMBER_JOIN = 203,
+
+  /**
+   * "a2n:member_approve", coordinator to the host: admit a pending join request.
+   * Payload: MemberApprovePayload.
+   *
+   * @generated from enum value: MESSAGE_TYPE_A2N_MEMBER_APPROVE = 204;
+   */
+  A2N_MEMBER_APPROVE = 204,
+
+  /**
+   * "a2n:member_leave", member to the host: leave the group.
+   * Payload: MemberLeavePayload.
+   *
+   * @generated from enum value: MESSAGE_TYPE_A2N_MEMBER_LEAVE = 205;
+   */
+  A2N_MEMBER_LEAVE = 205,
+
+  /**
+   * "a2n:member_remove", coordinator to the host: remove a member or withdraw a pending membership.
+   * Payload: MemberRemovePayload.
+   *
+   * @generated from enum value: MESSAGE_TYPE_A2N_MEMBER_REMOVE = 206;
+   */
+  A2N_MEMBER_REMOVE = 206,
+
+  /**
+   * "a2n:group_task_submit", coordinator to the host: run a group task at the members.
+   * Payload: GroupTaskSubmitPayload.
+   *
+   * @generated from enum value: MESSAGE_TYPE_A2N_GROUP_TASK_SUBMIT = 207;
+   */
+  A2N_GROUP_TASK_SUBMIT = 207,
+
+  /**
+   * "a2n:group_task_answer", coordinator to the host: answer a sub-task's question.
+   * Payload: GroupTaskAnswerPayload.
+   *
+   * @generated from enum value: MESSAGE_TYPE_A2N_GROUP_TASK_ANSWER = 208;
+   */
+  A2N_GROUP_TASK_ANSWER = 208,
+
+  /**
+   * "a2n:group_task_cancel", coordinator to the host: cancel a group task.
+   * Payload: GroupTaskCancelPayload.
+   *
+   * @generated from enum value: MESSAGE_TYPE_A2N_GROUP_TASK_CANCEL = 209;
+   */
+  A2N_GROUP_TASK_CANCEL = 209,
+
+  /**
+   * "a2n:vote_start", coordinator or member to the host: start a vote.
+   * Payload: VoteStartPayload.
+   *
+   * @generated from enum value: MESSAGE_TYPE_A2N_VOTE_START = 210;
+   */
+  A2N_VOTE_START = 210,
+
+  /**
+   * "a2n:vote_cast", eligible voter to the host: a ballot.
+   * Payload: VoteCastPayload.
+   *
+   * @generated from enum value: MESSAGE_TYPE_A2N_VOTE_CAST = 211;
+   */
+  A2N_VOTE_CAST = 211,
+
+  /**
+   * "a2n:vote_close", coordinator (or the vote's starter) to the host: close a vote early.
+   * Payload: VoteClosePayload.
+   *
+   * @generated from enum value: MESSAGE_TYPE_A2N_VOTE_CLOSE = 212;
+   */
+  A2N_VOTE_CLOSE = 212,
+
+  /**
+   * "a2n:group_event", the host, recorded in a group's event log (never sent to Send).
+   * Payload: GroupEventPayload.
+   *
+   * @generated from enum value: MESSAGE_TYPE_A2N_GROUP_EVENT = 213;
+   */
+  A2N_GROUP_EVENT = 213,
 }
 
 /**

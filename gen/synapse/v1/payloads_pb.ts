@@ -6,6 +6,8 @@ import type { GenEnum, GenFile, GenMessage } from "@bufbuild/protobuf/codegenv2"
 import { enumDesc, fileDesc, messageDesc } from "@bufbuild/protobuf/codegenv2";
 import type { Timestamp, Value } from "@bufbuild/protobuf/wkt";
 import { file_google_protobuf_struct, file_google_protobuf_timestamp } from "@bufbuild/protobuf/wkt";
+import type { GroupCreatePayload, GroupDissolvePayload, GroupEventPayload, GroupTaskAnswerPayload, GroupTaskCancelPayload, GroupTaskSubmitPayload, MemberApprovePayload, MemberInvitePayload, MemberJoinPayload, MemberLeavePayload, MemberRemovePayload, VoteCastPayload, VoteClosePayload, VoteStartPayload } from "./a2n_pb.js";
+import { file_synapse_v1_a2n } from "./a2n_pb.js";
 import type { AgentCapabilities, ImplementedInterface } from "./capabilities_pb.js";
 import { file_synapse_v1_capabilities } from "./capabilities_pb.js";
 import type { MessageType } from "./envelope_pb.js";
@@ -20,7 +22,7 @@ import type { JsonObject, Message } from "@bufbuild/protobuf";
  * Describes the file synapse/v1/payloads.proto.
  */
 export const file_synapse_v1_payloads: GenFile = /*@__PURE__*/
-  fileDesc("ChlzeW5hcHNlL3YxL3BheWxvYWRzLnByb3RvEgpzeW5hcHNlLnYxIqgBCghUYXNrU3BlYxIKCgJpZBgBIAEoCRIMCgR0eXBlGAIgASgJEioKCHByaW9yaXR5GAMgASgOMhguc3luYXBzZS52MS5UYXNrUHJpb3JpdHkSLAoIZGVhZGxpbmUYBCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEigKB3BheWxvYWQYBSABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0InwKC1Rhc2tDb250ZXh0EhIKCnNlc3Npb25faWQYASABKAkSFgoOcGFyZW50X3Rhc2tfaWQYAiABKAkSFgoOY29ycmVsYXRpb25faWQYAyABKAkSKQoIbWV0YWRhdGEYBCABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0IngKElRhc2tSZXF1ZXN0UGF5bG9hZBIiCgR0YXNrGAEgASgLMhQuc3luYXBzZS52MS5UYXNrU3BlYxIoCgdjb250ZXh0GAIgASgLMhcuc3luYXBzZS52MS5UYXNrQ29udGV4dBIUCgxjYWxsYmFja191cmwYAyABKAkiQAoPVGFza0NvbnN0cmFpbnRzEhMKC21heF9yZXRyaWVzGAEgASgNEhgKEGZhbGxiYWNrX2VuYWJsZWQYAiABKAgi4gEKElRhc2tDb25maXJtUGF5bG9hZBIPCgd0YXNrX2lkGAEgASgJEhEKCWNvbmZpcm1lZBgCIAEoCBIiChplc3RpbWF0ZWRfZHVyYXRpb25fc2Vjb25kcxgDIAEoDRI3ChNleHBlY3RlZF9jb21wbGV0aW9uGAQgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIZChFjYXBhYmlsaXRpZXNfdXNlZBgFIAMoCRIwCgtjb25zdHJhaW50cxgGIAEoCzIbLnN5bmFwc2UudjEuVGFza0NvbnN0cmFpbnRzImcKBlJlYXNvbhIjCgRjb2RlGAEgASgOMhUuc3luYXBzZS52MS5FcnJvckNvZGUSDwoHbWVzc2FnZRgCIAEoCRInCgdkZXRhaWxzGAMgASgLMhYuZ29vZ2xlLnByb3RvYnVmLlZhbHVlImAKDEFsdGVybmF0aXZlcxIaChJzdWdnZXN0ZWRfYWdlbnRfaWQYASABKAkSGwoTcmV0cnlfYWZ0ZXJfc2Vjb25kcxgCIAEoDRIXCg9wYXJ0aWFsX3N1cHBvcnQYAyABKAgieAoRVGFza1JlamVjdFBheWxvYWQSDwoHdGFza19pZBgBIAEoCRIiCgZyZWFzb24YAiABKAsyEi5zeW5hcHNlLnYxLlJlYXNvbhIuCgxhbHRlcm5hdGl2ZXMYAyABKAsyGC5zeW5hcHNlLnYxLkFsdGVybmF0aXZlcyKpAQoXVGFza1N0YXR1c1VwZGF0ZVBheWxvYWQSDwoHdGFza19pZBgBIAEoCRIlCgZzdGF0dXMYAiABKA4yFS5zeW5hcHNlLnYxLlRhc2tTdGF0ZRIQCghwcm9ncmVzcxgDIAEoDRIPCgdtZXNzYWdlGAQgASgJEjMKE2ludGVybWVkaWF0ZV9yZXN1bHQYBSABKAsyFi5nb29nbGUucHJvdG9idWYuVmFsdWUiWwoMUmVzdWx0U3RyZWFtEhEKCXN0cmVhbV9pZBgBIAEoCRISCgp0b3RhbF9zaXplGAIgASgEEg4KBnNoYTI1NhgDIAEoDBIUCgxjb250ZW50X3R5cGUYBCABKAkingEKClRhc2tSZXN1bHQSEwoLb3V0cHV0X3R5cGUYASABKAkSJgoGb3V0cHV0GAIgASgLMhYuZ29vZ2xlLnByb3RvYnVmLlZhbHVlEikKCG1ldGFkYXRhGAMgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBIoCgZzdHJlYW0YBCABKAsyGC5zeW5hcHNlLnYxLlJlc3VsdFN0cmVhbSJfChNUYXNrQ29tcGxldGVQYXlsb2FkEg8KB3Rhc2tfaWQYASABKAkSJgoGcmVzdWx0GAIgASgLMhYuc3luYXBzZS52MS5UYXNrUmVzdWx0Eg8KB3N1bW1hcnkYAyABKAkifwoJVGFza0Vycm9yEiMKBGNvZGUYASABKA4yFS5zeW5hcHNlLnYxLkVycm9yQ29kZRIPCgdtZXNzYWdlGAIgASgJEhMKC3JlY292ZXJhYmxlGAMgASgIEicKB2RldGFpbHMYBCABKAsyFi5nb29nbGUucHJvdG9idWYuVmFsdWUiegoRVGFza0ZhaWxlZFBheWxvYWQSDwoHdGFza19pZBgBIAEoCRIkCgVlcnJvchgCIAEoCzIVLnN5bmFwc2UudjEuVGFza0Vycm9yEi4KDnBhcnRpYWxfcmVzdWx0GAMgASgLMhYuZ29vZ2xlLnByb3RvYnVmLlZhbHVlIpsBChNUYXNrTmVlZEluZm9QYXlsb2FkEg8KB3Rhc2tfaWQYASABKAkSMAoObWlzc2luZ19maWVsZHMYAiADKAsyGC5zeW5hcHNlLnYxLk1pc3NpbmdGaWVsZBIQCghxdWVzdGlvbhgDIAEoCRIvCgtyZXF1aXJlZF9ieRgEIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiYQoXVGFza0luZm9Qcm92aWRlZFBheWxvYWQSDwoHdGFza19pZBgBIAEoCRInCgZmaWVsZHMYAiABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0EgwKBG5vdGUYAyABKAkiLAoLSHVtYW5SZWFzb24SDAoEY29kZRgBIAEoCRIPCgdtZXNzYWdlGAIgASgJIlYKDEh1bWFuQ29udGV4dBIUCgx0YXNrX3N1bW1hcnkYASABKAkSGAoQY3VycmVudF9wcm9ncmVzcxgCIAEoDRIWCg5ibG9ja2VkX3JlYXNvbhgDIAEoCSJtCg5EZWNpc2lvbk9wdGlvbhINCgVmaWVsZBgBIAEoCRIlCgV2YWx1ZRgCIAEoCzIWLmdvb2dsZS5wcm90b2J1Zi5WYWx1ZRIRCglwcm9zX2NvbnMYAyABKAkSEgoKY29uZmlkZW5jZRgEIAEoDSKFAgoUVGFza05lZWRIdW1hblBheWxvYWQSDwoHdGFza19pZBgBIAEoCRInCgZyZWFzb24YAiABKAsyFy5zeW5hcHNlLnYxLkh1bWFuUmVhc29uEikKB2NvbnRleHQYAyABKAsyGC5zeW5hcHNlLnYxLkh1bWFuQ29udGV4dBIrCgdvcHRpb25zGAQgAygLMhouc3luYXBzZS52MS5EZWNpc2lvbk9wdGlvbhIYChBlc2NhbGF0aW9uX2xldmVsGAUgASgNEiwKCGRlYWRsaW5lGAYgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBITCgtkZWNpc2lvbl9pZBgHIAEoCSI9CglEZWNpZGVkQnkSDwoHdXNlcl9pZBgBIAEoCRIRCgl1c2VyX25hbWUYAiABKAkSDAoEcm9sZRgDIAEoCSK0AQoIRGVjaXNpb24SKgoGYWN0aW9uGAEgASgOMhouc3luYXBzZS52MS5EZWNpc2lvbkFjdGlvbhIwCg9hcHByb3ZlZF9maWVsZHMYAiABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0EhgKEHJlamVjdGlvbl9yZWFzb24YAyABKAkSMAoPbW9kaWZpZWRfZmllbGRzGAQgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdCLfAQoUSHVtYW5EZWNpc2lvblBheWxvYWQSDwoHdGFza19pZBgBIAEoCRITCgtkZWNpc2lvbl9pZBgCIAEoCRIQCghyZXBseV90bxgDIAEoCRIpCgpkZWNpZGVkX2J5GAQgASgLMhUuc3luYXBzZS52MS5EZWNpZGVkQnkSJgoIZGVjaXNpb24YBSABKAsyFC5zeW5hcHNlLnYxLkRlY2lzaW9uEg0KBW5vdGVzGAYgASgJEi0KCXRpbWVzdGFtcBgHIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiNAoRVGFza0NhbmNlbFBheWxvYWQSDwoHdGFza19pZBgBIAEoCRIOCgZyZWFzb24YAiABKAkirQEKDlRhc2tBY2tQYXlsb2FkEg8KB3Rhc2tfaWQYASABKAkSHwoXYWNrbm93bGVkZ2VkX21lc3NhZ2VfaWQYAiABKAkSMgoRYWNrbm93bGVkZ2VkX3R5cGUYAyABKA4yFy5zeW5hcHNlLnYxLk1lc3NhZ2VUeXBlEiQKBXN0YXRlGAQgASgOMhUuc3luYXBzZS52MS5UYXNrU3RhdGUSDwoHbWVzc2FnZRgFIAEoCSI+CgpBY2tQYXlsb2FkEh8KF2Fja25vd2xlZGdlZF9tZXNzYWdlX2lkGAEgASgJEg8KB21lc3NhZ2UYAiABKAkiUQoLTmFja1BheWxvYWQSGgoScmVmdXNlZF9tZXNzYWdlX2lkGAEgASgJEiYKBWVycm9yGAIgASgLMhcuc3luYXBzZS52MS5FcnJvckRldGFpbCJvChBIZWFydGJlYXRQYXlsb2FkEicKBnN0YXR1cxgBIAEoDjIXLnN5bmFwc2UudjEuQWdlbnRTdGF0dXMSFAoMYWN0aXZlX3Rhc2tzGAIgASgNEhwKFG1heF9jb25jdXJyZW50X3Rhc2tzGAMgASgNIkgKFkNhcGFiaWxpdHlRdWVyeVBheWxvYWQSEgoKdGFza190eXBlcxgBIAMoCRIaChJpbmNsdWRlX2ludGVyZmFjZXMYAiABKAgihgEKGUNhcGFiaWxpdHlSZXNwb25zZVBheWxvYWQSMwoMY2FwYWJpbGl0aWVzGAEgASgLMh0uc3luYXBzZS52MS5BZ2VudENhcGFiaWxpdGllcxI0CgppbnRlcmZhY2VzGAIgAygLMiAuc3luYXBzZS52MS5JbXBsZW1lbnRlZEludGVyZmFjZSLaCAoHUGF5bG9hZBI2Cgx0YXNrX3JlcXVlc3QYASABKAsyHi5zeW5hcHNlLnYxLlRhc2tSZXF1ZXN0UGF5bG9hZEgAEjYKDHRhc2tfY29uZmlybRgCIAEoCzIeLnN5bmFwc2UudjEuVGFza0NvbmZpcm1QYXlsb2FkSAASNAoLdGFza19yZWplY3QYAyABKAsyHS5zeW5hcHNlLnYxLlRhc2tSZWplY3RQYXlsb2FkSAASOQoOdGFza19uZWVkX2luZm8YBCABKAsyHy5zeW5hcHNlLnYxLlRhc2tOZWVkSW5mb1BheWxvYWRIABJBChJ0YXNrX2luZm9fcHJvdmlkZWQYBSABKAsyIy5zeW5hcHNlLnYxLlRhc2tJbmZvUHJvdmlkZWRQYXlsb2FkSAASQQoSdGFza19zdGF0dXNfdXBkYXRlGAYgASgLMiMuc3luYXBzZS52MS5UYXNrU3RhdHVzVXBkYXRlUGF5bG9hZEgAEjgKDXRhc2tfY29tcGxldGUYByABKAsyHy5zeW5hcHNlLnYxLlRhc2tDb21wbGV0ZVBheWxvYWRIABI0Cgt0YXNrX2ZhaWxlZBgIIAEoCzIdLnN5bmFwc2UudjEuVGFza0ZhaWxlZFBheWxvYWRIABI0Cgt0YXNrX2NhbmNlbBgJIAEoCzIdLnN5bmFwc2UudjEuVGFza0NhbmNlbFBheWxvYWRIABIuCgh0YXNrX2FjaxgKIAEoCzIaLnN5bmFwc2UudjEuVGFza0Fja1BheWxvYWRIABIlCgNhY2sYCyABKAsyFi5zeW5hcHNlLnYxLkFja1BheWxvYWRIABInCgRuYWNrGAwgASgLMhcuc3luYXBzZS52MS5OYWNrUGF5bG9hZEgAEjEKCWhlYXJ0YmVhdBgNIAEoCzIcLnN5bmFwc2UudjEuSGVhcnRiZWF0UGF5bG9hZEgAEj4KEGNhcGFiaWxpdHlfcXVlcnkYDiABKAsyIi5zeW5hcHNlLnYxLkNhcGFiaWxpdHlRdWVyeVBheWxvYWRIABJEChNjYXBhYmlsaXR5X3Jlc3BvbnNlGA8gASgLMiUuc3luYXBzZS52MS5DYXBhYmlsaXR5UmVzcG9uc2VQYXlsb2FkSAASOwoPdGFza19uZWVkX2h1bWFuGBAgASgLMiAuc3luYXBzZS52MS5UYXNrTmVlZEh1bWFuUGF5bG9hZEgAEjoKDmh1bWFuX2RlY2lzaW9uGBEgASgLMiAuc3luYXBzZS52MS5IdW1hbkRlY2lzaW9uUGF5bG9hZEgAEkEKEXJlZ2lzdHJ5X3JlZ2lzdGVyGGQgASgLMiQuc3luYXBzZS52MS5BZ2VudFJlZ2lzdHJhdGlvblBheWxvYWRIABJFChNyZWdpc3RyeV9kZXJlZ2lzdGVyGGUgASgLMiYuc3luYXBzZS52MS5BZ2VudERlcmVnaXN0cmF0aW9uUGF5bG9hZEgAQgYKBGJvZHkqngMKCVRhc2tTdGF0ZRIaChZUQVNLX1NUQVRFX1VOU1BFQ0lGSUVEEAASEwoPVEFTS19TVEFURV9JRExFEAESFgoSVEFTS19TVEFURV9QRU5ESU5HEAISGAoUVEFTS19TVEFURV9DT05GSVJNRUQQAxIYChRUQVNLX1NUQVRFX0VYRUNVVElORxAEEhoKFlRBU0tfU1RBVEVfSU5GT19ORUVERUQQBRIcChhUQVNLX1NUQVRFX0lORk9fUFJPVklERUQQBhIZChVUQVNLX1NUQVRFX05FRURfSFVNQU4QBxIdChlUQVNLX1NUQVRFX0hVTUFOX0RFQ0lESU5HEAgSHQoZVEFTS19TVEFURV9IVU1BTl9BUFBST1ZFRBAJEh0KGVRBU0tfU1RBVEVfSFVNQU5fUkVKRUNURUQQChIYChRUQVNLX1NUQVRFX0NPTVBMRVRFRBALEhUKEVRBU0tfU1RBVEVfRkFJTEVEEAwSGAoUVEFTS19TVEFURV9DQU5DRUxMRUQQDRIXChNUQVNLX1NUQVRFX1JFSkVDVEVEEA4qkAEKDFRhc2tQcmlvcml0eRIdChlUQVNLX1BSSU9SSVRZX1VOU1BFQ0lGSUVEEAASFQoRVEFTS19QUklPUklUWV9MT1cQARIYChRUQVNLX1BSSU9SSVRZX05PUk1BTBACEhYKElRBU0tfUFJJT1JJVFlfSElHSBADEhgKFFRBU0tfUFJJT1JJVFlfVVJHRU5UEAQqhgEKDkRlY2lzaW9uQWN0aW9uEh8KG0RFQ0lTSU9OX0FDVElPTl9VTlNQRUNJRklFRBAAEhsKF0RFQ0lTSU9OX0FDVElPTl9BUFBST1ZFEAESGgoWREVDSVNJT05fQUNUSU9OX1JFSkVDVBACEhoKFkRFQ0lTSU9OX0FDVElPTl9NT0RJRlkQAyp1CgtBZ2VudFN0YXR1cxIcChhBR0VOVF9TVEFUVVNfVU5TUEVDSUZJRUQQABIWChJBR0VOVF9TVEFUVVNfUkVBRFkQARIVChFBR0VOVF9TVEFUVVNfQlVTWRACEhkKFUFHRU5UX1NUQVRVU19EUkFJTklORxADYgZwcm90bzM", [file_google_protobuf_struct, file_google_protobuf_timestamp, file_synapse_v1_capabilities, file_synapse_v1_envelope, file_synapse_v1_errors, file_synapse_v1_registry]);
+  fileDesc("ChlzeW5hcHNlL3YxL3BheWxvYWRzLnByb3RvEgpzeW5hcHNlLnYxIqgBCghUYXNrU3BlYxIKCgJpZBgBIAEoCRIMCgR0eXBlGAIgASgJEioKCHByaW9yaXR5GAMgASgOMhguc3luYXBzZS52MS5UYXNrUHJpb3JpdHkSLAoIZGVhZGxpbmUYBCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEigKB3BheWxvYWQYBSABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0InwKC1Rhc2tDb250ZXh0EhIKCnNlc3Npb25faWQYASABKAkSFgoOcGFyZW50X3Rhc2tfaWQYAiABKAkSFgoOY29ycmVsYXRpb25faWQYAyABKAkSKQoIbWV0YWRhdGEYBCABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0IqYBChJUYXNrUmVxdWVzdFBheWxvYWQSIgoEdGFzaxgBIAEoCzIULnN5bmFwc2UudjEuVGFza1NwZWMSKAoHY29udGV4dBgCIAEoCzIXLnN5bmFwc2UudjEuVGFza0NvbnRleHQSFAoMY2FsbGJhY2tfdXJsGAMgASgJEiwKB3VwbG9hZHMYBCADKAsyGy5zeW5hcHNlLnYxLlVwbG9hZFJlZmVyZW5jZSI9Cg9VcGxvYWRSZWZlcmVuY2USDAoEbmFtZRgBIAEoCRIOCgZzaGEyNTYYAiABKAkSDAoEc2l6ZRgDIAEoAyJACg9UYXNrQ29uc3RyYWludHMSEwoLbWF4X3JldHJpZXMYASABKA0SGAoQZmFsbGJhY2tfZW5hYmxlZBgCIAEoCCLiAQoSVGFza0NvbmZpcm1QYXlsb2FkEg8KB3Rhc2tfaWQYASABKAkSEQoJY29uZmlybWVkGAIgASgIEiIKGmVzdGltYXRlZF9kdXJhdGlvbl9zZWNvbmRzGAMgASgNEjcKE2V4cGVjdGVkX2NvbXBsZXRpb24YBCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhkKEWNhcGFiaWxpdGllc191c2VkGAUgAygJEjAKC2NvbnN0cmFpbnRzGAYgASgLMhsuc3luYXBzZS52MS5UYXNrQ29uc3RyYWludHMiZwoGUmVhc29uEiMKBGNvZGUYASABKA4yFS5zeW5hcHNlLnYxLkVycm9yQ29kZRIPCgdtZXNzYWdlGAIgASgJEicKB2RldGFpbHMYAyABKAsyFi5nb29nbGUucHJvdG9idWYuVmFsdWUiYAoMQWx0ZXJuYXRpdmVzEhoKEnN1Z2dlc3RlZF9hZ2VudF9pZBgBIAEoCRIbChNyZXRyeV9hZnRlcl9zZWNvbmRzGAIgASgNEhcKD3BhcnRpYWxfc3VwcG9ydBgDIAEoCCJ4ChFUYXNrUmVqZWN0UGF5bG9hZBIPCgd0YXNrX2lkGAEgASgJEiIKBnJlYXNvbhgCIAEoCzISLnN5bmFwc2UudjEuUmVhc29uEi4KDGFsdGVybmF0aXZlcxgDIAEoCzIYLnN5bmFwc2UudjEuQWx0ZXJuYXRpdmVzIqkBChdUYXNrU3RhdHVzVXBkYXRlUGF5bG9hZBIPCgd0YXNrX2lkGAEgASgJEiUKBnN0YXR1cxgCIAEoDjIVLnN5bmFwc2UudjEuVGFza1N0YXRlEhAKCHByb2dyZXNzGAMgASgNEg8KB21lc3NhZ2UYBCABKAkSMwoTaW50ZXJtZWRpYXRlX3Jlc3VsdBgFIAEoCzIWLmdvb2dsZS5wcm90b2J1Zi5WYWx1ZSJbCgxSZXN1bHRTdHJlYW0SEQoJc3RyZWFtX2lkGAEgASgJEhIKCnRvdGFsX3NpemUYAiABKAQSDgoGc2hhMjU2GAMgASgMEhQKDGNvbnRlbnRfdHlwZRgEIAEoCSKeAQoKVGFza1Jlc3VsdBITCgtvdXRwdXRfdHlwZRgBIAEoCRImCgZvdXRwdXQYAiABKAsyFi5nb29nbGUucHJvdG9idWYuVmFsdWUSKQoIbWV0YWRhdGEYAyABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0EigKBnN0cmVhbRgEIAEoCzIYLnN5bmFwc2UudjEuUmVzdWx0U3RyZWFtIl8KE1Rhc2tDb21wbGV0ZVBheWxvYWQSDwoHdGFza19pZBgBIAEoCRImCgZyZXN1bHQYAiABKAsyFi5zeW5hcHNlLnYxLlRhc2tSZXN1bHQSDwoHc3VtbWFyeRgDIAEoCSJ/CglUYXNrRXJyb3ISIwoEY29kZRgBIAEoDjIVLnN5bmFwc2UudjEuRXJyb3JDb2RlEg8KB21lc3NhZ2UYAiABKAkSEwoLcmVjb3ZlcmFibGUYAyABKAgSJwoHZGV0YWlscxgEIAEoCzIWLmdvb2dsZS5wcm90b2J1Zi5WYWx1ZSJ6ChFUYXNrRmFpbGVkUGF5bG9hZBIPCgd0YXNrX2lkGAEgASgJEiQKBWVycm9yGAIgASgLMhUuc3luYXBzZS52MS5UYXNrRXJyb3ISLgoOcGFydGlhbF9yZXN1bHQYAyABKAsyFi5nb29nbGUucHJvdG9idWYuVmFsdWUimwEKE1Rhc2tOZWVkSW5mb1BheWxvYWQSDwoHdGFza19pZBgBIAEoCRIwCg5taXNzaW5nX2ZpZWxkcxgCIAMoCzIYLnN5bmFwc2UudjEuTWlzc2luZ0ZpZWxkEhAKCHF1ZXN0aW9uGAMgASgJEi8KC3JlcXVpcmVkX2J5GAQgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCJhChdUYXNrSW5mb1Byb3ZpZGVkUGF5bG9hZBIPCgd0YXNrX2lkGAEgASgJEicKBmZpZWxkcxgCIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QSDAoEbm90ZRgDIAEoCSIsCgtIdW1hblJlYXNvbhIMCgRjb2RlGAEgASgJEg8KB21lc3NhZ2UYAiABKAkiVgoMSHVtYW5Db250ZXh0EhQKDHRhc2tfc3VtbWFyeRgBIAEoCRIYChBjdXJyZW50X3Byb2dyZXNzGAIgASgNEhYKDmJsb2NrZWRfcmVhc29uGAMgASgJIm0KDkRlY2lzaW9uT3B0aW9uEg0KBWZpZWxkGAEgASgJEiUKBXZhbHVlGAIgASgLMhYuZ29vZ2xlLnByb3RvYnVmLlZhbHVlEhEKCXByb3NfY29ucxgDIAEoCRISCgpjb25maWRlbmNlGAQgASgNIpcCChRUYXNrTmVlZEh1bWFuUGF5bG9hZBIPCgd0YXNrX2lkGAEgASgJEicKBnJlYXNvbhgCIAEoCzIXLnN5bmFwc2UudjEuSHVtYW5SZWFzb24SKQoHY29udGV4dBgDIAEoCzIYLnN5bmFwc2UudjEuSHVtYW5Db250ZXh0EisKB29wdGlvbnMYBCADKAsyGi5zeW5hcHNlLnYxLkRlY2lzaW9uT3B0aW9uEhgKEGVzY2FsYXRpb25fbGV2ZWwYBSABKA0SLAoIZGVhZGxpbmUYBiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhMKC2RlY2lzaW9uX2lkGAcgASgJEhAKCGRlY2lkZXJzGAggAygJIj0KCURlY2lkZWRCeRIPCgd1c2VyX2lkGAEgASgJEhEKCXVzZXJfbmFtZRgCIAEoCRIMCgRyb2xlGAMgASgJIrQBCghEZWNpc2lvbhIqCgZhY3Rpb24YASABKA4yGi5zeW5hcHNlLnYxLkRlY2lzaW9uQWN0aW9uEjAKD2FwcHJvdmVkX2ZpZWxkcxgCIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QSGAoQcmVqZWN0aW9uX3JlYXNvbhgDIAEoCRIwCg9tb2RpZmllZF9maWVsZHMYBCABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0It8BChRIdW1hbkRlY2lzaW9uUGF5bG9hZBIPCgd0YXNrX2lkGAEgASgJEhMKC2RlY2lzaW9uX2lkGAIgASgJEhAKCHJlcGx5X3RvGAMgASgJEikKCmRlY2lkZWRfYnkYBCABKAsyFS5zeW5hcHNlLnYxLkRlY2lkZWRCeRImCghkZWNpc2lvbhgFIAEoCzIULnN5bmFwc2UudjEuRGVjaXNpb24SDQoFbm90ZXMYBiABKAkSLQoJdGltZXN0YW1wGAcgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCI0ChFUYXNrQ2FuY2VsUGF5bG9hZBIPCgd0YXNrX2lkGAEgASgJEg4KBnJlYXNvbhgCIAEoCSKtAQoOVGFza0Fja1BheWxvYWQSDwoHdGFza19pZBgBIAEoCRIfChdhY2tub3dsZWRnZWRfbWVzc2FnZV9pZBgCIAEoCRIyChFhY2tub3dsZWRnZWRfdHlwZRgDIAEoDjIXLnN5bmFwc2UudjEuTWVzc2FnZVR5cGUSJAoFc3RhdGUYBCABKA4yFS5zeW5hcHNlLnYxLlRhc2tTdGF0ZRIPCgdtZXNzYWdlGAUgASgJIj4KCkFja1BheWxvYWQSHwoXYWNrbm93bGVkZ2VkX21lc3NhZ2VfaWQYASABKAkSDwoHbWVzc2FnZRgCIAEoCSJRCgtOYWNrUGF5bG9hZBIaChJyZWZ1c2VkX21lc3NhZ2VfaWQYASABKAkSJgoFZXJyb3IYAiABKAsyFy5zeW5hcHNlLnYxLkVycm9yRGV0YWlsIm8KEEhlYXJ0YmVhdFBheWxvYWQSJwoGc3RhdHVzGAEgASgOMhcuc3luYXBzZS52MS5BZ2VudFN0YXR1cxIUCgxhY3RpdmVfdGFza3MYAiABKA0SHAoUbWF4X2NvbmN1cnJlbnRfdGFza3MYAyABKA0iSAoWQ2FwYWJpbGl0eVF1ZXJ5UGF5bG9hZBISCgp0YXNrX3R5cGVzGAEgAygJEhoKEmluY2x1ZGVfaW50ZXJmYWNlcxgCIAEoCCKGAQoZQ2FwYWJpbGl0eVJlc3BvbnNlUGF5bG9hZBIzCgxjYXBhYmlsaXRpZXMYASABKAsyHS5zeW5hcHNlLnYxLkFnZW50Q2FwYWJpbGl0aWVzEjQKCmludGVyZmFjZXMYAiADKAsyIC5zeW5hcHNlLnYxLkltcGxlbWVudGVkSW50ZXJmYWNlIsUPCgdQYXlsb2FkEjYKDHRhc2tfcmVxdWVzdBgBIAEoCzIeLnN5bmFwc2UudjEuVGFza1JlcXVlc3RQYXlsb2FkSAASNgoMdGFza19jb25maXJtGAIgASgLMh4uc3luYXBzZS52MS5UYXNrQ29uZmlybVBheWxvYWRIABI0Cgt0YXNrX3JlamVjdBgDIAEoCzIdLnN5bmFwc2UudjEuVGFza1JlamVjdFBheWxvYWRIABI5Cg50YXNrX25lZWRfaW5mbxgEIAEoCzIfLnN5bmFwc2UudjEuVGFza05lZWRJbmZvUGF5bG9hZEgAEkEKEnRhc2tfaW5mb19wcm92aWRlZBgFIAEoCzIjLnN5bmFwc2UudjEuVGFza0luZm9Qcm92aWRlZFBheWxvYWRIABJBChJ0YXNrX3N0YXR1c191cGRhdGUYBiABKAsyIy5zeW5hcHNlLnYxLlRhc2tTdGF0dXNVcGRhdGVQYXlsb2FkSAASOAoNdGFza19jb21wbGV0ZRgHIAEoCzIfLnN5bmFwc2UudjEuVGFza0NvbXBsZXRlUGF5bG9hZEgAEjQKC3Rhc2tfZmFpbGVkGAggASgLMh0uc3luYXBzZS52MS5UYXNrRmFpbGVkUGF5bG9hZEgAEjQKC3Rhc2tfY2FuY2VsGAkgASgLMh0uc3luYXBzZS52MS5UYXNrQ2FuY2VsUGF5bG9hZEgAEi4KCHRhc2tfYWNrGAogASgLMhouc3luYXBzZS52MS5UYXNrQWNrUGF5bG9hZEgAEiUKA2FjaxgLIAEoCzIWLnN5bmFwc2UudjEuQWNrUGF5bG9hZEgAEicKBG5hY2sYDCABKAsyFy5zeW5hcHNlLnYxLk5hY2tQYXlsb2FkSAASMQoJaGVhcnRiZWF0GA0gASgLMhwuc3luYXBzZS52MS5IZWFydGJlYXRQYXlsb2FkSAASPgoQY2FwYWJpbGl0eV9xdWVyeRgOIAEoCzIiLnN5bmFwc2UudjEuQ2FwYWJpbGl0eVF1ZXJ5UGF5bG9hZEgAEkQKE2NhcGFiaWxpdHlfcmVzcG9uc2UYDyABKAsyJS5zeW5hcHNlLnYxLkNhcGFiaWxpdHlSZXNwb25zZVBheWxvYWRIABI7Cg90YXNrX25lZWRfaHVtYW4YECABKAsyIC5zeW5hcHNlLnYxLlRhc2tOZWVkSHVtYW5QYXlsb2FkSAASOgoOaHVtYW5fZGVjaXNpb24YESABKAsyIC5zeW5hcHNlLnYxLkh1bWFuRGVjaXNpb25QYXlsb2FkSAASQQoRcmVnaXN0cnlfcmVnaXN0ZXIYZCABKAsyJC5zeW5hcHNlLnYxLkFnZW50UmVnaXN0cmF0aW9uUGF5bG9hZEgAEkUKE3JlZ2lzdHJ5X2RlcmVnaXN0ZXIYZSABKAsyJi5zeW5hcHNlLnYxLkFnZW50RGVyZWdpc3RyYXRpb25QYXlsb2FkSAASOwoQYTJuX2dyb3VwX2NyZWF0ZRjIASABKAsyHi5zeW5hcHNlLnYxLkdyb3VwQ3JlYXRlUGF5bG9hZEgAEj8KEmEybl9ncm91cF9kaXNzb2x2ZRjJASABKAsyIC5zeW5hcHNlLnYxLkdyb3VwRGlzc29sdmVQYXlsb2FkSAASPQoRYTJuX21lbWJlcl9pbnZpdGUYygEgASgLMh8uc3luYXBzZS52MS5NZW1iZXJJbnZpdGVQYXlsb2FkSAASOQoPYTJuX21lbWJlcl9qb2luGMsBIAEoCzIdLnN5bmFwc2UudjEuTWVtYmVySm9pblBheWxvYWRIABI/ChJhMm5fbWVtYmVyX2FwcHJvdmUYzAEgASgLMiAuc3luYXBzZS52MS5NZW1iZXJBcHByb3ZlUGF5bG9hZEgAEjsKEGEybl9tZW1iZXJfbGVhdmUYzQEgASgLMh4uc3luYXBzZS52MS5NZW1iZXJMZWF2ZVBheWxvYWRIABI9ChFhMm5fbWVtYmVyX3JlbW92ZRjOASABKAsyHy5zeW5hcHNlLnYxLk1lbWJlclJlbW92ZVBheWxvYWRIABJEChVhMm5fZ3JvdXBfdGFza19zdWJtaXQYzwEgASgLMiIuc3luYXBzZS52MS5Hcm91cFRhc2tTdWJtaXRQYXlsb2FkSAASRAoVYTJuX2dyb3VwX3Rhc2tfYW5zd2VyGNABIAEoCzIiLnN5bmFwc2UudjEuR3JvdXBUYXNrQW5zd2VyUGF5bG9hZEgAEkQKFWEybl9ncm91cF90YXNrX2NhbmNlbBjRASABKAsyIi5zeW5hcHNlLnYxLkdyb3VwVGFza0NhbmNlbFBheWxvYWRIABI3Cg5hMm5fdm90ZV9zdGFydBjSASABKAsyHC5zeW5hcHNlLnYxLlZvdGVTdGFydFBheWxvYWRIABI1Cg1hMm5fdm90ZV9jYXN0GNMBIAEoCzIbLnN5bmFwc2UudjEuVm90ZUNhc3RQYXlsb2FkSAASNwoOYTJuX3ZvdGVfY2xvc2UY1AEgASgLMhwuc3luYXBzZS52MS5Wb3RlQ2xvc2VQYXlsb2FkSAASOQoPYTJuX2dyb3VwX2V2ZW50GNUBIAEoCzIdLnN5bmFwc2UudjEuR3JvdXBFdmVudFBheWxvYWRIAEIGCgRib2R5Kp4DCglUYXNrU3RhdGUSGgoWVEFTS19TVEFURV9VTlNQRUNJRklFRBAAEhMKD1RBU0tfU1RBVEVfSURMRRABEhYKElRBU0tfU1RBVEVfUEVORElORxACEhgKFFRBU0tfU1RBVEVfQ09ORklSTUVEEAMSGAoUVEFTS19TVEFURV9FWEVDVVRJTkcQBBIaChZUQVNLX1NUQVRFX0lORk9fTkVFREVEEAUSHAoYVEFTS19TVEFURV9JTkZPX1BST1ZJREVEEAYSGQoVVEFTS19TVEFURV9ORUVEX0hVTUFOEAcSHQoZVEFTS19TVEFURV9IVU1BTl9ERUNJRElORxAIEh0KGVRBU0tfU1RBVEVfSFVNQU5fQVBQUk9WRUQQCRIdChlUQVNLX1NUQVRFX0hVTUFOX1JFSkVDVEVEEAoSGAoUVEFTS19TVEFURV9DT01QTEVURUQQCxIVChFUQVNLX1NUQVRFX0ZBSUxFRBAMEhgKFFRBU0tfU1RBVEVfQ0FOQ0VMTEVEEA0SFwoTVEFTS19TVEFURV9SRUpFQ1RFRBAOKpABCgxUYXNrUHJpb3JpdHkSHQoZVEFTS19QUklPUklUWV9VTlNQRUNJRklFRBAAEhUKEVRBU0tfUFJJT1JJVFlfTE9XEAESGAoUVEFTS19QUklPUklUWV9OT1JNQUwQAhIWChJUQVNLX1BSSU9SSVRZX0hJR0gQAxIYChRUQVNLX1BSSU9SSVRZX1VSR0VOVBAEKoYBCg5EZWNpc2lvbkFjdGlvbhIfChtERUNJU0lPTl9BQ1RJT05fVU5TUEVDSUZJRUQQABIbChdERUNJU0lPTl9BQ1RJT05fQVBQUk9WRRABEhoKFkRFQ0lTSU9OX0FDVElPTl9SRUpFQ1QQAhIaChZERUNJU0lPTl9BQ1RJT05fTU9ESUZZEAMqdQoLQWdlbnRTdGF0dXMSHAoYQUdFTlRfU1RBVFVTX1VOU1BFQ0lGSUVEEAASFgoSQUdFTlRfU1RBVFVTX1JFQURZEAESFQoRQUdFTlRfU1RBVFVTX0JVU1kQAhIZChVBR0VOVF9TVEFUVVNfRFJBSU5JTkcQA2IGcHJvdG8z", [file_google_protobuf_struct, file_google_protobuf_timestamp, file_synapse_v1_a2n, file_synapse_v1_capabilities, file_synapse_v1_envelope, file_synapse_v1_errors, file_synapse_v1_registry]);
 
 /**
  * TaskSpec is the task itself (seed 001 §6.1 "task").
@@ -148,6 +150,18 @@ export type TaskRequestPayload = Message<"synapse.v1.TaskRequestPayload"> & {
    * @generated from field: string callback_url = 3;
    */
   callbackUrl: string;
+
+  /**
+   * Files uploaded to the executor beforehand (POST /upload,
+   * docs/PROTOCOL.md §5.11), named for the handler. The signature covers
+   * each reference's hash: the executor refuses the request when a
+   * referenced upload is not one of the requester's (NOT_FOUND
+   * upload_not_found), and fails the task (upload_mismatch) when the stored
+   * bytes do not hash to it, before the handler reads any of them.
+   *
+   * @generated from field: repeated synapse.v1.UploadReference uploads = 4;
+   */
+  uploads: UploadReference[];
 };
 
 /**
@@ -156,6 +170,43 @@ export type TaskRequestPayload = Message<"synapse.v1.TaskRequestPayload"> & {
  */
 export const TaskRequestPayloadSchema: GenMessage<TaskRequestPayload> = /*@__PURE__*/
   messageDesc(file_synapse_v1_payloads, 2);
+
+/**
+ * UploadReference names one uploaded file in a task request.
+ *
+ * @generated from message synapse.v1.UploadReference
+ */
+export type UploadReference = Message<"synapse.v1.UploadReference"> & {
+  /**
+   * The name the handler asks for, for example "csv"; unique in a request,
+   * 1 to 64 characters of [A-Za-z0-9_.-].
+   *
+   * @generated from field: string name = 1;
+   */
+  name: string;
+
+  /**
+   * The SHA-256 of the file's bytes, 64 lowercase hex characters, as
+   * POST /upload answered it.
+   *
+   * @generated from field: string sha256 = 2;
+   */
+  sha256: string;
+
+  /**
+   * The file's size in bytes, as POST /upload answered it.
+   *
+   * @generated from field: int64 size = 3;
+   */
+  size: bigint;
+};
+
+/**
+ * Describes the message synapse.v1.UploadReference.
+ * Use `create(UploadReferenceSchema)` to create a new message.
+ */
+export const UploadReferenceSchema: GenMessage<UploadReference> = /*@__PURE__*/
+  messageDesc(file_synapse_v1_payloads, 3);
 
 /**
  * TaskConstraints are the terms the executor accepted the task under.
@@ -183,7 +234,7 @@ export type TaskConstraints = Message<"synapse.v1.TaskConstraints"> & {
  * Use `create(TaskConstraintsSchema)` to create a new message.
  */
 export const TaskConstraintsSchema: GenMessage<TaskConstraints> = /*@__PURE__*/
-  messageDesc(file_synapse_v1_payloads, 3);
+  messageDesc(file_synapse_v1_payloads, 4);
 
 /**
  * TaskConfirmPayload accepts a task (p2p:task_confirm, seed 001 §6.2).
@@ -239,7 +290,7 @@ export type TaskConfirmPayload = Message<"synapse.v1.TaskConfirmPayload"> & {
  * Use `create(TaskConfirmPayloadSchema)` to create a new message.
  */
 export const TaskConfirmPayloadSchema: GenMessage<TaskConfirmPayload> = /*@__PURE__*/
-  messageDesc(file_synapse_v1_payloads, 4);
+  messageDesc(file_synapse_v1_payloads, 5);
 
 /**
  * Reason is a coded explanation.
@@ -274,7 +325,7 @@ export type Reason = Message<"synapse.v1.Reason"> & {
  * Use `create(ReasonSchema)` to create a new message.
  */
 export const ReasonSchema: GenMessage<Reason> = /*@__PURE__*/
-  messageDesc(file_synapse_v1_payloads, 5);
+  messageDesc(file_synapse_v1_payloads, 6);
 
 /**
  * Alternatives tell a refused requester where else to go (seed 001 §6.3).
@@ -309,7 +360,7 @@ export type Alternatives = Message<"synapse.v1.Alternatives"> & {
  * Use `create(AlternativesSchema)` to create a new message.
  */
 export const AlternativesSchema: GenMessage<Alternatives> = /*@__PURE__*/
-  messageDesc(file_synapse_v1_payloads, 6);
+  messageDesc(file_synapse_v1_payloads, 7);
 
 /**
  * TaskRejectPayload refuses a task (p2p:task_reject, seed 001 §6.3).
@@ -344,7 +395,7 @@ export type TaskRejectPayload = Message<"synapse.v1.TaskRejectPayload"> & {
  * Use `create(TaskRejectPayloadSchema)` to create a new message.
  */
 export const TaskRejectPayloadSchema: GenMessage<TaskRejectPayload> = /*@__PURE__*/
-  messageDesc(file_synapse_v1_payloads, 7);
+  messageDesc(file_synapse_v1_payloads, 8);
 
 /**
  * TaskStatusUpdatePayload reports progress (p2p:task_status_update,
@@ -394,7 +445,7 @@ export type TaskStatusUpdatePayload = Message<"synapse.v1.TaskStatusUpdatePayloa
  * Use `create(TaskStatusUpdatePayloadSchema)` to create a new message.
  */
 export const TaskStatusUpdatePayloadSchema: GenMessage<TaskStatusUpdatePayload> = /*@__PURE__*/
-  messageDesc(file_synapse_v1_payloads, 8);
+  messageDesc(file_synapse_v1_payloads, 9);
 
 /**
  * ResultStream describes a result offered as a byte stream through
@@ -437,7 +488,7 @@ export type ResultStream = Message<"synapse.v1.ResultStream"> & {
  * Use `create(ResultStreamSchema)` to create a new message.
  */
 export const ResultStreamSchema: GenMessage<ResultStream> = /*@__PURE__*/
-  messageDesc(file_synapse_v1_payloads, 9);
+  messageDesc(file_synapse_v1_payloads, 10);
 
 /**
  * TaskResult is a completed task's output (seed 001 §6.5 "result").
@@ -480,7 +531,7 @@ export type TaskResult = Message<"synapse.v1.TaskResult"> & {
  * Use `create(TaskResultSchema)` to create a new message.
  */
 export const TaskResultSchema: GenMessage<TaskResult> = /*@__PURE__*/
-  messageDesc(file_synapse_v1_payloads, 10);
+  messageDesc(file_synapse_v1_payloads, 11);
 
 /**
  * TaskCompletePayload reports success (p2p:task_complete, seed 001 §6.5).
@@ -515,7 +566,7 @@ export type TaskCompletePayload = Message<"synapse.v1.TaskCompletePayload"> & {
  * Use `create(TaskCompletePayloadSchema)` to create a new message.
  */
 export const TaskCompletePayloadSchema: GenMessage<TaskCompletePayload> = /*@__PURE__*/
-  messageDesc(file_synapse_v1_payloads, 11);
+  messageDesc(file_synapse_v1_payloads, 12);
 
 /**
  * TaskError is why a task failed (seed 001 §6.6 "error").
@@ -557,7 +608,7 @@ export type TaskError = Message<"synapse.v1.TaskError"> & {
  * Use `create(TaskErrorSchema)` to create a new message.
  */
 export const TaskErrorSchema: GenMessage<TaskError> = /*@__PURE__*/
-  messageDesc(file_synapse_v1_payloads, 12);
+  messageDesc(file_synapse_v1_payloads, 13);
 
 /**
  * TaskFailedPayload reports failure (p2p:task_failed, seed 001 §6.6).
@@ -592,7 +643,7 @@ export type TaskFailedPayload = Message<"synapse.v1.TaskFailedPayload"> & {
  * Use `create(TaskFailedPayloadSchema)` to create a new message.
  */
 export const TaskFailedPayloadSchema: GenMessage<TaskFailedPayload> = /*@__PURE__*/
-  messageDesc(file_synapse_v1_payloads, 13);
+  messageDesc(file_synapse_v1_payloads, 14);
 
 /**
  * TaskNeedInfoPayload asks for missing information (p2p:task_need_info,
@@ -635,7 +686,7 @@ export type TaskNeedInfoPayload = Message<"synapse.v1.TaskNeedInfoPayload"> & {
  * Use `create(TaskNeedInfoPayloadSchema)` to create a new message.
  */
 export const TaskNeedInfoPayloadSchema: GenMessage<TaskNeedInfoPayload> = /*@__PURE__*/
-  messageDesc(file_synapse_v1_payloads, 14);
+  messageDesc(file_synapse_v1_payloads, 15);
 
 /**
  * TaskInfoProvidedPayload answers a need-info (p2p:task_info_provided).
@@ -671,7 +722,7 @@ export type TaskInfoProvidedPayload = Message<"synapse.v1.TaskInfoProvidedPayloa
  * Use `create(TaskInfoProvidedPayloadSchema)` to create a new message.
  */
 export const TaskInfoProvidedPayloadSchema: GenMessage<TaskInfoProvidedPayload> = /*@__PURE__*/
-  messageDesc(file_synapse_v1_payloads, 15);
+  messageDesc(file_synapse_v1_payloads, 16);
 
 /**
  * HumanReason is why a human must decide (seed 001 §6.8 "reason").
@@ -699,7 +750,7 @@ export type HumanReason = Message<"synapse.v1.HumanReason"> & {
  * Use `create(HumanReasonSchema)` to create a new message.
  */
 export const HumanReasonSchema: GenMessage<HumanReason> = /*@__PURE__*/
-  messageDesc(file_synapse_v1_payloads, 16);
+  messageDesc(file_synapse_v1_payloads, 17);
 
 /**
  * HumanContext is what the human needs to know (seed 001 §6.8 "context").
@@ -734,7 +785,7 @@ export type HumanContext = Message<"synapse.v1.HumanContext"> & {
  * Use `create(HumanContextSchema)` to create a new message.
  */
 export const HumanContextSchema: GenMessage<HumanContext> = /*@__PURE__*/
-  messageDesc(file_synapse_v1_payloads, 17);
+  messageDesc(file_synapse_v1_payloads, 18);
 
 /**
  * DecisionOption is one choice offered to the human (seed 001 §6.8).
@@ -776,7 +827,7 @@ export type DecisionOption = Message<"synapse.v1.DecisionOption"> & {
  * Use `create(DecisionOptionSchema)` to create a new message.
  */
 export const DecisionOptionSchema: GenMessage<DecisionOption> = /*@__PURE__*/
-  messageDesc(file_synapse_v1_payloads, 18);
+  messageDesc(file_synapse_v1_payloads, 19);
 
 /**
  * TaskNeedHumanPayload asks for a human decision (p2p:task_need_human,
@@ -833,6 +884,17 @@ export type TaskNeedHumanPayload = Message<"synapse.v1.TaskNeedHumanPayload"> & 
    * @generated from field: string decision_id = 7;
    */
   decisionId: string;
+
+  /**
+   * The agent ids that may send the p2p:human_decision at this level (the
+   * task type's EscalationPolicy; the requester's id when it may decide).
+   * Empty: only the task's requester may decide. A decision from another
+   * agent that may read the task is refused with PERMISSION_DENIED; from an
+   * agent that may not, with NOT_FOUND task_not_found.
+   *
+   * @generated from field: repeated string deciders = 8;
+   */
+  deciders: string[];
 };
 
 /**
@@ -840,7 +902,7 @@ export type TaskNeedHumanPayload = Message<"synapse.v1.TaskNeedHumanPayload"> & 
  * Use `create(TaskNeedHumanPayloadSchema)` to create a new message.
  */
 export const TaskNeedHumanPayloadSchema: GenMessage<TaskNeedHumanPayload> = /*@__PURE__*/
-  messageDesc(file_synapse_v1_payloads, 19);
+  messageDesc(file_synapse_v1_payloads, 20);
 
 /**
  * DecidedBy identifies the human (seed 001 §6.9 "decided_by").
@@ -875,7 +937,7 @@ export type DecidedBy = Message<"synapse.v1.DecidedBy"> & {
  * Use `create(DecidedBySchema)` to create a new message.
  */
 export const DecidedBySchema: GenMessage<DecidedBy> = /*@__PURE__*/
-  messageDesc(file_synapse_v1_payloads, 20);
+  messageDesc(file_synapse_v1_payloads, 21);
 
 /**
  * Decision is the human's answer (seed 001 §6.9 "decision").
@@ -917,7 +979,7 @@ export type Decision = Message<"synapse.v1.Decision"> & {
  * Use `create(DecisionSchema)` to create a new message.
  */
 export const DecisionSchema: GenMessage<Decision> = /*@__PURE__*/
-  messageDesc(file_synapse_v1_payloads, 21);
+  messageDesc(file_synapse_v1_payloads, 22);
 
 /**
  * HumanDecisionPayload carries a human decision (p2p:human_decision,
@@ -981,7 +1043,7 @@ export type HumanDecisionPayload = Message<"synapse.v1.HumanDecisionPayload"> & 
  * Use `create(HumanDecisionPayloadSchema)` to create a new message.
  */
 export const HumanDecisionPayloadSchema: GenMessage<HumanDecisionPayload> = /*@__PURE__*/
-  messageDesc(file_synapse_v1_payloads, 22);
+  messageDesc(file_synapse_v1_payloads, 23);
 
 /**
  * TaskCancelPayload stops a task (p2p:task_cancel). Only the task's
@@ -1010,7 +1072,7 @@ export type TaskCancelPayload = Message<"synapse.v1.TaskCancelPayload"> & {
  * Use `create(TaskCancelPayloadSchema)` to create a new message.
  */
 export const TaskCancelPayloadSchema: GenMessage<TaskCancelPayload> = /*@__PURE__*/
-  messageDesc(file_synapse_v1_payloads, 23);
+  messageDesc(file_synapse_v1_payloads, 24);
 
 /**
  * TaskAckPayload acknowledges a task-level message (p2p:task_ack).
@@ -1059,7 +1121,7 @@ export type TaskAckPayload = Message<"synapse.v1.TaskAckPayload"> & {
  * Use `create(TaskAckPayloadSchema)` to create a new message.
  */
 export const TaskAckPayloadSchema: GenMessage<TaskAckPayload> = /*@__PURE__*/
-  messageDesc(file_synapse_v1_payloads, 24);
+  messageDesc(file_synapse_v1_payloads, 25);
 
 /**
  * AckPayload acknowledges any message (p2p:ack).
@@ -1087,7 +1149,7 @@ export type AckPayload = Message<"synapse.v1.AckPayload"> & {
  * Use `create(AckPayloadSchema)` to create a new message.
  */
 export const AckPayloadSchema: GenMessage<AckPayload> = /*@__PURE__*/
-  messageDesc(file_synapse_v1_payloads, 25);
+  messageDesc(file_synapse_v1_payloads, 26);
 
 /**
  * NackPayload refuses any message (p2p:nack).
@@ -1115,7 +1177,7 @@ export type NackPayload = Message<"synapse.v1.NackPayload"> & {
  * Use `create(NackPayloadSchema)` to create a new message.
  */
 export const NackPayloadSchema: GenMessage<NackPayload> = /*@__PURE__*/
-  messageDesc(file_synapse_v1_payloads, 26);
+  messageDesc(file_synapse_v1_payloads, 27);
 
 /**
  * HeartbeatPayload keeps a peer or a stream alive (p2p:heartbeat).
@@ -1150,7 +1212,7 @@ export type HeartbeatPayload = Message<"synapse.v1.HeartbeatPayload"> & {
  * Use `create(HeartbeatPayloadSchema)` to create a new message.
  */
 export const HeartbeatPayloadSchema: GenMessage<HeartbeatPayload> = /*@__PURE__*/
-  messageDesc(file_synapse_v1_payloads, 27);
+  messageDesc(file_synapse_v1_payloads, 28);
 
 /**
  * CapabilityQueryPayload asks for the receiver's capabilities
@@ -1179,7 +1241,7 @@ export type CapabilityQueryPayload = Message<"synapse.v1.CapabilityQueryPayload"
  * Use `create(CapabilityQueryPayloadSchema)` to create a new message.
  */
 export const CapabilityQueryPayloadSchema: GenMessage<CapabilityQueryPayload> = /*@__PURE__*/
-  messageDesc(file_synapse_v1_payloads, 28);
+  messageDesc(file_synapse_v1_payloads, 29);
 
 /**
  * CapabilityResponsePayload answers a capability query
@@ -1208,7 +1270,7 @@ export type CapabilityResponsePayload = Message<"synapse.v1.CapabilityResponsePa
  * Use `create(CapabilityResponsePayloadSchema)` to create a new message.
  */
 export const CapabilityResponsePayloadSchema: GenMessage<CapabilityResponsePayload> = /*@__PURE__*/
-  messageDesc(file_synapse_v1_payloads, 29);
+  messageDesc(file_synapse_v1_payloads, 30);
 
 /**
  * Payload is the decoded form of any payload message, for readers (JSON over
@@ -1375,6 +1437,118 @@ export type Payload = Message<"synapse.v1.Payload"> & {
      */
     value: AgentDeregistrationPayload;
     case: "registryDeregister";
+  } | {
+    /**
+     * a2n:group_create.
+     *
+     * @generated from field: synapse.v1.GroupCreatePayload a2n_group_create = 200;
+     */
+    value: GroupCreatePayload;
+    case: "a2nGroupCreate";
+  } | {
+    /**
+     * a2n:group_dissolve.
+     *
+     * @generated from field: synapse.v1.GroupDissolvePayload a2n_group_dissolve = 201;
+     */
+    value: GroupDissolvePayload;
+    case: "a2nGroupDissolve";
+  } | {
+    /**
+     * a2n:member_invite.
+     *
+     * @generated from field: synapse.v1.MemberInvitePayload a2n_member_invite = 202;
+     */
+    value: MemberInvitePayload;
+    case: "a2nMemberInvite";
+  } | {
+    /**
+     * a2n:member_join.
+     *
+     * @generated from field: synapse.v1.MemberJoinPayload a2n_member_join = 203;
+     */
+    value: MemberJoinPayload;
+    case: "a2nMemberJoin";
+  } | {
+    /**
+     * a2n:member_approve.
+     *
+     * @generated from field: synapse.v1.MemberApprovePayload a2n_member_approve = 204;
+     */
+    value: MemberApprovePayload;
+    case: "a2nMemberApprove";
+  } | {
+    /**
+     * a2n:member_leave.
+     *
+     * @generated from field: synapse.v1.MemberLeavePayload a2n_member_leave = 205;
+     */
+    value: MemberLeavePayload;
+    case: "a2nMemberLeave";
+  } | {
+    /**
+     * a2n:member_remove.
+     *
+     * @generated from field: synapse.v1.MemberRemovePayload a2n_member_remove = 206;
+     */
+    value: MemberRemovePayload;
+    case: "a2nMemberRemove";
+  } | {
+    /**
+     * a2n:group_task_submit.
+     *
+     * @generated from field: synapse.v1.GroupTaskSubmitPayload a2n_group_task_submit = 207;
+     */
+    value: GroupTaskSubmitPayload;
+    case: "a2nGroupTaskSubmit";
+  } | {
+    /**
+     * a2n:group_task_answer.
+     *
+     * @generated from field: synapse.v1.GroupTaskAnswerPayload a2n_group_task_answer = 208;
+     */
+    value: GroupTaskAnswerPayload;
+    case: "a2nGroupTaskAnswer";
+  } | {
+    /**
+     * a2n:group_task_cancel.
+     *
+     * @generated from field: synapse.v1.GroupTaskCancelPayload a2n_group_task_cancel = 209;
+     */
+    value: GroupTaskCancelPayload;
+    case: "a2nGroupTaskCancel";
+  } | {
+    /**
+     * a2n:vote_start.
+     *
+     * @generated from field: synapse.v1.VoteStartPayload a2n_vote_start = 210;
+     */
+    value: VoteStartPayload;
+    case: "a2nVoteStart";
+  } | {
+    /**
+     * a2n:vote_cast.
+     *
+     * @generated from field: synapse.v1.VoteCastPayload a2n_vote_cast = 211;
+     */
+    value: VoteCastPayload;
+    case: "a2nVoteCast";
+  } | {
+    /**
+     * a2n:vote_close.
+     *
+     * @generated from field: synapse.v1.VoteClosePayload a2n_vote_close = 212;
+     */
+    value: VoteClosePayload;
+    case: "a2nVoteClose";
+  } | {
+    /**
+     * a2n:group_event.
+     *
+     * @generated from field: synapse.v1.GroupEventPayload a2n_group_event = 213;
+     */
+    value: GroupEventPayload;
+    case: "a2nGroupEvent";
   } | { case: undefined; value?: undefined };
 };
 
@@ -1383,7 +1557,7 @@ export type Payload = Message<"synapse.v1.Payload"> & {
  * Use `create(PayloadSchema)` to create a new message.
  */
 export const PayloadSchema: GenMessage<Payload> = /*@__PURE__*/
-  messageDesc(file_synapse_v1_payloads, 30);
+  messageDesc(file_synapse_v1_payloads, 31);
 
 /**
  * TaskState is a task's place in the protocol state machine (seed 001 §3.1).

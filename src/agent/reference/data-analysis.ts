@@ -1,81 +1,18 @@
-// The data_analysis task: an RFC 4180 CSV parser and per-column count, min,
-// max and mean, computed row by row with progress, an optional per-row delay
-// that cancellation cuts short, and the parsed rows offered as a result stream.
+// The data_analysis task: per-column count, min, max and mean of a CSV,
+// computed row by row with progress, an optional per-row delay that
+// cancellation cuts short, and the parsed rows offered as a result stream.
+// The CSV comes in the payload, or as an upload named "csv" (any size: it
+// is read from the store chunk by chunk, never whole).
 import type { JsonObject, JsonValue } from "@bufbuild/protobuf";
 import { ErrorCode } from "../../../gen/synapse/v1/errors_pb.js";
-import { TaskFailure, type TaskHandler } from "../handler.js";
+import { TaskFailure, type TaskContext, type TaskHandler, type TaskOutput } from "../handler.js";
+import { csvRecordsOf, parseCsvRecords, type CsvRecord } from "./csv-reader.js";
+
+export { parseCsvRecords, type CsvRecord } from "./csv-reader.js";
 
 export type ColumnStats = { count: number; min: number | null; max: number | null; mean: number | null };
 
 export type DataStats = { rows: number; columns: { [header: string]: ColumnStats } };
-
-/** A CSV record and the 1-based line it starts on (quoted newlines make the two differ). */
-export type CsvRecord = { cells: string[]; line: number };
-
-/** Parses CSV text into records, keeping where each starts for error messages. */
-export function parseCsvRecords(text: string): CsvRecord[] {
-  const records: CsvRecord[] = [];
-  let cells: string[] = [];
-  let field = "";
-  let line = 1;
-  let recordLine = 1;
-  let i = 0;
-  const endRecord = (): void => {
-    cells.push(field);
-    records.push({ cells, line: recordLine });
-    cells = [];
-    field = "";
-  };
-
-  while (i < text.length) {
-    const c = text.charAt(i);
-    if (c === '"' && field === "") {
-      const quoteLine = line;
-      i++;
-      for (;;) {
-        if (i >= text.length) {
-          throw new TaskFailure(ErrorCode.INVALID_PARAMS, `unterminated quoted field starting on line ${quoteLine}`, false, {
-            line: quoteLine,
-          });
-        }
-        const q = text.charAt(i);
-        if (q === '"') {
-          if (text.charAt(i + 1) !== '"') break;
-          field += '"';
-          i += 2;
-          continue;
-        }
-        if (q === "\n") line++;
-        field += q;
-        i++;
-      }
-      i++; // the closing quote
-      const next = text.charAt(i);
-      if (next !== "" && next !== "," && next !== "\n" && !(next === "\r" && text.charAt(i + 1) === "\n")) {
-        throw new TaskFailure(ErrorCode.INVALID_PARAMS, `unexpected text after a closing quote on line ${line}`, false, { line });
-      }
-      continue;
-    }
-    if (c === ",") {
-      cells.push(field);
-      field = "";
-      i++;
-    } else if (c === "\n" || (c === "\r" && text.charAt(i + 1) === "\n")) {
-      i += c === "\r" ? 2 : 1;
-      endRecord();
-      line++;
-      recordLine = line;
-      // One trailing line break ends the last record rather than starting an empty one.
-      if (i >= text.length) return records;
-    } else {
-      // A quote inside an unquoted field is kept as a literal character, as most readers do.
-      field += c;
-      i++;
-    }
-  }
-  if (text.length > 0) endRecord();
-  return records;
-}
 
 /** RFC 4180 CSV: quoted fields, "" escapes, separators and line breaks inside quotes, LF or CRLF. */
 export function parseCsv(text: string): string[][] {
@@ -175,60 +112,105 @@ function readIncludeRows(value: JsonValue | undefined): boolean {
   return value;
 }
 
+/** Where the records come from, and how far along the reading is after data row i. */
+interface CsvSource {
+  records: Iterable<CsvRecord> | AsyncIterable<CsvRecord>;
+  progress(row: number): { percent: number; message: string };
+  /** The last report, once every row is read. */
+  done(rows: number): { percent: number; message: string };
+}
+
+/** The payload's csv text: its rows are counted first, so progress is by row. */
+function textSource(csv: string): CsvSource {
+  const records = parseCsvRecords(csv);
+  const n = Math.max(0, records.length - 1);
+  return {
+    records,
+    progress: (row) => ({ percent: Math.floor((row * 100) / n), message: `row ${row} of ${n}` }),
+    done: (rows) => (rows === 0 ? { percent: 100, message: "no data rows" } : { percent: 100, message: `row ${rows} of ${rows}` }),
+  };
+}
+
+/** An uploaded csv, read from the store as it is parsed: progress is by bytes read. */
+function uploadSource(ctx: TaskContext, size: number): CsvSource {
+  let read = 0;
+  return {
+    records: csvRecordsOf(ctx.uploads.open("csv"), (bytes) => (read += bytes)),
+    progress: (row) => ({ percent: size === 0 ? 99 : Math.min(99, Math.floor((read * 100) / size)), message: `row ${row}, ${read} of ${size} bytes` }),
+    done: (rows) => ({ percent: 100, message: rows === 0 ? "no data rows" : `row ${rows} of ${rows}` }),
+  };
+}
+
+async function analyze(ctx: TaskContext, source: CsvSource, delay: number, includeRows: boolean): Promise<TaskOutput> {
+  let header: string[] | undefined;
+  let accumulators: ColumnAccumulator[] = [];
+  const parsedRows: JsonObject[] = [];
+  let n = 0;
+  let reported = 0;
+  let pause: Promise<void> | undefined;
+  for await (const record of source.records) {
+    if (ctx.signal.aborted) throw abortReason(ctx.signal);
+    if (header === undefined) {
+      header = record.cells;
+      const names = header;
+      const duplicate = names.find((name, index) => names.indexOf(name) !== index);
+      if (duplicate !== undefined) throw invalid(`csv header names column "${duplicate}" more than once`);
+      accumulators = names.map(() => new ColumnAccumulator());
+      continue;
+    }
+    // The pause after a row is taken once the next one exists: none follows the last row.
+    if (pause !== undefined) await pause;
+    const i = ++n;
+    if (record.cells.length > header.length) {
+      throw new TaskFailure(ErrorCode.INVALID_PARAMS, `line ${record.line} has ${record.cells.length} cells but the header has ${header.length}`, false, {
+        line: record.line,
+      });
+    }
+    const values: Array<[string, JsonValue]> = header.map((name, column) => {
+      const cell = record.cells[column] ?? "";
+      return [name, accumulators[column]?.add(cell) ?? cell];
+    });
+    // fromEntries rather than assignment, so a column named "__proto__" stays a plain key.
+    if (includeRows) parsedRows.push(Object.fromEntries(values));
+    const { percent, message } = source.progress(i);
+    if (percent > reported) {
+      reported = percent;
+      await ctx.progress(percent, message);
+    }
+    pause = delay > 0 ? abortableSleep(delay, ctx.signal) : undefined;
+    // Handled now, awaited later: a cancel while the next row is read must not be an unhandled rejection.
+    pause?.catch(() => undefined);
+  }
+  if (header === undefined) throw invalid("csv is empty; its first row must name the columns");
+  if (reported < 100) {
+    const last = source.done(n);
+    await ctx.progress(last.percent, last.message);
+  }
+  const names = header;
+  const output: DataStats = {
+    rows: n,
+    columns: Object.fromEntries(names.map((name, column) => [name, accumulators[column]?.result() ?? columnStats([])])),
+  };
+  const summary = `${n} rows, ${names.length} columns`;
+  if (!includeRows) return { output, outputType: "json", summary };
+  const data = new TextEncoder().encode(JSON.stringify({ ...output, parsed_rows: parsedRows }));
+  return { output, outputType: "json", summary, stream: { contentType: "application/json", data } };
+}
+
 export const dataAnalysisHandler: TaskHandler = {
   // Pure computation over the payload: running it again after a restart is safe.
   resumable: true,
   async executeTask(ctx) {
-    const csv = ctx.payload.csv;
-    if (typeof csv !== "string") throw invalid("csv must be a string");
     const delay = readDelay(ctx.payload.delay_ms_per_row);
     const includeRows = readIncludeRows(ctx.payload.include_rows);
-
-    const [headerRecord, ...dataRecords] = parseCsvRecords(csv);
-    if (headerRecord === undefined) throw invalid("csv is empty; its first row must name the columns");
-    const header = headerRecord.cells;
-    const duplicate = header.find((name, index) => header.indexOf(name) !== index);
-    if (duplicate !== undefined) throw invalid(`csv header names column "${duplicate}" more than once`);
-
-    const accumulators = header.map(() => new ColumnAccumulator());
-    const parsedRows: JsonObject[] = [];
-    const n = dataRecords.length;
-    let reported = 0;
-    for (const [index, record] of dataRecords.entries()) {
-      if (ctx.signal.aborted) throw abortReason(ctx.signal);
-      const i = index + 1;
-      if (record.cells.length > header.length) {
-        throw new TaskFailure(
-          ErrorCode.INVALID_PARAMS,
-          `line ${record.line} has ${record.cells.length} cells but the header has ${header.length}`,
-          false,
-          { line: record.line },
-        );
-      }
-      const values: Array<[string, JsonValue]> = header.map((name, column) => {
-        const cell = record.cells[column] ?? "";
-        return [name, accumulators[column]?.add(cell) ?? cell];
-      });
-      // fromEntries rather than assignment, so a column named "__proto__" stays a plain key.
-      if (includeRows) parsedRows.push(Object.fromEntries(values));
-
-      const percent = Math.floor((i * 100) / n);
-      if (percent > reported || i === n) {
-        reported = percent;
-        await ctx.progress(percent, `row ${i} of ${n}`);
-      }
-      // No pause after the last row: nothing is left to watch or cancel.
-      if (delay > 0 && i < n) await abortableSleep(delay, ctx.signal);
+    const upload = ctx.uploads.get("csv");
+    if (upload !== undefined && ctx.payload.csv === undefined) {
+      // Every parsed row of a file of any size would not fit a result held in memory.
+      if (includeRows) throw invalid("include_rows is for csv text in the payload, not for an uploaded csv");
+      return analyze(ctx, uploadSource(ctx, upload.size), delay, false);
     }
-    if (n === 0) await ctx.progress(100, "no data rows");
-
-    const output: DataStats = {
-      rows: n,
-      columns: Object.fromEntries(header.map((name, column) => [name, accumulators[column]?.result() ?? columnStats([])])),
-    };
-    const summary = `${n} rows, ${header.length} columns`;
-    if (!includeRows) return { output, outputType: "json", summary };
-    const data = new TextEncoder().encode(JSON.stringify({ ...output, parsed_rows: parsedRows }));
-    return { output, outputType: "json", summary, stream: { contentType: "application/json", data } };
+    const csv = ctx.payload.csv;
+    if (typeof csv !== "string") throw invalid("csv must be a string (or the task must name an upload called csv)");
+    return analyze(ctx, textSource(csv), delay, includeRows);
   },
 };

@@ -90,19 +90,18 @@ export const DATA_ANALYSIS: SupportedTaskType = create(SupportedTaskTypeSchema, 
   type: "data_analysis",
   name: "CSV column statistics",
   description:
-    "Computes count, min, max and mean of every numeric column of a CSV with a header row, reporting progress per row. Large outputs are offered through ReadResult.",
+    "Computes count, min, max and mean of every numeric column of a CSV with a header row, reporting progress per row. The CSV is the payload's csv text, or a file of any size uploaded with POST /upload and named csv in the request's uploads. Large outputs are offered through ReadResult.",
   estimatedTime: "1ms-10min",
   capabilities: ["csv", "descriptive_statistics"],
   governance: governance("data", ["report_preparation", "data_quality"], ["analyze", "monitor"]),
   inputSchema: schema({
     type: "object",
     properties: {
-      csv: { type: "string", description: "CSV text; the first row names the columns." },
+      csv: { type: "string", description: "CSV text; the first row names the columns. Leave it out to analyse the upload the request names csv." },
       delay_ms_per_row: { type: "integer", minimum: 0, maximum: 60000, description: "Pause after each row (to watch or cancel)." },
       include_rows: { type: "boolean", description: "Also return every parsed row (a large output, streamed)." },
       ...approval,
     },
-    required: ["csv"],
   }),
   outputSchema: schema({
     type: "object",

@@ -1,4 +1,5 @@
 // `synapse capabilities URL`: what an agent is and can do.
+import { durationMs } from "@bufbuild/protobuf/wkt";
 import { createClient } from "@connectrpc/connect";
 import { AgentCapabilitiesSchema, CapabilitiesService, Compliance, ImplementedInterfaceSchema, TransportMode } from "../../../gen/synapse/v1/capabilities_pb.js";
 import { createTransport, parseProtocol } from "../../client/transport.js";
@@ -7,8 +8,8 @@ import { messageJson, printJson, printLine } from "../output.js";
 
 export const capabilitiesUsage = `usage: synapse capabilities URL [--protocol connect|grpc|grpc-web] [--json]
 
-Prints the agent's capabilities (GetCapabilities) and implemented interfaces
-(GetSupportedInterfaces).`;
+Prints the agent's capabilities (GetCapabilities), with each task type's
+escalation policy, and implemented interfaces (GetSupportedInterfaces).`;
 
 export async function capabilities(argv: string[]): Promise<number> {
   const { values, positionals } = parse(argv, { json: { type: "boolean" }, protocol: { type: "string" } }, capabilitiesUsage);
@@ -41,7 +42,18 @@ export async function capabilities(argv: string[]): Promise<number> {
   printLine(`supports: ${flags.join(", ") || "-"}`);
   printLine(`transport modes: ${caps.supportedTransportModes.map((mode) => TransportMode[mode].toLowerCase()).join(", ")}`);
   printLine("task types:");
-  for (const taskType of caps.supportedTaskTypes) printLine(`  ${taskType.type.padEnd(18)}${taskType.name} (${taskType.estimatedTime})`);
+  for (const taskType of caps.supportedTaskTypes) {
+    printLine(`  ${taskType.type.padEnd(18)}${taskType.name} (${taskType.estimatedTime})`);
+    const levels = taskType.escalation?.levels ?? [];
+    // Who decides a human decision at each level, and how long each waits.
+    if (levels.length > 0) {
+      const described = levels.map((level, index) => {
+        const who = [...(level.requester ? ["requester"] : []), ...level.agentIds].join(", ");
+        return `${index + 1}: ${who}${level.timeout ? ` (${durationMs(level.timeout) / 1000} s)` : ""}`;
+      });
+      printLine(`    escalation ${described.join("; ")}`);
+    }
+  }
   printLine("interfaces:");
   for (const entry of interfaces) printLine(`  ${entry.name.padEnd(22)}${Compliance[entry.complianceLevel].toLowerCase().padEnd(10)}${entry.version}`);
   return 0;

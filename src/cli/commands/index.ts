@@ -10,6 +10,9 @@ import { status } from "./status.js";
 import { submit } from "./submit.js";
 import { tasks } from "./tasks.js";
 import { envelope, token } from "./token.js";
+import { group } from "./group.js";
+import { vote } from "./vote.js";
+import { upload } from "./upload.js";
 import { watch } from "./watch.js";
 
 export interface Command {
@@ -29,6 +32,7 @@ export const commands: Record<string, Command> = {
   cancel: { summary: "cancel one of your tasks", run: cancel },
   "provide-info": { summary: "answer a task's request for information", run: provideInfo },
   decide: { summary: "answer a task's request for a human decision", run: decide },
+  upload: { summary: "upload a file (multipart, streamed) for a task to name", run: upload },
   token: { summary: "print a bearer token for curl", run: token },
   envelope: { summary: "print a signed SendRequest (a task_request) for curl", run: envelope },
   agents: { summary: "find agents registered at a registry", run: agents },
@@ -36,4 +40,6 @@ export const commands: Record<string, Command> = {
   capability: { summary: "register, list, change and match governed capabilities", run: capability },
   audit: { summary: "show a registry's capability audit trail", run: audit },
   permissions: { summary: "grant, revoke and list the permissions a registry grants keys", run: permissions },
+  group: { summary: "create, join and run groups of agents and their group tasks (A2N)", run: group },
+  vote: { summary: "start a vote in a group, cast a signed ballot, count it", run: vote },
 };

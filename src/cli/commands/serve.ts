@@ -2,6 +2,7 @@
 import { readFile, rename } from "node:fs/promises";
 import { join, resolve } from "node:path";
 import { createAgent } from "../../agent/agent.js";
+import { createGroupHost } from "../../group/group-host.js";
 import { referenceHandlers } from "../../agent/reference/index.js";
 import { DEFAULT_MAX_FILE_SIZE, defaultAgentCapabilities, type P2PConfig } from "../../capabilities/defaults.js";
 import type { TrustPolicy } from "../../envelope/trust.js";
@@ -20,6 +21,7 @@ import { openStorage } from "../../store/open.js";
 import type { PinStore } from "../../store/pins.js";
 import type { Storage } from "../../store/storage.js";
 import { durationOption, integerOption, parse, UsageError } from "../args.js";
+import { escalationPolicy } from "../escalation-options.js";
 
 export const serveUsage = `usage: synapse serve [--host H] [--port P] [--data-dir DIR] [--tls-cert FILE --tls-key FILE]
                      [--store sqlite|sqlite:PATH|postgres://...|memory] [--fsync normal|full] [--retention DURATION] [--run-lease SECONDS]
@@ -28,12 +30,14 @@ export const serveUsage = `usage: synapse serve [--host H] [--port P] [--data-di
                      [--join URL [--advertise-url URL]] [--operator KEY_ID]...
                      [--allow-outbound CIDR|IP|HOST|*.DOMAIN]...
                      [--max-file-size BYTES] [--max-concurrent-tasks N] [--max-task-duration SECONDS]
+                     [--max-upload-size BYTES] [--upload-quota BYTES] [--upload-ttl DURATION]
+                     [--escalate-after DURATION [--escalation-contact LEVEL=AGENT_ID]...]
                      [--task-timeout SECONDS] [--heartbeat-interval SECONDS] [--clock-skew SECONDS]
                      [--max-connections N] [--header-timeout SECONDS] [--body-timeout SECONDS]
                      [--idle-timeout SECONDS] [--write-timeout SECONDS] [--log-level LEVEL]
 
-Serves the reference agent (CapabilitiesService and P2PService) as gRPC, gRPC-web
-and Connect on one port. HOST and PORT environment variables are used when the
+Serves the reference agent (CapabilitiesService, P2PService and GroupService) as
+gRPC, gRPC-web and Connect on one port. HOST and PORT environment variables are used when the
 flags are absent. The agent's identity (agent.key, identity.json) is created in
 the data dir on first start and kept.
 
@@ -52,6 +56,19 @@ may read every task (GetTask, ListTasks, Watch, ReadResult), as the console
 does for an operator. It steers nothing: cancelling, answering and deciding
 stay with each task's requester. Everyone else reads only the tasks they
 requested, and cannot tell another requester's task exists.
+
+Files larger than --max-file-size travel as uploads: POST /upload
+(multipart/form-data, bearer token; \`synapse upload\`) streams one into the
+store, at most --max-upload-size bytes (default 1 GiB); one sender's uploads may
+hold --upload-quota bytes (default 4 GiB); an upload no running task uses is
+dropped --upload-ttl after its last use (default 24h).
+
+A task that asks a human (the reference tasks do with "require_approval": true)
+waits for its requester's decision. With --escalate-after each level of the
+decision waits DURATION; then it escalates to the contacts named for the next
+level (--escalation-contact 2=AGENT_ID, 3=AGENT_ID; repeatable), who alone may
+decide there and may read the task from then on; after the last level the task
+fails (execution_timeout). Task types declare this policy (GetTaskTypeCapabilities).
 
 Senders' keys are pinned on first use (in the store). With
 --trust-store only the agents listed there are trusted ({"agents": [{"agent_id",
@@ -131,6 +148,11 @@ async function importPinFile(dataDir: string, pins: PinStore, logger: Logger): P
   logger.info({ pins: found.length, from: path }, "moved pinned keys into the store");
 }
 
+/** `{ [key]: value }` when the value was given, else nothing (so defaults stay). */
+function optional<K extends string>(key: K, value: number | undefined): Partial<Record<K, number>> {
+  return value === undefined ? {} : ({ [key]: value } as Record<K, number>);
+}
+
 export async function serve(argv: string[]): Promise<number> {
   const { values } = parse(
     argv,
@@ -146,6 +168,11 @@ export async function serve(argv: string[]): Promise<number> {
       "max-file-size": { type: "string" },
       "max-concurrent-tasks": { type: "string" },
       "max-task-duration": { type: "string" },
+      "max-upload-size": { type: "string" },
+      "upload-quota": { type: "string" },
+      "upload-ttl": { type: "string" },
+      "escalate-after": { type: "string" },
+      "escalation-contact": { type: "string", multiple: true },
       "task-timeout": { type: "string" },
       "heartbeat-interval": { type: "string" },
       "clock-skew": { type: "string" },
@@ -209,9 +236,10 @@ export async function serve(argv: string[]): Promise<number> {
   });
   if (created) logger.info({ data_dir: dataDir, key_id: identity.key.keyId }, "created a new agent identity");
   const defaults = defaultAgentCapabilities();
+  const escalation = escalationPolicy(durationOption(values["escalate-after"], "--escalate-after"), values["escalation-contact"], serveUsage);
   const capabilities = defaultAgentCapabilities({
     agentName: identity.agentName,
-    supportedTaskTypes: [...REFERENCE_TASK_TYPES],
+    supportedTaskTypes: REFERENCE_TASK_TYPES.map((taskType) => (escalation ? { ...taskType, escalation } : taskType)),
     maxFileSize: BigInt(integerOption(values["max-file-size"], "--max-file-size") ?? DEFAULT_MAX_FILE_SIZE),
     maxConcurrentTasks: integerOption(values["max-concurrent-tasks"], "--max-concurrent-tasks") ?? defaults.maxConcurrentTasks,
     maxTaskDurationSeconds: integerOption(values["max-task-duration"], "--max-task-duration") ?? defaults.maxTaskDurationSeconds,
@@ -229,6 +257,11 @@ export async function serve(argv: string[]): Promise<number> {
   const fsync = values.fsync;
   if (fsync !== undefined && fsync !== "full" && fsync !== "normal") throw new UsageError(`--fsync must be full or normal\n\n${serveUsage}`);
   const retentionMs = durationOption(values.retention, "--retention");
+  const uploadLimits = {
+    ...optional("maxUploadBytes", integerOption(values["max-upload-size"], "--max-upload-size")),
+    ...optional("quotaBytes", integerOption(values["upload-quota"], "--upload-quota")),
+    ...optional("keepUnusedMs", durationOption(values["upload-ttl"], "--upload-ttl")),
+  };
   const tls =
     values["tls-cert"] && values["tls-key"]
       ? { cert: await readFile(values["tls-cert"]), key: await readFile(values["tls-key"]) }
@@ -247,6 +280,8 @@ export async function serve(argv: string[]): Promise<number> {
       handlers: referenceHandlers(),
       trust: trustPolicy(storage.pins, trustStore, Boolean(values.tofu), values["trust-registry"] ?? values.join, hostedDirectory),
       store: storage.tasks,
+      uploads: storage.uploads,
+      uploadLimits,
       config,
       clockSkewMs: seconds("clock-skew"),
       retentionMs,
@@ -254,8 +289,10 @@ export async function serve(argv: string[]): Promise<number> {
       logger,
       outbound,
       operators,
+      groups: true,
     });
     if (operators.length > 0) logger.info({ operators }, "operator keys may read every task");
+    const groups = createGroupHost({ agent, storage: storage.groups, logger, retentionMs });
     const registry = values.registry
       ? new Registry({
           logger,
@@ -274,6 +311,7 @@ export async function serve(argv: string[]): Promise<number> {
     const server = await startServer({
       agent,
       registry,
+      groups,
       host: values.host ?? process.env.HOST ?? "127.0.0.1",
       port: integerOption(values.port ?? process.env.PORT, "--port") ?? 8080,
       tls,

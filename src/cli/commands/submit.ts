@@ -3,17 +3,19 @@ import type { JsonObject } from "@bufbuild/protobuf";
 import { TaskState } from "../../../gen/synapse/v1/payloads_pb.js";
 import { isTerminal } from "../../protocol/state-machine.js";
 import { integerOption, parse, requirePositional, UsageError } from "../args.js";
-import { clientOptions, openClient } from "../client.js";
+import { clientOptions, openClient, parseUploads } from "../client.js";
 import { follow } from "../follow.js";
 import { printJson, printLine } from "../output.js";
 import { describeTask, messageJson, taskJson } from "../task-output.js";
 
 export const submitUsage = `usage: synapse submit URL --type TASK_TYPE --payload JSON [--wait [--timeout SECONDS] | --watch]
-                      [--task-id ID] [--idempotency-key KEY] [--home DIR] [--protocol P] [--json]
+                      [--upload NAME=SHA256:SIZE]... [--task-id ID] [--idempotency-key KEY] [--home DIR] [--protocol P] [--json]
 
 Sends a signed p2p:task_request. --wait holds the reply until the task ends or
 needs information or a decision (default timeout 300 s); --watch follows its
-events. Exit status: 0 when the task completed or is still under way, 1 when it
+events. --upload names a file uploaded before (\`synapse upload\` prints its
+SHA256 and SIZE) for the handler, under NAME (data_analysis reads one named
+csv). Exit status: 0 when the task completed or is still under way, 1 when it
 failed, was rejected or cancelled (or the request was refused), 3 when it waits
 for information or a decision.`;
 
@@ -46,6 +48,7 @@ export async function submit(argv: string[]): Promise<number> {
       timeout: { type: "string" },
       "task-id": { type: "string" },
       "idempotency-key": { type: "string" },
+      upload: { type: "string", multiple: true },
     },
     submitUsage,
   );
@@ -63,9 +66,10 @@ export async function submit(argv: string[]): Promise<number> {
     throw new UsageError(`--payload is not JSON: ${(error as Error).message}`);
   }
   if (typeof payload !== "object" || payload === null || Array.isArray(payload)) throw new UsageError("--payload must be a JSON object");
+  const uploads = parseUploads(values.upload);
   const client = await openClient(url, values);
   const waitMs = values.wait ? (integerOption(values.timeout, "--timeout") ?? 300) * 1000 : undefined;
-  const sent = await client.submit(values.type, payload, { taskId: values["task-id"], idempotencyKey: values["idempotency-key"], waitMs });
+  const sent = await client.submit(values.type, payload, { taskId: values["task-id"], idempotencyKey: values["idempotency-key"], waitMs, uploads });
   if (values.watch) {
     if (values.json) printJson({ task_id: sent.taskId, reply: sent.reply ? messageJson(sent.reply) : null });
     else printLine(`submitted task ${sent.taskId}`);

@@ -6,7 +6,7 @@ import { MessageType } from "../../../gen/synapse/v1/envelope_pb.js";
 import { SendRequestSchema } from "../../../gen/synapse/v1/p2p_pb.js";
 import { TaskRequestPayloadSchema } from "../../../gen/synapse/v1/payloads_pb.js";
 import { integerOption, parse, requirePositional, UsageError } from "../args.js";
-import { clientOptions, openClient } from "../client.js";
+import { clientOptions, openClient, parseUploads } from "../client.js";
 import { printLine } from "../output.js";
 
 export const tokenUsage = `usage: synapse token URL [--lifetime SECONDS] [--home DIR] [--protocol P]
@@ -15,7 +15,7 @@ Prints a bearer token (an EdDSA JWT signed by your key, audience the agent at UR
 at most 300 s) for GetTask, ListTasks, Watch and ReadResult:
   curl -H "Authorization: Bearer $(synapse token URL)" ...`;
 
-export const envelopeUsage = `usage: synapse envelope URL --type TASK_TYPE --payload JSON [--task-id ID] [--wait SECONDS] [--home DIR]
+export const envelopeUsage = `usage: synapse envelope URL --type TASK_TYPE --payload JSON [--upload NAME=SHA256:SIZE]... [--task-id ID] [--wait SECONDS] [--home DIR]
 
 Prints a signed SendRequest carrying a p2p:task_request, as JSON, ready for
   synapse envelope URL --type T --payload '{...}' | curl -H 'Content-Type: application/json' -d @- URL/synapse.v1.P2PService/Send
@@ -36,7 +36,7 @@ export async function token(argv: string[]): Promise<number> {
 export async function envelope(argv: string[]): Promise<number> {
   const { values, positionals } = parse(
     argv,
-    { ...clientOptions, type: { type: "string" }, "task-type": { type: "string" }, payload: { type: "string" }, "task-id": { type: "string" }, wait: { type: "string" } },
+    { ...clientOptions, type: { type: "string" }, "task-type": { type: "string" }, payload: { type: "string" }, "task-id": { type: "string" }, wait: { type: "string" }, upload: { type: "string", multiple: true } },
     envelopeUsage,
   );
   if (values.help) {
@@ -58,7 +58,8 @@ export async function envelope(argv: string[]): Promise<number> {
   if (typeof payload !== "object" || payload === null || Array.isArray(payload)) throw new UsageError("--payload must be a JSON object");
   const client = await openClient(url, values);
   const taskId = values["task-id"] ?? randomUUID();
-  const request = create(TaskRequestPayloadSchema, { task: { id: taskId, type: taskType, payload } });
+  const uploads = parseUploads(values.upload).map((upload) => ({ ...upload, size: BigInt(upload.size) }));
+  const request = create(TaskRequestPayloadSchema, { task: { id: taskId, type: taskType, payload }, uploads });
   const wait = integerOption(values.wait, "--wait");
   const send = create(SendRequestSchema, {
     envelope: client.envelope(MessageType.TASK_REQUEST, request, { taskId }),

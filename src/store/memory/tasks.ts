@@ -214,6 +214,16 @@ export class MemoryTaskStore extends ChangeEmitter implements TaskStore {
     return this.messages.get(messageKey(scope, messageId));
   }
 
+  /** Whether a message is remembered, synchronously: for stores that commit beside this one (groups). */
+  hasMessage(scope: MessageScope, messageId: string): boolean {
+    return this.messages.has(messageKey(scope, messageId));
+  }
+
+  /** Remembers a message synchronously (the caller checked hasMessage in the same turn). */
+  putMessage(entry: SeenMessage): void {
+    this.messages.set(messageKey(entry.scope, entry.messageId), entry);
+  }
+
   async pruneMessages(nowMs: number): Promise<number> {
     let dropped = 0;
     for (const [key, entry] of this.messages) {

@@ -8,7 +8,7 @@ import type { Migration } from "../sqlite/migrations.js";
 import { POSTGRES_MIGRATIONS } from "./migrations.js";
 
 /** Advisory lock keys (arbitrary, fixed): one per kind of work that must not interleave across instances. */
-export const LOCKS = { migrations: 7_311_001, admission: 7_311_002, catalogue: 7_311_003 } as const;
+export const LOCKS = { migrations: 7_311_001, admission: 7_311_002, catalogue: 7_311_003, uploads: 7_311_004 } as const;
 
 const INT8_OID = 20;
 

@@ -4,8 +4,10 @@ import { randomUUID } from "node:crypto";
 import { silentLogger, type Logger } from "../../log.js";
 import type { Storage } from "../storage.js";
 import { openPostgres, redactUrl, type PostgresOptions } from "./database.js";
+import { PostgresGroupStorage } from "./groups.js";
 import { PostgresCatalogueStorage, PostgresDirectoryStorage, PostgresPinStore } from "./registry.js";
 import { PostgresTaskStore } from "./tasks.js";
+import { PostgresUploadStore } from "./uploads.js";
 
 export interface PostgresStorageOptions extends PostgresOptions {
   logger?: Logger;
@@ -26,9 +28,11 @@ export async function postgresStorage(url: string, options: PostgresStorageOptio
     kind: "postgres",
     location: redactUrl(url),
     tasks,
+    uploads: new PostgresUploadStore(pool),
     pins: new PostgresPinStore(pool),
     directory: new PostgresDirectoryStorage(pool),
     catalogue: new PostgresCatalogueStorage(pool),
+    groups: new PostgresGroupStorage(pool),
     async close() {
       await tasks.close();
       await pool.end();

@@ -152,4 +152,85 @@ CREATE TABLE catalogue_grants (
 );
 `,
   },
+  {
+    version: 3,
+    description: "groups (A2N): groups, their event logs, parties, group tasks and votes",
+    sql: `
+CREATE TABLE groups (
+  group_id TEXT PRIMARY KEY,
+  record BYTEA NOT NULL,
+  version INTEGER NOT NULL,
+  last_sequence INTEGER NOT NULL,
+  status INTEGER NOT NULL,
+  created_at_ms BIGINT NOT NULL,
+  updated_at_ms BIGINT NOT NULL
+);
+CREATE INDEX groups_dissolved ON groups (updated_at_ms) WHERE status = 2;
+
+CREATE TABLE group_events (
+  group_id TEXT NOT NULL,
+  sequence INTEGER NOT NULL,
+  envelope BYTEA NOT NULL,
+  PRIMARY KEY (group_id, sequence)
+);
+
+CREATE TABLE group_parties (
+  agent_id TEXT NOT NULL,
+  group_id TEXT NOT NULL,
+  PRIMARY KEY (agent_id, group_id)
+);
+CREATE INDEX group_parties_by_group ON group_parties (group_id);
+
+CREATE TABLE group_tasks (
+  group_id TEXT NOT NULL,
+  group_task_id TEXT NOT NULL,
+  record BYTEA NOT NULL,
+  active INTEGER NOT NULL,
+  created_at_ms BIGINT NOT NULL,
+  PRIMARY KEY (group_id, group_task_id)
+);
+CREATE INDEX group_tasks_active ON group_tasks (created_at_ms) WHERE active = 1;
+
+CREATE TABLE group_votes (
+  group_id TEXT NOT NULL,
+  vote_id TEXT NOT NULL,
+  record BYTEA NOT NULL,
+  open INTEGER NOT NULL,
+  deadline_ms BIGINT NOT NULL,
+  created_at_ms BIGINT NOT NULL,
+  PRIMARY KEY (group_id, vote_id)
+);
+CREATE INDEX group_votes_open ON group_votes (deadline_ms) WHERE open = 1;
+`,
+  },
+  {
+    version: 4,
+    description: "uploads: files sent with POST /upload, in chunks, and the tasks that use them",
+    sql: `
+CREATE TABLE uploads (
+  upload_id TEXT PRIMARY KEY,
+  owner TEXT NOT NULL,
+  sha256 TEXT,
+  size BIGINT NOT NULL,
+  content_type TEXT NOT NULL,
+  file_name TEXT NOT NULL,
+  complete INTEGER NOT NULL,
+  created_at_ms BIGINT NOT NULL,
+  last_used_at_ms BIGINT NOT NULL
+);
+CREATE UNIQUE INDEX uploads_by_hash ON uploads (owner, sha256) WHERE complete = 1;
+CREATE INDEX uploads_unused ON uploads (last_used_at_ms);
+CREATE TABLE upload_chunks (
+  upload_id TEXT NOT NULL,
+  chunk INTEGER NOT NULL,
+  data BYTEA NOT NULL,
+  PRIMARY KEY (upload_id, chunk)
+);
+CREATE TABLE upload_users (
+  upload_id TEXT NOT NULL,
+  task_id TEXT NOT NULL,
+  PRIMARY KEY (upload_id, task_id)
+);
+`,
+  },
 ];

@@ -1,8 +1,10 @@
 // Storage in one SQLite file (the embedded default: <data-dir>/synapse.db).
 import type { Storage } from "../storage.js";
 import { openSqliteDatabase, type SqliteOptions } from "./database.js";
+import { SqliteGroupStorage } from "./groups.js";
 import { SqliteCatalogueStorage, SqliteDirectoryStorage, SqlitePinStore } from "./registry.js";
 import { SqliteTaskStore } from "./tasks.js";
+import { SqliteUploadStore } from "./uploads.js";
 
 export type { Fsync, SqliteOptions } from "./database.js";
 
@@ -13,9 +15,11 @@ export function sqliteStorage(path: string, options: SqliteOptions & { now?: () 
     kind: "sqlite",
     location: path,
     tasks,
+    uploads: new SqliteUploadStore(db),
     pins: new SqlitePinStore(db),
     directory: new SqliteDirectoryStorage(db),
     catalogue: new SqliteCatalogueStorage(db),
+    groups: new SqliteGroupStorage(db),
     close: () => tasks.close(),
   };
 }

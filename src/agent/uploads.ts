@@ -1,0 +1,135 @@
+// Uploads on the executor side: the limits an agent takes uploads under,
+// the check that a task_request names only the requester's own uploads
+// (at Send), and the files a handler reads, each verified against the hash
+// the request signed before the handler sees a byte of it.
+import { createHash } from "node:crypto";
+import { ErrorCode } from "../../gen/synapse/v1/errors_pb.js";
+import type { UploadReference } from "../../gen/synapse/v1/payloads_pb.js";
+import { clip, protocolError } from "../protocol/errors.js";
+import { isSha256Hex, readUploadChunks, type UploadRecord, type UploadStore } from "../store/uploads.js";
+import { TaskFailure, type TaskUploads, type UploadedFile } from "./handler.js";
+
+export interface UploadLimits {
+  /** The largest single upload, in bytes (not bound by max_file_size: that is the point of uploads). */
+  maxUploadBytes: number;
+  /** What one sender's finished uploads may hold at once, in bytes. */
+  quotaBytes: number;
+  /** Uploads no live task uses are dropped this long after their last use. */
+  keepUnusedMs: number;
+  /** Uploads one sender may have in progress at once. */
+  maxConcurrentPerSender: number;
+}
+
+export const DEFAULT_UPLOAD_LIMITS: Readonly<UploadLimits> = Object.freeze({
+  maxUploadBytes: 1024 * 1024 * 1024,
+  quotaBytes: 4 * 1024 * 1024 * 1024,
+  keepUnusedMs: 24 * 60 * 60 * 1000,
+  maxConcurrentPerSender: 4,
+});
+
+/** How many files one task_request may name. */
+export const MAX_UPLOADS_PER_TASK = 16;
+const NAME = /^[A-Za-z0-9_.-]{1,64}$/;
+
+export class AgentUploads {
+  constructor(
+    readonly store: UploadStore,
+    readonly limits: UploadLimits,
+    private readonly now: () => number,
+  ) {}
+
+  /**
+   * Checks a task_request's references: well formed, and each one of the
+   * requester's finished uploads with the size named; records that the task
+   * uses them (so they are kept while it runs).
+   */
+  async admit(requesterAgentId: string, taskId: string, references: readonly UploadReference[]): Promise<void> {
+    if (references.length === 0) return;
+    if (references.length > MAX_UPLOADS_PER_TASK) throw protocolError(ErrorCode.INVALID_PARAMS, `a task may name at most ${MAX_UPLOADS_PER_TASK} uploads`);
+    const names = new Set<string>();
+    for (const reference of references) {
+      if (!NAME.test(reference.name)) throw protocolError(ErrorCode.INVALID_PARAMS, `upload name ${JSON.stringify(clip(reference.name))} must be 1 to 64 of [A-Za-z0-9_.-]`);
+      if (names.has(reference.name)) throw protocolError(ErrorCode.INVALID_PARAMS, `upload name ${reference.name} is used twice`);
+      names.add(reference.name);
+      if (!isSha256Hex(reference.sha256)) throw protocolError(ErrorCode.INVALID_PARAMS, `upload ${reference.name}: sha256 must be 64 lowercase hex characters`);
+    }
+    for (const reference of references) {
+      const found = await this.store.getUpload(requesterAgentId, reference.sha256);
+      // Another sender's upload is reported exactly as no upload: a hash alone grants nothing.
+      if (found === undefined || BigInt(found.size) !== reference.size || !(await this.store.useUpload(requesterAgentId, reference.sha256, taskId, this.now()))) {
+        throw protocolError(ErrorCode.UPLOAD_NOT_FOUND, `no upload ${reference.sha256} of ${reference.size} bytes from this sender (upload it with POST /upload first)`, {
+          details: { name: reference.name, sha256: reference.sha256 },
+        });
+      }
+    }
+  }
+
+  /** The files of a task, to verify before its handler runs. */
+  forTask(requesterAgentId: string, references: readonly UploadReference[]): PreparedUploads {
+    return new PreparedUploads(this.store, requesterAgentId, references);
+  }
+}
+
+const hex = (hash: ReturnType<typeof createHash>) => hash.digest("hex");
+
+/** A task's uploads before the handler runs: verify() checks every byte against the signed hash. */
+export class PreparedUploads {
+  constructor(
+    private readonly store: UploadStore | undefined,
+    private readonly owner: string,
+    private readonly references: readonly UploadReference[],
+  ) {}
+
+  static none(): PreparedUploads {
+    return new PreparedUploads(undefined, "", []);
+  }
+
+  async verify(signal: AbortSignal): Promise<TaskUploads> {
+    const files: UploadedFile[] = [];
+    const records = new Map<string, UploadRecord>();
+    for (const reference of this.references) {
+      const record = this.store === undefined ? undefined : await this.store.getUpload(this.owner, reference.sha256);
+      if (record === undefined || this.store === undefined) {
+        throw new TaskFailure(ErrorCode.UPLOAD_NOT_FOUND, `upload ${reference.name} (${reference.sha256}) is no longer stored`);
+      }
+      const hash = createHash("sha256");
+      let size = 0;
+      for await (const chunk of readUploadChunks(this.store, record)) {
+        if (signal.aborted) throw signal.reason;
+        hash.update(chunk);
+        size += chunk.byteLength;
+      }
+      if (hex(hash) !== reference.sha256 || BigInt(size) !== reference.size) {
+        throw mismatch(reference.name);
+      }
+      records.set(reference.name, record);
+      files.push({ name: reference.name, sha256: reference.sha256, size, contentType: record.contentType, fileName: record.fileName });
+    }
+    const store = this.store;
+    return {
+      files,
+      get: (name) => files.find((file) => file.name === name),
+      open: (name) => {
+        const record = records.get(name);
+        if (record === undefined || store === undefined) throw new TaskFailure(ErrorCode.INVALID_PARAMS, `the task names no upload ${JSON.stringify(name)}`);
+        return rehashed(store, record, name);
+      },
+    };
+  }
+}
+
+function mismatch(name: string): TaskFailure {
+  return new TaskFailure(ErrorCode.UPLOAD_MISMATCH, `upload ${name}: the stored bytes do not match the SHA-256 and size the request signed`);
+}
+
+/** The bytes again, hashed on the way: the store must not change them between the check and the read. */
+async function* rehashed(store: UploadStore, record: UploadRecord, name: string): AsyncGenerator<Uint8Array> {
+  const hash = createHash("sha256");
+  let size = 0;
+  for await (const chunk of readUploadChunks(store, record)) {
+    hash.update(chunk);
+    size += chunk.byteLength;
+    yield chunk;
+  }
+  if (hex(hash) !== record.sha256 || size !== record.size) throw mismatch(name);
+}

@@ -1,0 +1,90 @@
+// Uploading a file to an agent (POST /upload, multipart/form-data) from
+// disk as a stream, with its length declared so an agent can refuse a file
+// over its limit before the bytes travel. The answer names the upload as a
+// task_request then names it (TaskRequestPayload.uploads).
+import { ConnectError } from "@connectrpc/connect";
+import { codeFromHttpStatus, errorFromJsonBytes } from "@connectrpc/connect/protocol-connect";
+import { randomBytes } from "node:crypto";
+import { createReadStream } from "node:fs";
+import { stat } from "node:fs/promises";
+import http from "node:http";
+import https from "node:https";
+import { basename } from "node:path";
+
+export interface UploadAnswer {
+  /** SHA-256 of the file, lowercase hex. */
+  sha256: string;
+  size: number;
+  contentType: string;
+  fileName: string;
+}
+
+export interface UploadFileOptions {
+  /** The agent's base URL. */
+  baseUrl: string;
+  /** A bearer token for the agent (SynapseClient.token()). */
+  token: string;
+  path: string;
+  contentType?: string;
+  signal?: AbortSignal;
+}
+
+/** Quotes a value for a Content-Disposition parameter (RFC 7578 §4.2: quotes and line breaks escaped). */
+function quoted(value: string): string {
+  return `"${value.replace(/["\\\r\n]/g, (c) => encodeURIComponent(c))}"`;
+}
+
+export async function uploadFile(options: UploadFileOptions): Promise<UploadAnswer> {
+  const { size } = await stat(options.path);
+  const boundary = `synapse-${randomBytes(12).toString("hex")}`;
+  const head = Buffer.from(
+    `--${boundary}\r\nContent-Disposition: form-data; name="file"; filename=${quoted(basename(options.path))}\r\n` +
+      `Content-Type: ${options.contentType ?? "application/octet-stream"}\r\n\r\n`,
+  );
+  const tail = Buffer.from(`\r\n--${boundary}--\r\n`);
+  const url = new URL("upload", options.baseUrl.endsWith("/") ? options.baseUrl : `${options.baseUrl}/`);
+  const client = url.protocol === "https:" ? https : http;
+  return new Promise<UploadAnswer>((resolve, reject) => {
+    let answered = false;
+    const request = client.request(
+      url,
+      {
+        method: "POST",
+        signal: options.signal,
+        headers: {
+          Authorization: `Bearer ${options.token}`,
+          "Content-Type": `multipart/form-data; boundary=${boundary}`,
+          "Content-Length": String(head.byteLength + size + tail.byteLength),
+        },
+      },
+      (response) => {
+        answered = true;
+        const parts: Buffer[] = [];
+        response.on("data", (part: Buffer) => parts.push(part));
+        response.on("error", reject);
+        response.on("end", () => {
+          const body = Buffer.concat(parts);
+          const status = response.statusCode ?? 0;
+          if (status === 200) {
+            try {
+              resolve(JSON.parse(body.toString("utf8")) as UploadAnswer);
+            } catch {
+              reject(new Error(`the agent answered the upload with a body that is not JSON`));
+            }
+            return;
+          }
+          reject(errorFromJsonBytes(body, undefined, new ConnectError(`upload refused with HTTP ${status}`, codeFromHttpStatus(status))));
+        });
+      },
+    );
+    // An agent that refuses a file early answers, then stops reading: the answer, not the broken pipe, is what counts.
+    request.on("error", (error) => {
+      if (!answered) setTimeout(() => answered || reject(error), 200);
+    });
+    request.write(head);
+    const file = createReadStream(options.path);
+    file.on("error", (error) => request.destroy(error));
+    file.on("end", () => request.end(tail));
+    file.pipe(request, { end: false });
+  });
+}

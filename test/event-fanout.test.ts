@@ -1,0 +1,95 @@
+// Many listeners on one task: the bus tells them over later turns of the
+// event loop, so the commit (and the call that made it) goes on at once,
+// and every listener still hears every change in commit order; Watch
+// streams get the events the bus hands over, without reading the store.
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { MessageType } from "../gen/synapse/v1/envelope_pb.js";
+import { TaskState } from "../gen/synapse/v1/payloads_pb.js";
+import { TaskEventBus, type TaskChange } from "../src/agent/events.js";
+import type { SynapseClient } from "../src/client/requester.js";
+import { ChangeEmitter } from "../src/store/changes.js";
+import { connectClient, startTestServer, type TestServer } from "./helpers/server.js";
+
+const change = (taskId: string, sequence: number) => ({ kind: "task" as const, taskId, sequence });
+const turn = () => new Promise<void>((resolve) => setImmediate(resolve));
+
+describe("the task event bus", () => {
+  it("tells a few listeners at once", () => {
+    const emitter = new ChangeEmitter();
+    const bus = new TaskEventBus(emitter);
+    const heard: number[] = [];
+    for (let i = 0; i < 10; i++) bus.subscribe("t", (c) => heard.push(c.sequence));
+    emitter.emit(change("t", 1));
+    expect(heard).toHaveLength(10);
+    bus.close();
+  });
+
+  it("tells thousands over later turns, each in commit order, skipping those that left", async () => {
+    const emitter = new ChangeEmitter();
+    const bus = new TaskEventBus(emitter);
+    const heard = Array.from({ length: 3000 }, () => [] as number[]);
+    const leave = heard.map((log) => bus.subscribe("busy", (c: TaskChange) => log.push(c.sequence)));
+    const quiet: number[] = [];
+    bus.subscribe("quiet", (c) => quiet.push(c.sequence));
+
+    emitter.emit(change("busy", 1));
+    emitter.emit(change("busy", 2));
+    expect(heard.every((log) => log.length === 0)).toBe(true); // the committing turn goes on
+    // A quiet task committed behind the backlog waits its turn too, so the order across tasks holds.
+    emitter.emit(change("quiet", 1));
+    expect(quiet).toEqual([]);
+    await turn();
+    expect(heard.filter((log) => log.length > 0).length).toBeLessThan(3000); // partly told after one turn
+    leave[2999]!(); // the last one leaves before its turn comes
+    for (let i = 0; i < 20; i++) await turn();
+    expect(heard.slice(0, 2999).every((log) => log.join() === "1,2")).toBe(true);
+    expect(heard[2999]).toEqual([]);
+    expect(quiet).toEqual([1]);
+
+    emitter.emit(change("busy", 3)); // the backlog is empty again
+    for (let i = 0; i < 20; i++) await turn();
+    expect(heard.slice(0, 2999).every((log) => log.join() === "1,2,3")).toBe(true);
+    bus.close();
+  });
+});
+
+describe("many Watch streams on one task", () => {
+  let server: TestServer;
+  let client: SynapseClient;
+  beforeAll(async () => {
+    server = await startTestServer({ agentId: "executor_fanout" });
+    client = await connectClient(server);
+  });
+  afterAll(() => server.close());
+
+  it("each gets every event once, in order, and the decision is answered", async () => {
+    const { taskId, task } = await client.submit("text_analysis", { text: "One. Two. Three.", require_approval: true }, { waitMs: 5000 });
+    expect(task?.state).toBe(TaskState.NEED_HUMAN);
+    const from = Number(task!.lastSequence) + 1;
+    const watchers = 200; // past the bus's at-once limit: told over several turns
+    const opened: Promise<void>[] = [];
+    const logs = await Promise.all(
+      Array.from({ length: watchers }, async () => {
+        const log: { sequence: number; type: MessageType }[] = [];
+        let ready!: () => void;
+        opened.push(new Promise<void>((resolve) => (ready = resolve)));
+        const done = (async () => {
+          for await (const item of client.watch(taskId, { fromSequence: from })) {
+            if (item.kind === "snapshot") ready();
+            if (item.kind === "event") log.push({ sequence: item.sequence, type: item.event.type });
+          }
+        })();
+        return { log, done };
+      }),
+    );
+    await Promise.all(opened);
+    const decided = await client.decide(taskId, { action: "approve" }, { waitMs: 5000 });
+    expect(decided.task?.state).toBe(TaskState.COMPLETED);
+    await Promise.all(logs.map((w) => w.done));
+    const expected = Array.from({ length: Number(decided.task!.lastSequence) - from + 1 }, (_, i) => from + i);
+    for (const { log } of logs) {
+      expect(log.map((e) => e.sequence)).toEqual(expected); // every event once, in order, each verified by the client
+      expect(log.at(-1)?.type).toBe(MessageType.TASK_COMPLETE);
+    }
+  });
+});
