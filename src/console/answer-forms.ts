@@ -148,7 +148,7 @@ export function decisionForm(session: Session, task: Task, asked: TaskNeedHumanP
       form,
       status,
       () =>
-        decide(session, task.taskId, {
+        decide(session, task.taskId, task.requester?.agentId ?? session.identity.agentId, {
           action,
           decisionId: asked.decisionId,
           fields: action === "reject" ? {} : fields,
@@ -166,7 +166,8 @@ export function decisionForm(session: Session, task: Task, asked: TaskNeedHumanP
     button("Approve with changes", () => send("modify"), { "data-testid": "modify" }),
     button("Reject", () => send("reject"), { class: "danger", "data-testid": "reject" }),
   );
-  if (task.state === TaskState.NEED_HUMAN) {
+  // Taking a decision up (task_ack) is the requester's message only.
+  if (task.state === TaskState.NEED_HUMAN && session.owns(task.requester?.agentId)) {
     actions.append(button("I'm deciding (acknowledge)", () => void run(form, status, () => takeUpDecision(session, task.taskId), answered), { "data-testid": "take-up" }));
   }
   form.addEventListener("submit", (event) => event.preventDefault());

@@ -9,6 +9,7 @@ import { TaskState } from "../../gen/synapse/v1/payloads_pb.js";
 import { WAITING_STATES } from "../protocol/state-machine.js";
 import { clockTime, msOf, relative } from "./format.js";
 import { questionPanel } from "./question.js";
+import { taskHref } from "./router.js";
 import { describeError, p2p, type Session } from "./rpc.js";
 import type { SendOutcome } from "./steering.js";
 import type { TaskModel } from "./task-model.js";
@@ -17,6 +18,28 @@ import { el, note, show, stateBadge } from "./view.js";
 
 const REFRESH_MS = 10_000;
 const PAGE_SIZE = 100;
+
+/**
+ * Open a task by its id: ListTasks lists a requester's own tasks, so an
+ * escalation contact asked to decide someone else's task opens it this way.
+ */
+function openById(): HTMLFormElement {
+  const input = el("input", { id: "open-task-id", name: "task-id", autocomplete: "off", required: "", "data-testid": "open-task-id" });
+  const form = el(
+    "form",
+    { class: "open-task", "data-testid": "open-task", "aria-labelledby": "open-task-title" },
+    el("h3", { id: "open-task-title" }, "Asked to decide someone else's task?"),
+    el("p", { class: "note" }, "An escalation contact is told the task's id by whoever escalated it; its requester's list does not reach you."),
+    el("div", { class: "field" }, el("label", { for: input.id }, "Task id"), input),
+    el("div", { class: "actions" }, el("button", { type: "submit", "data-testid": "open-task-submit" }, "Open")),
+  );
+  form.addEventListener("submit", (event) => {
+    event.preventDefault();
+    const id = input.value.trim();
+    if (id) location.hash = taskHref(id);
+  });
+  return form;
+}
 
 export class Inbox {
   private readonly list = el("div", { class: "inbox-list", "data-testid": "inbox-list" });
@@ -38,6 +61,7 @@ export class Inbox {
       el("p", { class: "lede" }, "Tasks waiting for an answer: information an agent needs, or a decision only a person may make."),
       this.list,
       this.status,
+      openById(),
     );
     model.subscribe((task) => this.onTask(task));
   }
@@ -118,7 +142,12 @@ export class Inbox {
   private settle(): void {
     const ids = [...this.cards.keys()];
     this.pool.want("inbox", ids);
-    const mine = ids.filter((id) => this.session.owns(this.model.get(id)?.requester?.agentId)).length;
+    // The count is of the questions this identity may answer (a decision escalated past it is not).
+    const mine = ids.filter((id) => {
+      const task = this.model.get(id);
+      if (task === undefined) return false;
+      return task.state === TaskState.INFO_NEEDED ? this.session.owns(task.requester?.agentId) : this.session.mayDecide(task);
+    }).length;
     this.onCount(mine);
     const empty = this.list.querySelector("[data-testid=inbox-empty]");
     if (ids.length === 0 && empty === null) this.list.append(note("Nothing waits for you.", { "data-testid": "inbox-empty" }));

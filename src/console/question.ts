@@ -52,6 +52,23 @@ function readOnly(session: Session, task: Task): HTMLElement | undefined {
   return el("p", { class: "note read-only", "data-testid": "read-only" }, `Read-only: only its requester, ${task.requester?.agentId ?? "another agent"}, may answer this task.`);
 }
 
+/** Who decides at this level, in words: "you", "the requester", or the contacts' ids. */
+function decidersLine(session: Session, task: Task, deciders: readonly string[]): string {
+  const requester = task.requester?.agentId ?? "";
+  const named = deciders.length === 0 ? [requester] : deciders;
+  return named.map((id) => (id === session.identity.agentId ? "you" : id === requester ? `the requester (${id})` : id)).join(", ");
+}
+
+/** The note in place of the decision form for an identity that may not decide at this level. */
+function notDecider(session: Session, task: Task, deciders: readonly string[]): HTMLElement | undefined {
+  if (session.mayDecide(task)) return undefined;
+  const who = decidersLine(session, task, deciders);
+  const text = session.owns(task.requester?.agentId)
+    ? `At this escalation level only ${who} may decide; you can follow it here.`
+    : `Read-only: only ${who} may decide at this level.`;
+  return el("p", { class: "note read-only", "data-testid": "read-only" }, text);
+}
+
 /** What the task asks, with the form to answer it, or nothing when it asks nothing. */
 export function questionPanel(session: Session, task: Task, answered: Answered): HTMLElement | undefined {
   const info = task.pendingInfo;
@@ -74,7 +91,13 @@ export function questionPanel(session: Session, task: Task, answered: Answered):
       "section",
       { class: "question-panel", "data-testid": "question", "data-kind": "decision" },
       el("h3", {}, task.state === TaskState.HUMAN_DECIDING ? "Decision in progress" : "Decision needed"),
-      el("p", { class: "meta" }, escalation(human.escalationLevel), deadline !== undefined ? el("span", {}, ` · decide by ${clockTime(deadline)} · `, deadlineCountdown(deadline)) : ""),
+      el(
+        "p",
+        { class: "meta" },
+        escalation(human.escalationLevel),
+        deadline !== undefined ? el("span", {}, ` · decide by ${clockTime(deadline)} · `, deadlineCountdown(deadline)) : "",
+        el("span", { "data-testid": "deciders" }, ` · decided by ${decidersLine(session, task, human.deciders)}`),
+      ),
       el("p", {}, human.reason?.message ?? "", human.reason?.code ? el("small", {}, ` (${human.reason.code})`) : ""),
       context !== undefined
         ? el(
@@ -86,7 +109,7 @@ export function questionPanel(session: Session, task: Task, answered: Answered):
             el("dd", {}, `${context.currentProgress}%`),
           )
         : "",
-      readOnly(session, task) ?? decisionForm(session, task, human, answered),
+      notDecider(session, task, human.deciders) ?? decisionForm(session, task, human, answered),
     );
   }
   return undefined;

@@ -6,7 +6,7 @@ import { createGrpcWebTransport } from "@connectrpc/connect-web";
 import { Health, HealthCheckResponse_ServingStatus } from "../../gen/grpc/health/v1/health_pb.js";
 import { CapabilitiesService, type AgentCapabilities } from "../../gen/synapse/v1/capabilities_pb.js";
 import { ErrorCode } from "../../gen/synapse/v1/errors_pb.js";
-import { P2PService } from "../../gen/synapse/v1/p2p_pb.js";
+import { P2PService, type Task } from "../../gen/synapse/v1/p2p_pb.js";
 import { RegistryService } from "../../gen/synapse/v1/registry_pb.js";
 import { findErrorDetail } from "../protocol/errors.js";
 import type { Executor } from "./envelopes.js";
@@ -41,6 +41,16 @@ export class Session {
   /** Whether a task was requested by this console's identity (and so may be steered from here). */
   owns(requesterAgentId: string | undefined): boolean {
     return requesterAgentId === this.identity.agentId;
+  }
+
+  /**
+   * Whether this identity may decide the task's pending decision: one of the
+   * deciders it names (an escalation level's contacts, or the requester), or
+   * the requester when it names none (docs/PROTOCOL.md §5.10).
+   */
+  mayDecide(task: Task): boolean {
+    const deciders = task.pendingDecision?.deciders ?? [];
+    return deciders.length === 0 ? this.owns(task.requester?.agentId) : deciders.includes(this.identity.agentId);
   }
 }
 

@@ -32,11 +32,16 @@ export class ReplyNotVerified extends Error {
   }
 }
 
-async function send<Desc extends DescMessage>(session: Session, type: MessageType, schema: Desc, payload: MessageShape<Desc>, taskId: string): Promise<SendOutcome> {
+/**
+ * Sends one message about a task. The reply is the executor's event, addressed
+ * to the task's requester (`requesterId`), which an escalation contact
+ * deciding is not.
+ */
+async function send<Desc extends DescMessage>(session: Session, type: MessageType, schema: Desc, payload: MessageShape<Desc>, taskId: string, requesterId = session.identity.agentId): Promise<SendOutcome> {
   const { envelope } = await sealMessage(session.identity, session.executor, { type, schema, payload, taskId });
   const response = await p2p.send({ envelope });
   const reply = response.reply?.envelope
-    ? verifyEnvelope(response.reply.envelope, { executor: session.executor, receiver: session.identity.agentId, taskId, checkTime: true })
+    ? verifyEnvelope(response.reply.envelope, { executor: session.executor, receiver: requesterId, taskId, checkTime: true })
     : undefined;
   if (reply !== undefined && !reply.ok) throw new ReplyNotVerified(reply.reason);
   return { reply, task: response.task };
@@ -77,7 +82,8 @@ export interface DecisionInput {
   decidedBy: string;
 }
 
-export function decide(session: Session, taskId: string, input: DecisionInput): Promise<SendOutcome> {
+/** A human_decision, from the requester or (at an escalation level that names them) a contact. */
+export function decide(session: Session, taskId: string, requesterId: string, input: DecisionInput): Promise<SendOutcome> {
   const action = { approve: DecisionAction.APPROVE, modify: DecisionAction.MODIFY, reject: DecisionAction.REJECT }[input.action];
   const payload = create(HumanDecisionPayloadSchema, {
     taskId,
@@ -92,7 +98,7 @@ export function decide(session: Session, taskId: string, input: DecisionInput): 
     notes: input.notes,
     timestamp: timestampFromMs(Date.now()),
   });
-  return send(session, MessageType.HUMAN_DECISION, HumanDecisionPayloadSchema, payload, taskId);
+  return send(session, MessageType.HUMAN_DECISION, HumanDecisionPayloadSchema, payload, taskId, requesterId);
 }
 
 /** "p2p:task_ack ✓" for a verified reply. */
