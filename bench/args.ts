@@ -2,13 +2,14 @@
 //   npm run bench [-- --seconds N --concurrency N --json]            signed vs bare calls, Ed25519
 //   npm run bench -- memory [--tasks 0,10000,50000,100000] [--stores memory,sqlite,postgres] [--concurrency N] [--json]
 //   npm run bench -- stores [--rounds 5] [--seconds 3] [--stores ...] [--concurrency N] [--json]
+//   npm run bench -- peer [--rounds 3] [--seconds 5] [--concurrency 64] [--tasks 50000] [--watchers 10000] [--json]   (or --peer)
 import { parseArgs } from "node:util";
 import { parseStores, type StoreName } from "./store-targets.js";
 
 /** A bad command line: reported as its message alone, with the usage. */
 export class BenchUsageError extends Error {}
 
-export type BenchMode = "rpc" | "memory" | "stores";
+export type BenchMode = "rpc" | "memory" | "stores" | "peer";
 
 export interface BenchOptions {
   mode: BenchMode;
@@ -24,18 +25,25 @@ export interface BenchOptions {
   rounds: number;
   /** Which stores the memory or stores bench runs, in this order. */
   stores: StoreName[];
+  /** Tasks each server of the peer bench has completed when its memory is read. */
+  peerTasks: number;
+  /** Watch streams of the peer bench's fan-out. */
+  watchers: number;
 }
 
-export const BENCH_USAGE = `usage: npm run bench [-- [memory|stores] [--seconds N] [--concurrency N] [--tasks N,N,...] [--rounds N] [--stores NAME,...] [--json]]`;
+export const BENCH_USAGE = `usage: npm run bench [-- [memory|stores|peer] [--seconds N] [--concurrency N] [--tasks N,N,...] [--rounds N] [--stores NAME,...] [--watchers N] [--json]]`;
 
-const DEFAULT_CONCURRENCY: Record<BenchMode, number> = { rpc: 16, memory: 32, stores: 32 };
+const DEFAULT_CONCURRENCY: Record<BenchMode, number> = { rpc: 16, memory: 32, stores: 32, peer: 64 };
 // The stores bench takes more, shorter turns: on a shared machine the load drifts within a round.
-const DEFAULT_SECONDS: Record<BenchMode, number> = { rpc: 5, memory: 0, stores: 3 };
+const DEFAULT_SECONDS: Record<BenchMode, number> = { rpc: 5, memory: 0, stores: 3, peer: 5 };
+const DEFAULT_ROUNDS: Record<BenchMode, number> = { rpc: 1, memory: 1, stores: 5, peer: 3 };
 const DEFAULT_STORES: Record<BenchMode, StoreName[]> = {
   rpc: [],
   memory: ["memory", "sqlite", "postgres"],
   stores: ["memory", "sqlite", "sqlite-full", "postgres", "postgres-full"],
+  peer: [],
 };
+const MODES: readonly string[] = ["memory", "stores", "peer"];
 
 function positive(value: string | undefined, fallback: number, name: string, integer: boolean): number {
   if (value === undefined) return fallback;
@@ -66,6 +74,8 @@ function parse(argv: readonly string[]) {
         tasks: { type: "string" },
         rounds: { type: "string" },
         stores: { type: "string" },
+        watchers: { type: "string" },
+        peer: { type: "boolean", default: false },
       },
       allowPositionals: true,
       strict: true,
@@ -79,13 +89,16 @@ export function parseBenchArgs(argv: readonly string[]): BenchOptions {
   const { values, positionals } = parse(argv);
   if (positionals.length > 1) throw new BenchUsageError(`one mode at most, got ${positionals.join(" ")}`);
   const named = positionals[0];
-  if (named !== undefined && named !== "memory" && named !== "stores") throw new BenchUsageError(`unknown mode ${JSON.stringify(named)}: memory or stores (or none)`);
-  const mode: BenchMode = named ?? "rpc";
+  if (named !== undefined && !MODES.includes(named)) throw new BenchUsageError(`unknown mode ${JSON.stringify(named)}: memory, stores or peer (or none)`);
+  // The issue spells it `npm run bench -- --peer`.
+  if (values.peer && named !== undefined && named !== "peer") throw new BenchUsageError(`--peer and ${named}: one mode at most`);
+  const mode = (values.peer ? "peer" : (named ?? "rpc")) as BenchMode;
   const misplaced = [
-    ["--tasks", values.tasks !== undefined && mode !== "memory"],
-    ["--rounds", values.rounds !== undefined && mode !== "stores"],
-    ["--stores", values.stores !== undefined && mode === "rpc"],
+    ["--tasks", values.tasks !== undefined && mode !== "memory" && mode !== "peer"],
+    ["--rounds", values.rounds !== undefined && mode !== "stores" && mode !== "peer"],
+    ["--stores", values.stores !== undefined && (mode === "rpc" || mode === "peer")],
     ["--seconds", values.seconds !== undefined && mode === "memory"],
+    ["--watchers", values.watchers !== undefined && mode !== "peer"],
   ] as const;
   for (const [flag, wrong] of misplaced) if (wrong) throw new BenchUsageError(`${flag} does not apply to ${mode === "rpc" ? "the default bench" : `the ${mode} bench`}`);
   return {
@@ -93,8 +106,10 @@ export function parseBenchArgs(argv: readonly string[]): BenchOptions {
     seconds: positive(values.seconds, DEFAULT_SECONDS[mode], "--seconds", false),
     concurrency: positive(values.concurrency, DEFAULT_CONCURRENCY[mode], "--concurrency", true),
     json: values.json ?? false,
-    tasks: checkpoints(values.tasks),
-    rounds: positive(values.rounds, 5, "--rounds", true),
+    tasks: checkpoints(mode === "peer" ? undefined : values.tasks),
+    rounds: positive(values.rounds, DEFAULT_ROUNDS[mode], "--rounds", true),
     stores: values.stores === undefined ? DEFAULT_STORES[mode] : parseStores(values.stores, "--stores"),
+    peerTasks: positive(mode === "peer" ? values.tasks : undefined, 50_000, "--tasks", true),
+    watchers: positive(values.watchers, 10_000, "--watchers", true),
   };
 }

@@ -72,7 +72,8 @@ const STDBUF = "/usr/bin/stdbuf";
 /** A --trace-gc line of a full GC: "Mark-Compact 180.3 (200.1) -> 150.2 (201.0) MB". */
 const FULL_GC = /Mark-Compact(?: \(reduce\))? [\d.]+ \([\d.]+\) -> ([\d.]+) \([\d.]+\) MB/;
 
-function readSample(pid: number): ProcessSample {
+/** RSS, peak RSS and CPU time of process `pid` (Linux /proc). */
+export function readSample(pid: number): ProcessSample {
   const status = readFileSync(`/proc/${pid}/status`, "utf8");
   const kb = (field: string) => {
     const match = new RegExp(`^${field}:\\s+(\\d+) kB`, "m").exec(status);

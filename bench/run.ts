@@ -1,11 +1,15 @@
-// npm run bench [-- memory | stores] [options]: see args.ts for the options.
+// npm run bench [-- memory | stores | peer] [options]: see args.ts for the options.
 //   (no mode)  signed submission vs a bare unary call over gRPC and Connect JSON, in one process, plus Ed25519 ops/s
 //   memory     RSS of `synapse serve` (child process) after 0, 10k, 50k, 100k tasks on the memory, SQLite and PostgreSQL stores
 //   stores     signed-submission throughput on SQLite (fsync normal and full) and PostgreSQL as ratios to the memory store
+//   peer       Synapse vs the A2A JavaScript SDK (@a2a-js/sdk) with one Go load generator: ratios, CPU per task, memory, payloads, Watch fan-out
 // Progress goes to stderr; stdout holds only the table or the JSON object (--json).
 import { cpus } from "node:os";
 import { BENCH_USAGE, BenchUsageError, parseBenchArgs } from "./args.js";
 import { memoryBench } from "./memory.js";
+import { GoMissingError } from "./peer/loadgen.js";
+import { peerBench } from "./peer/peer.js";
+import { toPeerJson, toPeerTable } from "./peer/report.js";
 import { toMemoryJson, toMemoryTable } from "./memory-report.js";
 import { toJson, toTable } from "./report.js";
 import { rpcBench } from "./rpc.js";
@@ -34,6 +38,11 @@ async function main(): Promise<string> {
       report.config = { ...report.config, ...machine() };
       return options.json ? toStoresJson(report) : toStoresTable(report);
     }
+    case "peer": {
+      const report = await peerBench(options, progress);
+      report.config = { ...report.config, ...machine() };
+      return options.json ? toPeerJson(report) : toPeerTable(report);
+    }
   }
 }
 
@@ -47,6 +56,10 @@ main().then(
     if (error instanceof BenchUsageError) {
       process.stderr.write(`bench: ${error.message}\n${BENCH_USAGE}\n`);
       process.exit(2);
+    }
+    if (error instanceof GoMissingError) {
+      process.stderr.write(`bench: ${error.message}\n`);
+      process.exit(1);
     }
     process.stderr.write(`bench failed: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}\n`);
     process.exit(1);

@@ -1,0 +1,220 @@
+// The peer bench's report: its shape, the targets of issue 10 judged from
+// it, and its two renderings (a table, or one JSON object).
+import { table } from "../report.js";
+import type { ContenderName, Family, Protocol } from "./contenders.js";
+import type { Ed25519Floor } from "./floor.js";
+import type { WatchLine } from "./loadgen.js";
+
+export interface PeerTurn {
+  round: number;
+  contender: ContenderName;
+  protocol: Protocol;
+  family: Family;
+  requests: number;
+  errors: number;
+  seconds: number;
+  rps: number;
+  p50_ms: number;
+  p99_ms: number;
+  /** The server process's user + system CPU time over the measured seconds, per completed request. */
+  server_cpu_us_per_request: number | null;
+  first_error?: string;
+}
+
+/** A median of per-round ratios and their spread. */
+export interface Ratio {
+  median: number;
+  min: number;
+  max: number;
+}
+
+export interface PeerSummaryRow {
+  contender: ContenderName;
+  protocol: Protocol;
+  family: Family;
+  rounds: number;
+  requests: number;
+  errors: number;
+  rps: number;
+  p50_ms: number;
+  p99_ms: number;
+  server_cpu_us_per_request: number | null;
+  /** Server CPU per request over the Ed25519 floor of this run. */
+  cpu_vs_floor: number | null;
+  /** Against A2A-js in the same round and protocol family (null for A2A-js itself). */
+  rps_vs_peer: Ratio | null;
+  cpu_vs_peer: Ratio | null;
+}
+
+export interface MemoryRow {
+  contender: ContenderName;
+  /** Requests the server completed in all turns so far (load, warm-ups and the top-up to --tasks). */
+  tasks: number;
+  rss_idle_mib: number;
+  rss_mib: number;
+  /** (RSS now - RSS at idle start) / tasks. */
+  kb_per_task: number;
+}
+
+export interface PayloadRow {
+  text_bytes: number;
+  contender: ContenderName;
+  requests: number;
+  errors: number;
+  rps: number;
+  p50_ms: number;
+  p99_ms: number;
+  rps_vs_peer: number | null;
+  first_error?: string;
+}
+
+export type FanoutResult = (WatchLine & { server: string }) | { failed: string; server: string };
+
+export interface TargetCheck {
+  target: string;
+  value: string;
+  pass: boolean;
+}
+
+export interface PeerReport {
+  config: Record<string, string | number>;
+  floor: Ed25519Floor;
+  summary: PeerSummaryRow[];
+  memory: MemoryRow[];
+  payloads: PayloadRow[];
+  fanout: FanoutResult;
+  targets: TargetCheck[];
+  notes: string[];
+  turns: PeerTurn[];
+}
+
+/** Issue 10's aims. */
+export const AIMS = { rpsRatio: 1.0, cpuUsPerTask: 450, fanoutMs: 500 } as const;
+
+const f = (value: number, digits: number) => value.toFixed(digits);
+const FAMILY_NAME: Record<Family, string> = { grpc: "gRPC", json: "Connect JSON vs JSON-RPC" };
+
+export function judge(report: Omit<PeerReport, "targets">): TargetCheck[] {
+  const checks: TargetCheck[] = [];
+  const peerRow = (family: Family) => report.summary.find((row) => row.contender === "a2a-js" && row.family === family);
+  const synapse = report.summary.filter((row) => row.contender !== "a2a-js");
+  for (const family of ["grpc", "json"] as const) {
+    for (const row of synapse.filter((r) => r.family === family && r.rps_vs_peer !== null)) {
+      const ratio = row.rps_vs_peer!.median;
+      checks.push({ target: `${FAMILY_NAME[family]} rps ratio >= ${f(AIMS.rpsRatio, 1)} (${row.contender})`, value: `${f(ratio, 2)}x`, pass: ratio >= AIMS.rpsRatio });
+    }
+  }
+  for (const row of synapse) {
+    if (row.server_cpu_us_per_request === null) continue;
+    checks.push({
+      target: `server CPU per signed task <= ${AIMS.cpuUsPerTask} us (${row.contender}, ${row.protocol})`,
+      value: `${f(row.server_cpu_us_per_request, 0)} us`,
+      pass: row.server_cpu_us_per_request <= AIMS.cpuUsPerTask,
+    });
+  }
+  for (const row of synapse) {
+    const peer = peerRow(row.family);
+    if (peer === undefined) continue;
+    checks.push({ target: `p99 no worse than A2A-js ${peer.protocol} (${row.contender}, ${row.protocol})`, value: `${f(row.p99_ms, 1)} vs ${f(peer.p99_ms, 1)} ms`, pass: row.p99_ms <= peer.p99_ms });
+  }
+  const fanout = report.fanout;
+  checks.push(
+    "failed" in fanout
+      ? { target: `Watch fan-out < ${AIMS.fanoutMs} ms`, value: `failed: ${fanout.failed}`, pass: false }
+      : {
+          target: `Watch fan-out < ${AIMS.fanoutMs} ms (${fanout.received} of ${fanout.watchers} streams)`,
+          value: `${f(fanout.fanout_ms, 0)} ms`,
+          pass: fanout.fanout_ms < AIMS.fanoutMs && fanout.received === fanout.watchers && fanout.errors === 0,
+        },
+  );
+  const peerMemory = report.memory.find((row) => row.contender === "a2a-js");
+  for (const row of report.memory.filter((r) => r.contender !== "a2a-js")) {
+    if (peerMemory === undefined) continue;
+    checks.push({ target: `memory per task <= A2A-js's (${row.contender})`, value: `${f(row.kb_per_task, 2)} vs ${f(peerMemory.kb_per_task, 2)} KB`, pass: row.kb_per_task <= peerMemory.kb_per_task });
+  }
+  return checks;
+}
+
+const ratio = (r: Ratio | null) => (r === null ? "-" : `${f(r.median, 2)} (${f(r.min, 2)}-${f(r.max, 2)})`);
+const sizeName = (bytes: number) => (bytes >= 2 ** 20 ? `${bytes / 2 ** 20} MiB` : bytes >= 1024 ? `${bytes / 1024} KiB` : `${bytes} B`);
+
+export function toPeerTable(report: PeerReport): string {
+  const c = report.config;
+  const summary = table(
+    ["contender", "protocol", "tasks/s", "p50 ms", "p99 ms", "errors", "server CPU us/task", "x Ed25519 floor", "tasks/s vs A2A-js (min-max)", "CPU vs A2A-js"],
+    report.summary.map((row) => [
+      row.contender,
+      row.protocol,
+      f(row.rps, 0),
+      f(row.p50_ms, 1),
+      f(row.p99_ms, 1),
+      String(row.errors),
+      row.server_cpu_us_per_request === null ? "-" : f(row.server_cpu_us_per_request, 0),
+      row.cpu_vs_floor === null ? "-" : `${f(row.cpu_vs_floor, 1)}x`,
+      row.contender === "a2a-js" ? "1.00" : ratio(row.rps_vs_peer),
+      row.cpu_vs_peer === null ? "-" : `${f(row.cpu_vs_peer.median, 2)}x`,
+    ]),
+  );
+  const floor = report.floor;
+  const memory = table(
+    [`memory after the load`, "tasks", "RSS idle MiB", "RSS MiB", "KB/task"],
+    report.memory.map((row) => [row.contender, String(row.tasks), f(row.rss_idle_mib, 1), f(row.rss_mib, 1), f(row.kb_per_task, 2)]),
+  );
+  const payloads = table(
+    ["text size (gRPC)", "contender", "tasks/s", "p50 ms", "p99 ms", "errors", "tasks/s vs A2A-js"],
+    report.payloads.map((row) => [sizeName(row.text_bytes), row.contender, f(row.rps, 0), f(row.p50_ms, 1), f(row.p99_ms, 1), String(row.errors), row.rps_vs_peer === null ? "-" : f(row.rps_vs_peer, 2)]),
+  );
+  const fan = report.fanout;
+  const fanout =
+    "failed" in fan
+      ? [`Watch fan-out (${fan.server}): FAILED: ${fan.failed}`]
+      : [
+          `Watch fan-out (${fan.server}):`,
+          `  ${fan.opened} of ${fan.watchers} Watch streams open over ${fan.connections} HTTP/2 connection${fan.connections === 1 ? "" : "s"} after ${f(fan.open_ms, 0)} ms${fan.open_cpu_ms === null ? "" : ` (server CPU ${f(fan.open_cpu_ms, 0)} ms)`}`,
+          `  one event (the task_ack of a task_cancel) reached ${fan.received} streams: all after ${f(fan.fanout_ms, 0)} ms, half after ${f(fan.fanout_p50_ms, 0)} ms${fan.fanout_cpu_ms === null ? "" : ` (server CPU ${f(fan.fanout_cpu_ms, 0)} ms)`}`,
+          `  the sender's Send (task_cancel, no wait) returned after ${f(fan.send_ms, 0)} ms; ${fan.heartbeats} heartbeats, ${fan.errors} stream errors${fan.first_error ? ` (first: ${fan.first_error})` : ""}`,
+        ];
+  const targets = report.targets.map((check) => `  ${check.pass ? "PASS" : "MISS"}  ${check.target}: ${check.value}`);
+  const errors = report.turns.filter((turn) => turn.first_error !== undefined).map((turn) => `  round ${turn.round} ${turn.contender} ${turn.protocol}: ${turn.errors} errors, first: ${turn.first_error}`);
+  const lines = [
+    `config:\n  ${Object.entries(c).map(([key, value]) => `${key}=${value}`).join("\n  ")}`,
+    "",
+    summary,
+    "",
+    `Ed25519 floor (node:crypto, ${floor.message_bytes}-byte task_request signing input, lower of the run's first and last measurement): sign ${f(floor.sign_us, 1)} us + verify ${f(floor.verify_us, 1)} us = ${f(floor.floor_us, 1)} us`,
+    "",
+    memory,
+    "",
+    payloads,
+    "",
+    ...fanout,
+    "",
+    "targets (issue 10):",
+    ...targets,
+    ...(errors.length ? ["", "errors:", ...errors] : []),
+    "",
+    ...report.notes,
+  ];
+  return `${lines.join("\n")}\n`;
+}
+
+const round = (value: number | null, digits: number) => (value === null ? null : Number(value.toFixed(digits)));
+const roundRatio = (r: Ratio | null) => (r === null ? null : { median: round(r.median, 3), min: round(r.min, 3), max: round(r.max, 3) });
+
+export function toPeerJson(report: PeerReport): string {
+  return `${JSON.stringify({
+    ...report,
+    floor: { ...report.floor, sign_us: round(report.floor.sign_us, 2), verify_us: round(report.floor.verify_us, 2), floor_us: round(report.floor.floor_us, 2) },
+    summary: report.summary.map((row) => ({
+      ...row,
+      rps: round(row.rps, 1),
+      p50_ms: round(row.p50_ms, 3),
+      p99_ms: round(row.p99_ms, 3),
+      server_cpu_us_per_request: round(row.server_cpu_us_per_request, 1),
+      cpu_vs_floor: round(row.cpu_vs_floor, 2),
+      rps_vs_peer: roundRatio(row.rps_vs_peer),
+      cpu_vs_peer: roundRatio(row.cpu_vs_peer),
+    })),
+    turns: report.turns.map((turn) => ({ ...turn, seconds: round(turn.seconds, 3), rps: round(turn.rps, 1), p50_ms: round(turn.p50_ms, 3), p99_ms: round(turn.p99_ms, 3), server_cpu_us_per_request: round(turn.server_cpu_us_per_request, 1) })),
+  })}\n`;
+}
