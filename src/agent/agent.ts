@@ -66,6 +66,12 @@ export interface AgentOptions {
   instanceId?: string;
   /** Where callbacks may go; by default public addresses, and loopback while the server listens on loopback only. */
   outbound?: OutboundPolicy;
+  /**
+   * The operator's key ids (RFC 7638 thumbprints): a bearer token signed by
+   * one of these keys may read every task (GetTask, ListTasks, Watch,
+   * ReadResult), never steer one.
+   */
+  operators?: readonly string[];
   now?: () => number;
 }
 
@@ -85,6 +91,8 @@ export interface Agent {
   /** Uploaded files, their limits, and the check of the references tasks make to them. */
   readonly uploads: AgentUploads;
   readonly instanceId: string;
+  /** Key ids whose bearer tokens may read every task (AgentOptions.operators). */
+  readonly operatorKeyIds: ReadonlySet<string>;
   /** Takes over interrupted work and starts the background duties; call before serving. */
   start(): Promise<void>;
   /** Stops taking work, stops runs (see ExecutionRunner.shutdown) and the background duties. */
@@ -170,6 +178,7 @@ export function createAgent(options: AgentOptions): Agent {
     store,
     uploads,
     instanceId,
+    operatorKeyIds: new Set(options.operators ?? []),
     start() {
       started ??= (async () => {
         await runner.start();
