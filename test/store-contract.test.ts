@@ -150,6 +150,30 @@ for (const kind of storeKinds()) {
       await expect(store.listTasks({ requesterAgentId: "requester", pageSize: 2, pageToken: "bogus" })).rejects.toBeInstanceOf(RangeError);
     });
 
+    it("filters by task type, and lists every requester's tasks when no requester is given", async () => {
+      await store.createTask(newTask("a1", { createdAtMs: 1_000 }), signedEvent("a1", 1));
+      await store.createTask(newTask("s1", { createdAtMs: 1_001, taskType: "summarization", state: TaskState.INFO_NEEDED }), signedEvent("s1", 1));
+      await store.createTask(newTask("d1", { createdAtMs: 1_002, taskType: "data_analysis" }), signedEvent("d1", 1));
+      await store.createTask(newTask("o1", { createdAtMs: 1_003, taskType: "summarization", requester: { ...requester, agentId: "someone-else" } }), signedEvent("o1", 1));
+      const ids = async (query: Partial<Parameters<typeof store.listTasks>[0]>) =>
+        (await store.listTasks({ requesterAgentId: "requester", pageSize: 10, ...query })).tasks.map((t) => t.taskId);
+      expect(await ids({ taskTypes: ["summarization"] })).toEqual(["s1"]);
+      expect(await ids({ taskTypes: ["summarization", "data_analysis"] })).toEqual(["d1", "s1"]);
+      expect(await ids({ taskTypes: ["summarization"], states: [TaskState.CONFIRMED] })).toEqual([]);
+      expect(await ids({ taskTypes: [] })).toEqual(["d1", "s1", "a1"]);
+      expect(await ids({ requesterAgentId: undefined })).toEqual(["o1", "d1", "s1", "a1"]);
+      expect(await ids({ requesterAgentId: undefined, taskTypes: ["summarization"] })).toEqual(["o1", "s1"]);
+      // Paging over every requester's tasks, with a filter, without overlap.
+      const seen: string[] = [];
+      let pageToken: string | undefined;
+      do {
+        const page = await store.listTasks({ requesterAgentId: undefined, taskTypes: ["summarization", "text_analysis"], pageSize: 1, pageToken });
+        seen.push(...page.tasks.map((t) => t.taskId));
+        pageToken = page.nextPageToken || undefined;
+      } while (pageToken);
+      expect(seen).toEqual(["o1", "s1", "a1"]);
+    });
+
     it("leases: claimed by one owner, renewed while held, fenced, released, and taken over once expired", async () => {
       await store.createTask(newTask("t1", { leaseOwner: "a", leaseUntilMs: 2_000 }), signedEvent("t1", 1));
       await store.createTask(newTask("t2"), signedEvent("t2", 1));

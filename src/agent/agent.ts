@@ -68,6 +68,12 @@ export interface AgentOptions {
   instanceId?: string;
   /** Where callbacks may go; by default public addresses, and loopback while the server listens on loopback only. */
   outbound?: OutboundPolicy;
+  /**
+   * The operator's key ids (RFC 7638 thumbprints): a bearer token signed by
+   * one of these keys may read every task (GetTask, ListTasks, Watch,
+   * ReadResult), never steer one.
+   */
+  operators?: readonly string[];
   now?: () => number;
 }
 
@@ -90,6 +96,8 @@ export interface Agent {
   readonly instanceId: string;
   /** Who is told of its messages, transitions, callback pushes and store writes (the server's metrics). */
   readonly observers: AgentObservers;
+  /** Key ids whose bearer tokens may read every task (AgentOptions.operators). */
+  readonly operatorKeyIds: ReadonlySet<string>;
   /** Takes over interrupted work and starts the background duties; call before serving. */
   start(): Promise<void>;
   /** Stops taking work, stops runs (see ExecutionRunner.shutdown) and the background duties. */
@@ -190,6 +198,7 @@ export function createAgent(options: AgentOptions): Agent {
     uploads,
     instanceId,
     observers,
+    operatorKeyIds: new Set(options.operators ?? []),
     start() {
       started ??= (async () => {
         await runner.start();

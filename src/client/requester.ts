@@ -284,9 +284,12 @@ export class SynapseClient {
     return task;
   }
 
-  /** This requester's tasks at the executor, newest first, a page at a time (ListTasks). */
-  async listTasks(options: { states?: TaskState[]; pageSize?: number; pageToken?: string } = {}): Promise<{ tasks: Task[]; nextPageToken: string }> {
-    return this.p2p.listTasks({ states: options.states ?? [], pageSize: options.pageSize ?? 0, pageToken: options.pageToken ?? "" }, { headers: await this.authHeaders() });
+  /** This requester's tasks at the executor (all of them for an operator key), newest first, a page at a time (ListTasks), by state and task type. */
+  async listTasks(options: { states?: TaskState[]; taskTypes?: string[]; pageSize?: number; pageToken?: string } = {}): Promise<{ tasks: Task[]; nextPageToken: string }> {
+    return this.p2p.listTasks(
+      { states: options.states ?? [], taskTypes: options.taskTypes ?? [], pageSize: options.pageSize ?? 0, pageToken: options.pageToken ?? "" },
+      { headers: await this.authHeaders() },
+    );
   }
 
   /**

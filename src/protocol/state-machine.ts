@@ -97,6 +97,29 @@ export function transition(state: TaskState, type: MessageType, action?: Decisio
   return { allowed: true, next: target };
 }
 
+/** One step the table allows: from a state, by a message type, to a state (a state change only). */
+export interface TransitionEdge {
+  readonly from: TaskState;
+  readonly type: MessageType;
+  readonly to: TaskState;
+}
+
+/** Every state change the table allows (for drawing the machine); a human decision gives two. */
+export function transitionEdges(): TransitionEdge[] {
+  const edges: TransitionEdge[] = [];
+  for (const [from, targets] of table) {
+    for (const [type, target] of targets) {
+      if (target === "same") continue;
+      if (target === "decision") {
+        edges.push({ from, type, to: S.HUMAN_APPROVED }, { from, type, to: S.HUMAN_REJECTED });
+      } else if (target !== from) {
+        edges.push({ from, type, to: target });
+      }
+    }
+  }
+  return edges;
+}
+
 /** The message types allowed in a state (for error messages and docs). */
 export function allowedMessageTypes(state: TaskState): MessageType[] {
   return [...(table.get(state)?.keys() ?? [])];

@@ -147,8 +147,11 @@ export interface SeenMessage {
 }
 
 export interface ListTasksQuery {
-  requesterAgentId: string;
+  /** Only this requester's tasks; undefined lists every requester's (an operator's read). */
+  requesterAgentId: string | undefined;
   states?: readonly TaskState[];
+  /** Only tasks of these types; empty or undefined means all. */
+  taskTypes?: readonly string[];
   pageSize: number;
   pageToken?: string;
 }

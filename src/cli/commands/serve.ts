@@ -28,7 +28,7 @@ export const serveUsage = `usage: synapse serve [--host H] [--port P] [--data-di
                      [--store sqlite|sqlite:PATH|postgres://...|memory] [--fsync normal|full] [--retention DURATION] [--run-lease SECONDS]
                      [--trust-store FILE [--tofu]] [--trust-registry URL] [--agent-id ID] [--agent-name NAME] [--system-id ID]
                      [--registry [--lease SECONDS] [--registry-admin KEY_ID]... [--registry-open-names]]
-                     [--join URL [--advertise-url URL]]
+                     [--join URL [--advertise-url URL]] [--operator KEY_ID]...
                      [--allow-outbound CIDR|IP|HOST|*.DOMAIN]...
                      [--max-file-size BYTES] [--max-concurrent-tasks N] [--max-task-duration SECONDS]
                      [--max-upload-size BYTES] [--upload-quota BYTES] [--upload-ttl DURATION]
@@ -51,6 +51,13 @@ SQLite commit survive power loss (normal: a process crash loses nothing
 acknowledged). Finished tasks are kept for --retention (default 7d). A task's run
 is leased for --run-lease seconds (default 15): another instance takes over a
 dead one's tasks after that.
+
+--operator KEY_ID (repeatable) names an operator key by its key id (the
+43-character thumbprint \`synapse keygen\` prints): a bearer token signed by it
+may read every task (GetTask, ListTasks, Watch, ReadResult), as the console
+does for an operator. It steers nothing: cancelling, answering and deciding
+stay with each task's requester. Everyone else reads only the tasks they
+requested, and cannot tell another requester's task exists.
 
 Files larger than --max-file-size travel as uploads: POST /upload
 (multipart/form-data, bearer token; \`synapse upload\`) streams one into the
@@ -197,6 +204,7 @@ export async function serve(argv: string[]): Promise<number> {
       "run-lease": { type: "string" },
       join: { type: "string" },
       "advertise-url": { type: "string" },
+      operator: { type: "string", multiple: true },
       "allow-outbound": { type: "string", multiple: true },
       "log-level": { type: "string" },
       "no-metrics": { type: "boolean" },
@@ -217,6 +225,12 @@ export async function serve(argv: string[]): Promise<number> {
   for (const admin of admins) {
     if (!isKeyId(admin)) {
       throw new UsageError(`--registry-admin takes a key id (43 characters, as \`synapse keygen\` prints), not ${JSON.stringify(admin)}\n\n${serveUsage}`);
+    }
+  }
+  const operators = values.operator ?? [];
+  for (const operator of operators) {
+    if (!isKeyId(operator)) {
+      throw new UsageError(`--operator takes a key id (43 characters, as \`synapse keygen\` prints), not ${JSON.stringify(operator)}\n\n${serveUsage}`);
     }
   }
   let tracesUrl: string | undefined;
@@ -294,8 +308,10 @@ export async function serve(argv: string[]): Promise<number> {
       leaseMs: seconds("run-lease"),
       logger,
       outbound,
+      operators,
       groups: true,
     });
+    if (operators.length > 0) logger.info({ operators }, "operator keys may read every task");
     const groups = createGroupHost({ agent, storage: storage.groups, logger, retentionMs });
     const registry = values.registry
       ? new Registry({

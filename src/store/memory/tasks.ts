@@ -125,12 +125,14 @@ export class MemoryTaskStore extends ChangeEmitter implements TaskStore {
 
   async listTasks(query: ListTasksQuery): Promise<TaskPage> {
     const states = query.states && query.states.length > 0 ? new Set(query.states) : undefined;
+    const types = query.taskTypes && query.taskTypes.length > 0 ? new Set(query.taskTypes) : undefined;
     const cursor = query.pageToken ? decodeTaskCursor(query.pageToken) : undefined;
     const candidates = [...this.tasks.values()]
       .filter(
         (task) =>
-          task.requester.agentId === query.requesterAgentId &&
+          (query.requesterAgentId === undefined || task.requester.agentId === query.requesterAgentId) &&
           (states === undefined || states.has(task.state)) &&
+          (types === undefined || types.has(task.taskType)) &&
           (cursor === undefined || task.createdAtMs < cursor.createdAtMs || (task.createdAtMs === cursor.createdAtMs && task.taskId < cursor.taskId)),
       )
       .sort(newerFirst);
