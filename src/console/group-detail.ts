@@ -58,6 +58,8 @@ export class GroupDetail {
     private readonly session: Session,
     /** Called with the group as the host shows it, so the list stays in step. */
     private readonly onGroup: (group: Group) => void,
+    /** Called with each event's sequence as it arrives: the list's event count. */
+    private readonly onEvent: (groupId: string, sequence: bigint) => void,
   ) {}
 
   /** Shows a group and follows it until another is opened or the view closes. */
@@ -109,7 +111,11 @@ export class GroupDetail {
       this.stream.textContent = "following the group live";
       const log = this.log!;
       await followGroup(this.session, groupId, () => log.nextSequence, {
-        snapshot: (snapshot) => this.showGroup(snapshot),
+        snapshot: (snapshot) => {
+          // Every stream, the first and each resumed one, opens with the group now.
+          this.stream.textContent = "following the group live";
+          this.showGroup(snapshot);
+        },
         event: (sequence, envelope) => this.addEvent(log, sequence, envelope, signal),
         reconnecting: (from) => {
           this.stream.textContent = `connection lost; resuming from event ${from}…`;
@@ -157,6 +163,7 @@ export class GroupDetail {
       ? `✓ all ${log.entries.length} events verify: signed by the host, addressed to this group, numbered without gaps`
       : `✗ event ${log.broken?.sequence ?? "?"} does not verify: ${log.broken?.reason ?? "see below"}`;
     if (added.payload) this.schedule(added.payload, signal);
+    this.onEvent(log.groupId, sequence);
   }
 
   /** Notes what an event changed, and reads it again shortly (once per burst). */

@@ -72,9 +72,10 @@ export function groupTaskPanel(task: GroupTask): HTMLElement {
       "tr",
       { "data-testid": "subtask", "data-agent-id": ref?.agentId ?? "", "data-subtask-id": ref?.subtaskId ?? "" },
       el("td", {}, el("code", {}, ref?.agentId ?? "")),
-      el("td", { class: "num" }, `${ref?.slot ?? 0}.${ref?.attempt ?? 0}`),
+      el("td", { class: "num" }, `${ref?.slot ?? 0} · ${ref?.attempt ?? 0}`),
       el("td", {}, stateBadge(subtask.state)),
-      el("td", { class: "num" }, el("progress", { max: "100", value: String(subtask.progress), "aria-label": `${subtask.progress}%` })),
+      // A finished sub-task's last progress report says nothing more than its state.
+      el("td", { class: "num" }, subtask.finished ? "—" : el("progress", { max: "100", value: String(subtask.progress), "aria-label": `${subtask.progress}%` })),
       el("td", {}, subtask.lostReason ? `lost: ${subtask.lostReason}` : subtask.statusMessage),
     );
   });
@@ -99,7 +100,7 @@ export function groupTaskPanel(task: GroupTask): HTMLElement {
       ` ${task.completed} of ${task.required} done`,
     ),
     task.reason ? el("p", { class: "note" }, task.reason) : "",
-    table("Sub-tasks: one P2P task per member and attempt", ["Member", "Slot", "State", "Progress", "Status"], subtasks, "subtasks", "None assigned yet."),
+    table("Sub-tasks: one P2P task per member and attempt", ["Member", "Slot · attempt", "State", "Progress", "Status"], subtasks, "subtasks", "None assigned yet."),
     task.outputs.length > 0 ? table("Outputs, each signed by its member", ["Member", "Slot", "Output"], outputs, "member-outputs", "") : "",
   );
 }

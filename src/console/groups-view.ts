@@ -26,7 +26,15 @@ export class GroupsView {
     private readonly container: HTMLElement,
     private readonly session: Session,
   ) {
-    this.detail = new GroupDetail(this.detailPane, session, () => void this.read());
+    this.detail = new GroupDetail(
+      this.detailPane,
+      session,
+      () => void this.read(),
+      (groupId, sequence) => {
+        const cell = this.rows.querySelector<HTMLElement>(`tr[data-group-id="${CSS.escape(groupId)}"] [data-testid="group-events"]`);
+        if (cell && BigInt(cell.textContent || "0") < sequence) cell.textContent = String(sequence);
+      },
+    );
     show(
       container,
       el(
@@ -98,7 +106,7 @@ export class GroupsView {
       el("td", {}, badge(status, status === "active" ? "done" : "stopped")),
       el("td", {}, member ? roleWord(member.role) : pending ? `${roleWord(pending.role)} (pending)` : "—"),
       el("td", { class: "num" }, String(group.members.length)),
-      el("td", { class: "num" }, String(group.lastSequence)),
+      el("td", { class: "num", "data-testid": "group-events" }, String(group.lastSequence)),
     );
   }
 

@@ -4,13 +4,14 @@
 // key by a GroupClient, the page only reads), then shows the group's
 // members with roles and weights, a vote counted live as ballots arrive
 // until it closes with its winner, a group task run at a member with its
-// sub-task and output, and the group's signed log verified in the browser.
-// Screenshots go to test-artifacts/console/.
+// sub-task and output, and the group's signed log verified in the browser,
+// resumed from the next sequence after the stream drops. Screenshots go to test-artifacts/console/.
+import { create, fromBinary, toBinary } from "@bufbuild/protobuf";
 import type { Browser, Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createIdentity, type AgentIdentity } from "../../src/api/index.js";
 import { GroupClient } from "../../src/api/client.js";
-import { ConsensusRule, GroupTaskState, GroupTaskStrategy } from "../../src/api/proto.js";
+import { ConsensusRule, GroupTaskState, GroupTaskStrategy, WatchGroupRequestSchema, WatchGroupResponseSchema, type WatchGroupResponse } from "../../src/api/proto.js";
 import { serveAgent, type ServedAgent, type TaskTypeHandler } from "../../src/api/server.js";
 import { keyToPem } from "../../src/crypto/keys.js";
 import { launchChromium, openConsole, screenshot, waitReady, type ConsolePage } from "./harness.js";
@@ -132,7 +133,48 @@ describe("the console in Chromium, groups and votes", () => {
     expect(await detail().locator('[data-testid="event"][data-sequence="1"]').textContent()).toContain("group created");
     expect(await detail().locator('[data-testid="event"] [data-testid="event-verification"].bad').count()).toBe(0);
     expect(await detail().getByTestId("event").filter({ hasText: "vote tallied" }).count()).toBe(1);
+    // The list counts the events as they arrive.
+    await expect.poll(() => page.locator(`[data-testid="group-row"][data-group-id="${GROUP}"] [data-testid="group-events"]`).textContent(), { timeout: TIMEOUT }).toBe(String(last));
     await screenshot(page, "13-group-log");
+  });
+
+  it("resumes a dropped stream from the next sequence: nothing missed, nothing repeated", async () => {
+    // The first stream the page opens carries the snapshot and events 1 to 4, then ends without
+    // trailers (a connection lost); the page must open the next one from event 5.
+    const { group } = await coordinator.getGroup(GROUP);
+    const events = [];
+    for await (const item of coordinator.watch(GROUP)) {
+      if (item.kind === "event") events.push(item.event);
+      if (events.length === 4) break;
+    }
+    const frame = (message: WatchGroupResponse) => {
+      const bytes = toBinary(WatchGroupResponseSchema, message);
+      const header = Buffer.alloc(5);
+      header.writeUInt32BE(bytes.length, 1);
+      return Buffer.concat([header, bytes]);
+    };
+    const cut = Buffer.concat([
+      frame(create(WatchGroupResponseSchema, { kind: { case: "snapshot", value: group! } })),
+      ...events.map((event) => frame(create(WatchGroupResponseSchema, { kind: { case: "event", value: { sequence: BigInt(event.sequence), message: { envelope: event.envelope } } } }))),
+    ]);
+    const from: bigint[] = [];
+    await page.route("**/synapse.v1.GroupService/WatchGroup", async (route) => {
+      const body = route.request().postDataBuffer();
+      from.push(body ? fromBinary(WatchGroupRequestSchema, body.subarray(5)).fromSequence : -1n);
+      if (from.length > 1) return route.continue();
+      await route.fulfill({ status: 200, headers: { "content-type": "application/grpc-web+proto" }, body: cut });
+    });
+    await page.goto(`${host.url}/console#/tasks`);
+    await waitReady(page);
+    await page.goto(`${host.url}/console#/groups/${GROUP}`);
+    const last = Number((await coordinator.getGroup(GROUP)).group!.lastSequence);
+    await expect.poll(() => detail().getByTestId("event").count(), { timeout: TIMEOUT }).toBe(last);
+    expect(from.slice(0, 2)).toEqual([1n, 5n]);
+    const sequences = await detail().getByTestId("event").evaluateAll((rows) => rows.map((row) => Number(row.getAttribute("data-sequence"))));
+    expect(sequences).toEqual(Array.from({ length: last }, (_, i) => i + 1));
+    expect(await detail().getByTestId("group-log-verdict").getAttribute("data-all-verified")).toBe("true");
+    await expect.poll(() => detail().getByTestId("group-stream-status").textContent(), { timeout: TIMEOUT }).toBe("following the group live");
+    await page.unroute("**/synapse.v1.GroupService/WatchGroup");
   });
 
   it("answers a group it does not know as missing, and a member's role in the list", async () => {
