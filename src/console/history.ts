@@ -2,6 +2,7 @@
 // its verification, its decoded header and payload (what the signed bytes
 // say, as JSON), when it was signed and how long after the one before.
 import { toJson, type Message } from "@bufbuild/protobuf";
+import type { GroupEventPayload } from "../../gen/synapse/v1/a2n_pb.js";
 import { HeaderSchema, MessageType } from "../../gen/synapse/v1/envelope_pb.js";
 import { ErrorCode } from "../../gen/synapse/v1/errors_pb.js";
 import type {
@@ -18,6 +19,7 @@ import { toHex } from "./bytes.js";
 import { wireName, type Verification } from "./envelopes.js";
 import type { LogEntry } from "./event-log.js";
 import { clockTime, duration } from "./format.js";
+import { groupEventSummary } from "./group-format.js";
 import { el, stateName } from "./view.js";
 
 /** What a verified event says, in one line. */
@@ -50,6 +52,8 @@ export function eventSummary(checked: Verification & { ok: true }): string {
       const ack = payload as TaskAckPayload;
       return `${wireName(ack.acknowledgedType)} → ${stateName(ack.state)}${ack.message ? ` (${ack.message})` : ""}`;
     }
+    case MessageType.A2N_GROUP_EVENT:
+      return groupEventSummary(payload as GroupEventPayload);
     default:
       return "";
   }
@@ -110,13 +114,13 @@ export function historyRow(entry: LogEntry, previousMs: number | undefined): HTM
   );
 }
 
-/** The empty history table; rows are appended as events arrive. */
-export function historyTable(): { table: HTMLTableElement; body: HTMLTableSectionElement } {
+/** The empty history table; rows are appended as events arrive. A group's log says whose key it is checked against. */
+export function historyTable(caption = "Signed events, verified in this browser against the agent's key"): { table: HTMLTableElement; body: HTMLTableSectionElement } {
   const body = el("tbody", { "data-testid": "event-rows" });
   const table = el(
     "table",
     { class: "history", "data-testid": "history" },
-    el("caption", {}, "Signed events, verified in this browser against the agent's key"),
+    el("caption", {}, caption),
     el("thead", {}, el("tr", {}, ...["#", "Message", "State after", "Signature", "Signed at", "What it says"].map((name) => el("th", { scope: "col" }, name)))),
     body,
   );

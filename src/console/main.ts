@@ -2,11 +2,12 @@
 // the agent that serves it, over gRPC-web to the same origin. It holds an
 // identity (identity.ts), reads the agent's capabilities and key, and then
 // shows the tasks that identity may read (live), each task's path and
-// signed history, the questions waiting for an answer, and the registry
-// when the server hosts one. Every call is one any client could make, with
+// signed history, the questions waiting for an answer, the groups it is in
+// when the agent hosts groups, and the registry when the server hosts one. Every call is one any client could make, with
 // the same tokens and checks.
 import { loadOrCreateIdentity } from "./identity.js";
 import { agentView } from "./agent-view.js";
+import { GroupsView } from "./groups-view.js";
 import { Inbox } from "./inbox.js";
 import { identityView } from "./identity-view.js";
 import { RegistryView } from "./registry-view.js";
@@ -26,7 +27,7 @@ function showError(error: unknown): void {
 }
 
 /** Shows one view (and the task open in it); focus moves to the view's heading when the user navigated. */
-function routeTo(route: Route, initial: boolean, detail: TaskDetail, list: TaskList, registry: RegistryView | undefined): void {
+function routeTo(route: Route, initial: boolean, detail: TaskDetail, list: TaskList, registry: RegistryView | undefined, groups: GroupsView | undefined): void {
   for (const section of document.querySelectorAll<HTMLElement>("main > section[data-view]")) section.hidden = section.dataset.view !== route.view;
   for (const link of document.querySelectorAll<HTMLAnchorElement>("nav a[data-route]")) {
     if (link.dataset.route === route.view) link.setAttribute("aria-current", "page");
@@ -35,6 +36,11 @@ function routeTo(route: Route, initial: boolean, detail: TaskDetail, list: TaskL
   if (route.view === "registry" && registry === undefined) {
     show(byTestId("view-registry"), note("This server hosts no registry (start it with --registry)."));
   }
+  if (route.view === "groups" && groups === undefined) {
+    show(byTestId("view-groups"), note("This agent hosts no groups (synapse serve does; an embedded agent with serveAgent({ groups: true }))."));
+  }
+  if (route.view === "groups") groups?.open(route.groupId);
+  else groups?.close();
   if (route.view === "tasks" && route.taskId !== undefined) {
     detail.open(route.taskId);
     list.select(route.taskId);
@@ -44,9 +50,14 @@ function routeTo(route: Route, initial: boolean, detail: TaskDetail, list: TaskL
     list.select(undefined);
     if (route.view === "tasks") show(byTestId("task-detail"), note("Choose a task to see its path through the state machine, its signed history and its result."));
   }
-  document.title = `${route.taskId ? `Task ${route.taskId.slice(0, 8)}` : route.view[0]!.toUpperCase() + route.view.slice(1)} · Synapse console`;
+  const named = route.taskId ? `Task ${route.taskId.slice(0, 8)}` : route.groupId ? `Group ${route.groupId}` : route.view[0]!.toUpperCase() + route.view.slice(1);
+  document.title = `${named} · Synapse console`;
   if (!initial) {
-    const heading = route.taskId ? document.getElementById("task-title") : document.querySelector<HTMLElement>(`main > section[data-view="${route.view}"] h2`);
+    const heading = route.taskId
+      ? document.getElementById("task-title")
+      : route.groupId
+        ? document.getElementById("group-title")
+        : document.querySelector<HTMLElement>(`main > section[data-view="${route.view}"] h2`);
     heading?.setAttribute("tabindex", "-1");
     heading?.focus({ preventScroll: false });
   }
@@ -89,9 +100,15 @@ async function start(): Promise<void> {
     byTestId("nav-registry").hidden = false;
     registry.start();
   }
+  let groups: GroupsView | undefined;
+  if (capabilities.supportGroups) {
+    groups = new GroupsView(byTestId("view-groups"), session);
+    byTestId("nav-groups").hidden = false;
+    groups.start();
+  }
   list.start();
   inbox.start();
-  onRoute((route, initial) => routeTo(route, initial, detail, list, registry));
+  onRoute((route, initial) => routeTo(route, initial, detail, list, registry, groups));
   setText("status", "ready");
   byTestId("status").dataset.ready = "true";
 }

@@ -6,6 +6,7 @@ import { createGrpcWebTransport } from "@connectrpc/connect-web";
 import { Health, HealthCheckResponse_ServingStatus } from "../../gen/grpc/health/v1/health_pb.js";
 import { CapabilitiesService, type AgentCapabilities } from "../../gen/synapse/v1/capabilities_pb.js";
 import { ErrorCode } from "../../gen/synapse/v1/errors_pb.js";
+import { GroupService } from "../../gen/synapse/v1/group_pb.js";
 import { P2PService, type Task } from "../../gen/synapse/v1/p2p_pb.js";
 import { RegistryService } from "../../gen/synapse/v1/registry_pb.js";
 import { findErrorDetail } from "../protocol/errors.js";
@@ -17,6 +18,8 @@ const transport = createGrpcWebTransport({ baseUrl: location.origin });
 export const p2p = createClient(P2PService, transport);
 export const capabilitiesService = createClient(CapabilitiesService, transport);
 export const registryService = createClient(RegistryService, transport);
+/** Group reads (A2N): the same bearer tokens as P2PService's reads. */
+export const groupService = createClient(GroupService, transport);
 const health = createClient(Health, transport);
 
 /** Connection-level failures worth retrying a read or resuming a watch after. */
@@ -33,7 +36,7 @@ export class Session {
     this.tokens = new TokenCache(identity, executor.agentId);
   }
 
-  /** Authorization for GetTask, ListTasks, Watch and ReadResult. */
+  /** Authorization for GetTask, ListTasks, Watch and ReadResult, and GroupService's reads. */
   authHeaders(): Promise<Record<string, string>> {
     return this.tokens.headers();
   }

@@ -14,9 +14,10 @@ export interface FollowHandlers {
   event(sequence: bigint, envelope: Envelope | undefined): void;
 }
 
-const MAX_RETRIES = 5;
+export const MAX_RETRIES = 5;
 
-const pause = (ms: number, signal: AbortSignal) =>
+/** Waits `ms`, or less when `signal` aborts. */
+export const pause = (ms: number, signal: AbortSignal) =>
   new Promise<void>((resolve) => {
     const timer = setTimeout(resolve, ms);
     signal.addEventListener("abort", () => {
