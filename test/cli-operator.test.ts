@@ -19,7 +19,7 @@ async function keyIdOf(home: string): Promise<string> {
 beforeAll(async () => {
   ops = await tempDir("synapse-ops-");
   requester = await tempDir("synapse-requester-");
-  served = await startServe(["--data-dir", await tempDir(), "--operator", await keyIdOf(ops)]);
+  served = await startServe(["--data-dir", await tempDir(), `--operator=${await keyIdOf(ops)}`]);
 });
 afterAll(async () => {
   expect(await served.stop()).toBe(0);
