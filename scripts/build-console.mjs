@@ -1,6 +1,7 @@
 // Builds the operator console into dist/console: src/console/main.ts bundled
 // for the browser with esbuild (app.js, ESM), beside the page and its
-// stylesheet. platform "browser" makes a node:* import a build error.
+// stylesheet (console.css with its @imports bundled into one file).
+// platform "browser" makes a node:* import a build error.
 import { build } from "esbuild";
 import { copyFile, mkdir, rm } from "node:fs/promises";
 import { join } from "node:path";
@@ -24,5 +25,12 @@ await build({
   tsconfig: join(source, "tsconfig.json"),
   logLevel: "warning",
 });
+await build({
+  entryPoints: [join(source, "console.css")],
+  outfile: join(out, "console.css"),
+  bundle: true,
+  minify: true,
+  legalComments: "none",
+  logLevel: "warning",
+});
 await copyFile(join(source, "index.html"), join(out, "index.html"));
-await copyFile(join(source, "console.css"), join(out, "console.css"));

@@ -25,7 +25,7 @@ async function keyIdOf(home: string): Promise<string> {
 
 beforeAll(async () => {
   ops = await tempDir("synapse-ops-");
-  registry = await startServe(["--data-dir", await tempDir(), "--registry", "--registry-admin", await keyIdOf(ops)]);
+  registry = await startServe(["--data-dir", await tempDir(), "--registry", `--registry-admin=${await keyIdOf(ops)}`]);
   // Their ids are derived from their keys (the default), so they need nobody to bind them.
   first = await startServe(["--data-dir", await tempDir(), "--join", registry.url]);
   second = await startServe(["--data-dir", await tempDir(), "--join", registry.url]);

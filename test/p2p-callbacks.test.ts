@@ -42,6 +42,23 @@ describe("callbacks", () => {
     }
   });
 
+  it("pushes the executor's task_ack of a need-info round like any other event", async () => {
+    const executor = await startTestServer({ agentId: "executor_cb_ack" });
+    const requester = await startTestServer();
+    try {
+      const client = await SynapseClient.connect({ baseUrl: executor.url, identity: requester.agent.identity, callback: { url: requester.url, inbox: requester.agent.inbox } });
+      const { taskId } = await client.submit("summarization", { text: "One sentence here. Another one there." }, { waitMs: 5000 });
+      expect((await client.provideInfo(taskId, { max_sentences: 1 }, { waitMs: 5000 })).task?.state).toBe(TaskState.COMPLETED);
+      const pushed = [];
+      for await (const item of requester.agent.inbox.events("executor_cb_ack", taskId)) pushed.push(item);
+      expect(pushed.map((p) => p.event.header.messageType)).toEqual([MessageType.TASK_NEED_INFO, MessageType.TASK_ACK, MessageType.TASK_CONFIRM, MessageType.TASK_COMPLETE]);
+      expect(pushed.map((p) => p.state)).toEqual([TaskState.INFO_NEEDED, TaskState.INFO_PROVIDED, TaskState.CONFIRMED, TaskState.COMPLETED]);
+    } finally {
+      await executor.close();
+      await requester.close();
+    }
+  });
+
   it("refuses pushed events for tasks the agent did not request", async () => {
     const executor = await startTestServer();
     const bystander = await startTestServer();

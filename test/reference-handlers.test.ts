@@ -61,6 +61,7 @@ function fakeContext(taskType: string, payload: JsonObject, options: FakeOptions
     ...taskInput(taskType, { ...payload }),
     attempt: 1,
     signal: (options.controller ?? new AbortController()).signal,
+    trace: { traceparent: "", tracestate: "", traceId: "", sessionId: "", correlationId: "" },
     logger: silentLogger,
     uploads: { files: [], get: () => undefined, open: () => (async function* () {})() },
     async progress(percent, message) {

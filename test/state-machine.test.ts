@@ -3,7 +3,7 @@
 import { describe, expect, it } from "vitest";
 import { MessageType } from "../gen/synapse/v1/envelope_pb.js";
 import { DecisionAction, TaskState } from "../gen/synapse/v1/payloads_pb.js";
-import { isTerminal, transition } from "../src/protocol/state-machine.js";
+import { isTerminal, transition, transitionEdges } from "../src/protocol/state-machine.js";
 
 const S = TaskState;
 const M = MessageType;
@@ -69,5 +69,17 @@ describe("task state machine", () => {
         if (result.allowed) expect(result.next).toBe(state);
       }
     }
+  });
+
+  it("lists as edges exactly the state changes of the table (what the console draws)", () => {
+    const want: string[] = [];
+    for (const [from, targets] of Object.entries(expected)) {
+      for (const [type, to] of Object.entries(targets)) {
+        const tos = to === "decision" ? [S.HUMAN_APPROVED, S.HUMAN_REJECTED] : [to];
+        for (const next of tos) if (next !== Number(from)) want.push(`${TaskState[Number(from)]} ${MessageType[Number(type)]} ${TaskState[next!]}`);
+      }
+    }
+    const got = transitionEdges().map((edge) => `${TaskState[edge.from]} ${MessageType[edge.type]} ${TaskState[edge.to]}`);
+    expect(got.sort()).toEqual(want.sort());
   });
 });

@@ -73,6 +73,16 @@ for (const kind of storeKinds()) {
       await expect(store.createTask(newTask("t2", { idempotencyKey: "idem" }), signedEvent("t2", 1))).rejects.toEqual(conflict("idempotency_key"));
     });
 
+    it("keeps the ids a task's request carried through every commit, and none for a task created without them", async () => {
+      const carried = { traceparent: "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", tracestate: "vendor=1", sessionId: "session-1", correlationId: "" };
+      await store.createTask(newTask("t1", { carried }), signedEvent("t1", 1));
+      await store.createTask(newTask("t2"), signedEvent("t2", 1));
+      await store.commit("t1", 1, { state: TaskState.EXECUTING }, signedEvent("t1", 2));
+      expect((await store.getTask("t1"))?.carried).toEqual(carried);
+      expect((await store.listTasks({ requesterAgentId: requester.agentId, pageSize: 10 })).tasks.find((t) => t.taskId === "t1")?.carried).toEqual(carried);
+      expect((await store.getTask("t2"))?.carried).toBeUndefined();
+    });
+
     it("stores the exact signed bytes of every event and reads them from any sequence", async () => {
       const events = [1, 2, 3, 4].map((sequence) => signedEvent("t1", sequence));
       await store.createTask(newTask("t1"), events[0]!);
@@ -140,6 +150,30 @@ for (const kind of storeKinds()) {
       const completed = await store.listTasks({ requesterAgentId: "requester", pageSize: 10, states: [TaskState.COMPLETED] });
       expect(completed.tasks.map((t) => t.taskId).sort()).toEqual(["t1", "t3", "t5"]);
       await expect(store.listTasks({ requesterAgentId: "requester", pageSize: 2, pageToken: "bogus" })).rejects.toBeInstanceOf(RangeError);
+    });
+
+    it("filters by task type, and lists every requester's tasks when no requester is given", async () => {
+      await store.createTask(newTask("a1", { createdAtMs: 1_000 }), signedEvent("a1", 1));
+      await store.createTask(newTask("s1", { createdAtMs: 1_001, taskType: "summarization", state: TaskState.INFO_NEEDED }), signedEvent("s1", 1));
+      await store.createTask(newTask("d1", { createdAtMs: 1_002, taskType: "data_analysis" }), signedEvent("d1", 1));
+      await store.createTask(newTask("o1", { createdAtMs: 1_003, taskType: "summarization", requester: { ...requester, agentId: "someone-else" } }), signedEvent("o1", 1));
+      const ids = async (query: Partial<Parameters<typeof store.listTasks>[0]>) =>
+        (await store.listTasks({ requesterAgentId: "requester", pageSize: 10, ...query })).tasks.map((t) => t.taskId);
+      expect(await ids({ taskTypes: ["summarization"] })).toEqual(["s1"]);
+      expect(await ids({ taskTypes: ["summarization", "data_analysis"] })).toEqual(["d1", "s1"]);
+      expect(await ids({ taskTypes: ["summarization"], states: [TaskState.CONFIRMED] })).toEqual([]);
+      expect(await ids({ taskTypes: [] })).toEqual(["d1", "s1", "a1"]);
+      expect(await ids({ requesterAgentId: undefined })).toEqual(["o1", "d1", "s1", "a1"]);
+      expect(await ids({ requesterAgentId: undefined, taskTypes: ["summarization"] })).toEqual(["o1", "s1"]);
+      // Paging over every requester's tasks, with a filter, without overlap.
+      const seen: string[] = [];
+      let pageToken: string | undefined;
+      do {
+        const page = await store.listTasks({ requesterAgentId: undefined, taskTypes: ["summarization", "text_analysis"], pageSize: 1, pageToken });
+        seen.push(...page.tasks.map((t) => t.taskId));
+        pageToken = page.nextPageToken || undefined;
+      } while (pageToken);
+      expect(seen).toEqual(["o1", "s1", "a1"]);
     });
 
     it("leases: claimed by one owner, renewed while held, fenced, released, and taken over once expired", async () => {

@@ -13,6 +13,8 @@ import { DEFAULT_CLOCK_SKEW_MS } from "../envelope/open.js";
 import type { TrustPolicy } from "../envelope/trust.js";
 import { silentLogger, type Logger } from "../log.js";
 import { OutboundPolicy } from "../net/outbound-policy.js";
+import { AgentObservers } from "../observability/agent-observer.js";
+import { TimedTaskStore } from "../observability/timed-store.js";
 import { MemoryTaskStore } from "../store/memory/tasks.js";
 import { MemoryUploadStore } from "../store/memory/uploads.js";
 import type { MessageStore, TaskStore } from "../store/store.js";
@@ -66,6 +68,12 @@ export interface AgentOptions {
   instanceId?: string;
   /** Where callbacks may go; by default public addresses, and loopback while the server listens on loopback only. */
   outbound?: OutboundPolicy;
+  /**
+   * The operator's key ids (RFC 7638 thumbprints): a bearer token signed by
+   * one of these keys may read every task (GetTask, ListTasks, Watch,
+   * ReadResult), never steer one.
+   */
+  operators?: readonly string[];
   now?: () => number;
 }
 
@@ -81,10 +89,15 @@ export interface Agent {
   readonly outbound: OutboundPolicy;
   readonly config: P2PConfig;
   readonly clockSkewMs: number;
+  /** Its store, with commits timed for the observers. */
   readonly store: TaskStore;
   /** Uploaded files, their limits, and the check of the references tasks make to them. */
   readonly uploads: AgentUploads;
   readonly instanceId: string;
+  /** Who is told of its messages, transitions, callback pushes and store writes (the server's metrics). */
+  readonly observers: AgentObservers;
+  /** Key ids whose bearer tokens may read every task (AgentOptions.operators). */
+  readonly operatorKeyIds: ReadonlySet<string>;
   /** Takes over interrupted work and starts the background duties; call before serving. */
   start(): Promise<void>;
   /** Stops taking work, stops runs (see ExecutionRunner.shutdown) and the background duties. */
@@ -127,24 +140,38 @@ export function createAgent(options: AgentOptions): Agent {
     supportGroups: options.groups === true,
   });
   const provider = new CapabilitiesProvider(capabilities, { ...AGENT_WIRING, groups: options.groups === true });
-  const store = options.store ?? new MemoryTaskStore(now);
+  const observers = new AgentObservers();
+  const store = new TimedTaskStore(options.store ?? new MemoryTaskStore(now), observers);
   const instanceId = options.instanceId ?? randomUUID();
   const leaseMs = options.leaseMs ?? DEFAULT_LEASE_MS;
   const uploads = new AgentUploads(options.uploads ?? new MemoryUploadStore(store), { ...DEFAULT_UPLOAD_LIMITS, ...options.uploadLimits }, now);
   const bus = new TaskEventBus(store);
   const schemas = new TaskSchemas(capabilities.supportedTaskTypes);
   const escalation = new EscalationPolicies(capabilities.supportedTaskTypes);
-  const recorder = new EventRecorder({ identity, capabilities: provider, store, now });
+  const recorder = new EventRecorder({ identity, capabilities: provider, store, now, observer: observers });
   const runner = new ExecutionRunner({ capabilities: provider, handlers: options.handlers, schemas, store, bus, recorder, config, logger, now, instanceId, leaseMs, uploads, escalation });
   const outbound = options.outbound ?? new OutboundPolicy();
-  const callbacks = new CallbackSender({ store, bus, logger, outbound, maxRetries: config.maxRetries, retryBaseDelayMs: config.retryBaseDelayMs, instanceId, leaseMs, now });
+  const callbacks = new CallbackSender({
+    store,
+    bus,
+    logger,
+    outbound,
+    maxRetries: config.maxRetries,
+    retryBaseDelayMs: config.retryBaseDelayMs,
+    retryMaxDelayMs: config.retryMaxDelayMs,
+    instanceId,
+    leaseMs,
+    now,
+    observer: observers,
+  });
   const inbox = new CallbackInbox(store, bus, options.trust);
-  const engine = new TaskEngine({ capabilities: provider, handlers: options.handlers, schemas, store, bus, recorder, runner, callbacks, outbound, logger, clockSkewMs, now, inbox, uploads });
+  const engine = new TaskEngine({ capabilities: provider, handlers: options.handlers, schemas, store, bus, recorder, runner, callbacks, outbound, logger, clockSkewMs, now, inbox, uploads, observer: observers });
   const reader = new TaskReader({
     store,
     bus,
     heartbeatIntervalMs: config.heartbeatIntervalMs,
-    heartbeat: (receiver) => engine.sealHeartbeat(receiver),
+    heartbeat: (receiver, task) => engine.sealHeartbeat(receiver, task.carried),
+    observer: observers,
   });
   const retention = new Retention({
     store,
@@ -170,6 +197,8 @@ export function createAgent(options: AgentOptions): Agent {
     store,
     uploads,
     instanceId,
+    observers,
+    operatorKeyIds: new Set(options.operators ?? []),
     start() {
       started ??= (async () => {
         await runner.start();

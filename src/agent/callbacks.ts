@@ -5,15 +5,19 @@
 // survive a restart and one instance of several does each task's pushes.
 // Transient failures are retried with exponential backoff (P2PConfig
 // max_retries and retry_base_delay); a refusal or an exhausted budget gives
-// up on that task, which stays readable by Watch and GetTask.
+// up on that task, which stays readable by Watch and GetTask. Each push
+// goes out in the trace its event carries (the task's), with that trace's
+// context in its HTTP headers when a tracer is installed.
 import { Code, ConnectError, createClient, type Client } from "@connectrpc/connect";
-import type { Envelope } from "../../gen/synapse/v1/envelope_pb.js";
 import { P2PService } from "../../gen/synapse/v1/p2p_pb.js";
 import type { Logger } from "../log.js";
+import type { AgentObserver } from "../observability/agent-observer.js";
+import { eventLogFields } from "../observability/log-fields.js";
+import { delivering } from "../observability/spans.js";
 import { createOutboundTransport } from "../net/outbound-client.js";
 import type { OutboundPolicy } from "../net/outbound-policy.js";
 import { isTerminal } from "../protocol/state-machine.js";
-import { DeliveryStatus, type DeliveryRecord, type TaskStore } from "../store/store.js";
+import { DeliveryStatus, type DeliveryRecord, type StoredEvent, type TaskStore } from "../store/store.js";
 import { CallbackClients } from "./callback-clients.js";
 import type { TaskEventBus } from "./events.js";
 
@@ -28,6 +32,7 @@ export interface CallbackOptions {
   outbound: OutboundPolicy;
   maxRetries: number;
   retryBaseDelayMs: number;
+  retryMaxDelayMs?: number;
   /** Per-attempt deadline. */
   timeoutMs?: number;
   /** This instance, as named in the outbox entries it holds. */
@@ -35,6 +40,8 @@ export interface CallbackOptions {
   /** How long a held entry stays this instance's unless renewed. */
   leaseMs: number;
   now?: () => number;
+  /** Told how each push ended. */
+  observer?: Pick<AgentObserver, "callback">;
 }
 
 interface Held {
@@ -172,7 +179,7 @@ export class CallbackSender {
         return;
       }
       for (const event of events) {
-        const outcome = await this.deliver(entry, event.envelope);
+        const outcome = await this.deliver(entry, event);
         if (outcome === "sent") {
           const next = event.sequence + 1;
           // Recorded before the next push: a receiver that acknowledged an event never gets it again from us.
@@ -186,22 +193,29 @@ export class CallbackSender {
   }
 
   /** One push; on a transient failure schedules the retry, on a refusal or an exhausted budget gives up. */
-  private async deliver(entry: Held, envelope: Envelope): Promise<"sent" | "later" | "given_up"> {
-    const { maxRetries, retryBaseDelayMs, timeoutMs = 10_000, store, instanceId, logger } = this.options;
+  private async deliver(entry: Held, event: StoredEvent): Promise<"sent" | "later" | "given_up"> {
+    const { maxRetries, retryBaseDelayMs, retryMaxDelayMs = Infinity, timeoutMs = 10_000, store, instanceId, logger, observer } = this.options;
     const { taskId, url, attempts } = entry.record;
     try {
-      await this.client(url).send({ envelope }, { timeoutMs });
+      await delivering(event.header, url, (headers) => this.client(url).send({ envelope: event.envelope }, { timeoutMs, headers }));
+      observer?.callback("delivered");
       return "sent";
     } catch (error) {
       const connectError = ConnectError.from(error);
       const lastError = `${Code[connectError.code]}: ${connectError.rawMessage}`.slice(0, 500);
       if (!TRANSIENT.has(connectError.code) || attempts >= maxRetries) {
-        logger.warn({ task_id: taskId, callback_url: url, code: Code[connectError.code], attempts: attempts + 1, error: connectError.rawMessage }, "giving up on the callback endpoint for this task");
+        observer?.callback("given_up");
+        logger.warn(
+          { ...eventLogFields(event), callback_url: url, code: Code[connectError.code], attempts: attempts + 1, error: connectError.rawMessage },
+          "giving up on the callback endpoint for this task",
+        );
         await store.updateDelivery(taskId, instanceId, { status: DeliveryStatus.GIVEN_UP, attempts: attempts + 1, lastError, release: true });
         this.drop(taskId);
         return "given_up";
       }
-      const delay = retryBaseDelayMs * 2 ** attempts;
+      observer?.callback("retried");
+      logger.debug({ ...eventLogFields(event), callback_url: url, code: Code[connectError.code], attempts: attempts + 1, error: connectError.rawMessage }, "callback push failed; retrying");
+      const delay = Math.min(retryBaseDelayMs * 2 ** attempts, retryMaxDelayMs);
       const record = { ...entry.record, attempts: attempts + 1, nextAttemptAtMs: this.now() + delay, lastError };
       if (!(await store.updateDelivery(taskId, instanceId, { attempts: record.attempts, nextAttemptAtMs: record.nextAttemptAtMs, lastError }))) {
         this.drop(taskId);

@@ -14,11 +14,15 @@ import {
   type TaskCancelPayload,
   type TaskInfoProvidedPayload,
   type TaskRequestPayload,
+  type TaskState,
 } from "../../gen/synapse/v1/payloads_pb.js";
 import type { CapabilitiesProvider } from "../capabilities/provider.js";
 import type { OpenedEnvelope } from "../envelope/open.js";
 import type { Logger } from "../log.js";
 import type { OutboundPolicy } from "../net/outbound-policy.js";
+import type { AgentObserver } from "../observability/agent-observer.js";
+import { messageLogFields } from "../observability/log-fields.js";
+import { ATTR, receiving } from "../observability/spans.js";
 import { protocolError, taskNotFound } from "../protocol/errors.js";
 import { wireName } from "../protocol/message-types.js";
 import { isTerminal, stateName, WAITING_STATES } from "../protocol/state-machine.js";
@@ -53,11 +57,15 @@ export interface EngineOptions {
   now: () => number;
   /** The files task requests may name. */
   uploads: AgentUploads;
+  /** Told of every message taken. */
+  observer: Pick<AgentObserver, "messageReceived">;
 }
 
 export interface SendOutcome {
   reply?: StoredReply;
   task?: TaskRecord;
+  /** The state of the message's task after it, when there is no TaskRecord (a callback of a task this agent requested). */
+  state?: TaskState;
 }
 
 /** The inbound message as it will be remembered (its reply is added where it is committed). */
@@ -82,7 +90,20 @@ export class TaskEngine {
    * message id is refused. A refused message is not remembered, so it may
    * be sent again.
    */
-  async receive(opened: OpenedEnvelope): Promise<SendOutcome> {
+  receive(opened: OpenedEnvelope): Promise<SendOutcome> {
+    this.options.observer.messageReceived(opened.header.messageType);
+    // Without a tracer `receiving` calls back with no span: no promise is added to the call.
+    return receiving(opened.header, this.options.recorder.self.agentId, (span) => {
+      if (span === undefined) return this.take(opened);
+      return this.take(opened).then((outcome) => {
+        const state = outcome.task?.state ?? outcome.state;
+        if (state !== undefined) span.setAttribute(ATTR.state, stateName(state));
+        return outcome;
+      });
+    });
+  }
+
+  private async take(opened: OpenedEnvelope): Promise<SendOutcome> {
     const { header } = opened;
     const seen = await this.options.store.getMessage("p2p", header.messageId);
     if (seen !== undefined) return this.redelivered(opened, seen);
@@ -141,6 +162,8 @@ export class TaskEngine {
       case MessageType.HUMAN_DECISION:
         return this.steering.decide(header, opened.payload as HumanDecisionPayload, cause);
       case MessageType.TASK_ACK:
+        // An executor's task_ack (recorded after information or a decision) pushed to the agent that requested the task.
+        if (header.taskId && (await this.options.inbox.expects(opened))) return this.callback(opened, cause);
         return this.onTaskAck(opened, cause);
       case MessageType.HEARTBEAT:
         return this.answered(opened, cause, recorder.reply(header, MessageType.HEARTBEAT, await recorder.heartbeatPayload(this.draining)));
@@ -150,7 +173,7 @@ export class TaskEngine {
       case MessageType.CAPABILITY_RESPONSE:
         return this.answered(opened, cause, undefined);
       case MessageType.NACK:
-        this.options.logger.warn({ from: header.sender?.agentId, reply_to: header.replyTo }, "peer refused a message (p2p:nack)");
+        this.options.logger.warn({ ...messageLogFields(header), reply_to: header.replyTo }, "peer refused a message (p2p:nack)");
         return this.answered(opened, cause, undefined);
       default: {
         // registry:* messages are RegistryService's and a2n:* GroupService's, never P2PService.Send's.
@@ -160,15 +183,19 @@ export class TaskEngine {
         }
         // confirm, reject, status, complete, failed, need_info, need_human: the executor's words,
         // welcome only as callbacks for a task this agent requested.
-        if (header.taskId && (await this.options.inbox.expects(opened))) {
-          return this.answered(opened, cause, recorder.reply(header, MessageType.ACK, await this.options.inbox.receive(opened)));
-        }
+        if (header.taskId && (await this.options.inbox.expects(opened))) return this.callback(opened, cause);
         const task = header.taskId ? await this.options.store.getTask(header.taskId) : undefined;
         // Only the task's requester may learn that it exists.
         if (task === undefined || task.requester.agentId !== header.sender!.agentId) throw taskNotFound(header.taskId);
         throw protocolError(ErrorCode.PERMISSION_DENIED, `${info.wireName} is sent by a task's executor, and this agent is the executor of task ${task.taskId}`);
       }
     }
+  }
+
+  /** Keeps an event pushed for a task this agent requested, and acknowledges it. */
+  private async callback(opened: OpenedEnvelope, cause: Cause): Promise<SendOutcome> {
+    const { ack, state } = await this.options.inbox.receive(opened);
+    return { ...(await this.answered(opened, cause, this.options.recorder.reply(opened.header, MessageType.ACK, ack))), state };
   }
 
   private async onTaskAck(opened: OpenedEnvelope, cause: Cause): Promise<SendOutcome> {
@@ -194,9 +221,9 @@ export class TaskEngine {
 
   // ── waiting and shutdown ───────────────────────────────────────────────
 
-  /** A signed heartbeat for a peer (also sent on idle Watch streams). */
-  sealHeartbeat(receiver: TaskRecord["requester"]): Promise<StoredReply> {
-    return this.options.recorder.sealHeartbeat(receiver, this.draining);
+  /** A signed heartbeat for a peer (also sent on idle Watch streams, carrying the task's ids). */
+  sealHeartbeat(receiver: TaskRecord["requester"], carried?: TaskRecord["carried"]): Promise<StoredReply> {
+    return this.options.recorder.sealHeartbeat(receiver, this.draining, carried);
   }
 
   /**

@@ -17,6 +17,7 @@ import type { Logger } from "../log.js";
 import type { TaskRecord, TaskStore } from "../store/store.js";
 import { WAITING_FOR_HUMAN } from "./questions.js";
 import type { EventRecorder } from "./recorder.js";
+import { eventLogFields } from "../observability/log-fields.js";
 
 /** The seed's levels: 1 team, 2 manager, 3 executive. */
 export const MAX_ESCALATION_LEVEL = 3;
@@ -112,7 +113,10 @@ export class Escalator {
         },
       });
       if (recorded !== undefined) {
-        this.options.logger.info({ task_id: taskId, from_level: level, outcome: recorded.task.pendingDecision ? "escalated" : "failed" }, "a human decision's deadline passed");
+        this.options.logger.info(
+          { ...eventLogFields(recorded.event), from_level: level, outcome: recorded.task.pendingDecision ? "escalated" : "failed" },
+          "a human decision's deadline passed",
+        );
       }
       return recorded?.task;
     } catch (error) {

@@ -7,8 +7,12 @@ import { ValueSchema } from "@bufbuild/protobuf/wkt";
 import { createHash } from "node:crypto";
 import { ErrorCode } from "../../gen/synapse/v1/errors_pb.js";
 import type { Logger } from "../log.js";
+import { taskLogFields } from "../observability/log-fields.js";
+import { runningHandler } from "../observability/spans.js";
+import { traceIdOf } from "../observability/trace-context.js";
+import type { CarriedIds } from "../store/store.js";
 import { toValue } from "../protocol/json-values.js";
-import type { HumanAnswer, HumanQuestion, MissingFieldSpec, TaskContext, TaskHandler, TaskInput, TaskOutput, TaskUploads } from "./handler.js";
+import type { HumanAnswer, HumanQuestion, MissingFieldSpec, TaskContext, TaskHandler, TaskInput, TaskOutput, TaskTrace, TaskUploads } from "./handler.js";
 import { TaskFailure } from "./handler.js";
 import type { TaskSchemas } from "./schemas.js";
 import { PreparedUploads } from "./uploads.js";
@@ -113,6 +117,8 @@ export class Execution {
     private readonly limits: ExecutionLimits,
     private readonly logger: Logger,
     private readonly uploads: PreparedUploads = PreparedUploads.none(),
+    /** The task's trace, session and correlation ids. */
+    private readonly carried?: CarriedIds,
   ) {}
 
   /** Stops the handler; `failure` says how the task ends (none when it already ended). */
@@ -120,7 +126,12 @@ export class Execution {
     if (!this.settling && !this.controller.signal.aborted) this.controller.abort(new ExecutionStop(failure, message));
   }
 
-  async run(): Promise<void> {
+  /** Runs the handler and records how it ended (in a span of the task's trace, when tracing). */
+  run(): Promise<void> {
+    return runningHandler(this.input, this.carried, () => this.runHandler());
+  }
+
+  private async runHandler(): Promise<void> {
     const { taskId } = this.input;
     const signal = this.controller.signal;
     this.startTimers();
@@ -196,12 +207,21 @@ export class Execution {
     const { taskId } = this.input;
     const signal = this.controller.signal;
     const host = this.host;
+    const carried = this.carried;
+    const trace: TaskTrace = Object.freeze({
+      traceparent: carried?.traceparent ?? "",
+      tracestate: carried?.tracestate ?? "",
+      traceId: traceIdOf(carried?.traceparent) ?? "",
+      sessionId: carried?.sessionId ?? "",
+      correlationId: carried?.correlationId ?? "",
+    });
     const ctx: TaskContext = {
       ...this.input,
       payload: { ...this.input.payload },
       signal,
       uploads,
-      logger: this.logger.child({ task_id: taskId }),
+      trace,
+      logger: this.logger.child(taskLogFields({ taskId, carried })),
       progress: async (percent, message = "", intermediate) => {
         if (signal.aborted) throw signal.reason;
         const clamped = Math.max(0, Math.min(100, Math.round(percent)));
@@ -259,7 +279,7 @@ export class Execution {
       return { code: error.code, message: error.message, recoverable: error.recoverable, details: error.details };
     }
     const message = error instanceof Error ? error.message : String(error);
-    this.logger.warn({ task_id: this.input.taskId, err: error }, "handler failed");
+    this.logger.warn({ ...taskLogFields({ taskId: this.input.taskId, carried: this.carried }), err: error }, "handler failed");
     return { code: ErrorCode.EXECUTION_FAILED, message, recoverable: false };
   }
 }

@@ -8,20 +8,29 @@ import type { Logger } from "../log.js";
 
 /** A field the task needs (becomes a MissingField in p2p:task_need_info). */
 export interface MissingFieldSpec {
+  /** The payload field asked for. */
   field: string;
+  /** Why it is needed, for the requester. */
   reason: string;
+  /** A value the requester may take. */
   suggestedValue?: JsonValue;
+  /** Other acceptable values. */
   alternatives?: JsonValue[];
 }
 
+/** A task as a handler sees it before running it. */
 export interface TaskInput {
+  /** The task id (chosen by the requester). */
   taskId: string;
+  /** The task type. */
   taskType: string;
   /** The task payload as submitted (after schema validation). */
   payload: JsonObject;
+  /** The agent that requested the task (verified by its signature). */
   requester: { agentId: string; systemId: string };
 }
 
+/** What {@link TaskHandler.validateTask} decides before a task is confirmed. */
 export type Validation =
   | { kind: "accept" }
   /** Ask the requester for these fields (p2p:task_need_info) before confirming. */
@@ -29,12 +38,17 @@ export type Validation =
   /** Refuse the task (p2p:task_reject). */
   | { kind: "reject"; code?: ErrorCode; message: string; retryAfterSeconds?: number; suggestedAgentId?: string };
 
+/** What a handler asks a human (p2p:task_need_human), with {@link TaskContext.askHuman}. */
 export interface HumanQuestion {
   /** A short code, for example "approval_required". */
   code: string;
+  /** The question, for the human. */
   message: string;
+  /** What the task is about, in a line. */
   taskSummary?: string;
+  /** Why the task cannot go on without a decision. */
   blockedReason?: string;
+  /** Choices to offer: a value for a payload field, its pros and cons, and how confident the agent is (0 to 1). */
   options?: Array<{ field: string; value: JsonValue; prosCons?: string; confidence?: number }>;
   /** 1 (team) to 3 (executive). */
   escalationLevel?: number;
@@ -42,30 +56,56 @@ export interface HumanQuestion {
   deadline?: Date;
 }
 
+/** A human's answer, as {@link TaskContext.askHuman} returns it. */
 export interface HumanAnswer {
   /** "approve" or "modify"; a rejection never reaches the handler (the task fails). */
   action: "approve" | "modify";
   /** approved_fields for approve, modified_fields for modify (also merged into ctx.payload). */
   fields: JsonObject;
+  /** The decider's note. */
   notes: string;
+  /** Who decided. */
   decidedBy: { userId: string; userName: string; role: string };
 }
 
 /** A result too large for one message, produced as bytes and read with ReadResult. */
 export interface ResultStreamSource {
+  /** The bytes' media type, for example "text/csv". */
   contentType: string;
+  /** The bytes, at once or as they are produced. */
   data: AsyncIterable<Uint8Array> | Uint8Array;
 }
 
+/** What a handler returns: the task's result (p2p:task_complete). */
 export interface TaskOutput {
   /** The output, checked against the task type's output schema. */
   output?: JsonValue;
   /** What the output is, for example "json" (the default) or "text". */
   outputType?: string;
+  /** A one-line summary of the result. */
   summary?: string;
+  /** Facts about the run (timings, counts). */
   metadata?: JsonObject;
   /** Bytes offered through ReadResult; total size and SHA-256 go into the signed task_complete. */
   stream?: ResultStreamSource;
+}
+
+/**
+ * The ids the task's request carried in its header, which every event of
+ * the task carries too: W3C trace context, the session and the correlation
+ * id. Empty strings when the request carried none.
+ */
+export interface TaskTrace {
+  /** The request's W3C `traceparent`, for example "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01". */
+  readonly traceparent: string;
+  /** The request's W3C `tracestate`. */
+  readonly tracestate: string;
+  /** The trace id of `traceparent` (32 hex digits). */
+  readonly traceId: string;
+  /** The request's session id. */
+  readonly sessionId: string;
+  /** The request's correlation id. */
+  readonly correlationId: string;
 }
 
 /** A file the task request names (TaskRequestPayload.uploads), uploaded beforehand with POST /upload. */
@@ -74,15 +114,19 @@ export interface UploadedFile {
   name: string;
   /** SHA-256 of its bytes, lowercase hex: what the request signed. */
   sha256: string;
+  /** Its size in bytes. */
   size: number;
-  /** As the uploader sent them. */
+  /** Its media type, as the uploader sent it. */
   contentType: string;
+  /** Its file name, as the uploader sent it. */
   fileName: string;
 }
 
 /** The files a task's request names, each checked against its signed hash before the handler runs. */
 export interface TaskUploads {
+  /** Every file the request names, in its order. */
   readonly files: readonly UploadedFile[];
+  /** The file the request names `name`, if any. */
   get(name: string): UploadedFile | undefined;
   /**
    * The file's bytes, chunk by chunk from the store, never all in memory;
@@ -92,6 +136,11 @@ export interface TaskUploads {
   open(name: string): AsyncIterable<Uint8Array>;
 }
 
+/**
+ * A running task, as its handler sees it: the task, and what the handler
+ * may do while it runs (report progress, ask questions, read the files the
+ * request names, notice it is cancelled).
+ */
 export interface TaskContext extends TaskInput {
   /**
    * 1 for the first run of this task's handler; more when a resumable
@@ -102,6 +151,9 @@ export interface TaskContext extends TaskInput {
   readonly attempt: number;
   /** Aborted when the task is cancelled, times out, or the agent shuts down. */
   readonly signal: AbortSignal;
+  /** The task's trace, session and correlation ids (read-only): pass them on to work this task starts elsewhere. */
+  readonly trace: TaskTrace;
+  /** A logger whose lines name the task and its trace id. */
   readonly logger: Logger;
   /** Reports progress (0-100) as a p2p:task_status_update. */
   progress(percent: number, message?: string, intermediateResult?: JsonValue): Promise<void>;
@@ -113,6 +165,12 @@ export interface TaskContext extends TaskInput {
   readonly uploads: TaskUploads;
 }
 
+/**
+ * Runs tasks of one type. The agent calls `validateTask` (if given) before
+ * confirming a task, then `executeTask` to run it; whatever `executeTask`
+ * returns completes the task, whatever it throws fails it ({@link TaskFailure}
+ * picks the protocol code).
+ */
 export interface TaskHandler {
   /**
    * Whether executeTask may run again for a task whose run was interrupted
@@ -123,16 +181,21 @@ export interface TaskHandler {
    * the requester knows to submit it again. Default false.
    */
   readonly resumable?: boolean;
+  /** Accepts the task, asks for missing fields first, or rejects it; default accept. */
   validateTask?(task: TaskInput): Validation | Promise<Validation>;
+  /** Runs the task and returns its output. */
   executeTask(ctx: TaskContext): Promise<TaskOutput>;
 }
 
 /** Thrown by a handler to fail its task with a specific protocol code. */
 export class TaskFailure extends Error {
   constructor(
+    /** The protocol error code the task fails with. */
     readonly code: ErrorCode,
     message: string,
+    /** Whether the requester may submit the task again and expect it to work. */
     readonly recoverable = false,
+    /** Facts about the failure, for the requester. */
     readonly details?: JsonValue,
   ) {
     super(message);

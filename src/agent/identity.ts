@@ -6,10 +6,15 @@ import { mkdir, readFile, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { loadOrCreateKey, selfCertifyingAgentId, type AgentKey } from "../crypto/keys.js";
 
+/** An agent: its id and names, and the Ed25519 key that signs everything it sends. */
 export interface AgentIdentity {
+  /** The agent id every message it signs carries as `sender.agent_id`. */
   agentId: string;
+  /** A human-readable name, declared in its capabilities. */
   agentName: string;
+  /** The system the agent belongs to (`sender.system_id`). */
   systemId: string;
+  /** The signing key. */
   key: AgentKey;
 }
 
@@ -35,9 +40,13 @@ function earlierDefaultAgentId(key: AgentKey): string {
   return `agent_${createHash("sha256").update(key.publicKey).digest("hex").slice(0, 12)}`;
 }
 
+/** Values {@link loadOrCreateIdentity} uses instead of the stored (or default) ones. */
 export interface IdentityOverrides {
+  /** The agent id; one not derived from the key must be bound to it by the receivers' trust store or registry. */
   agentId?: string;
+  /** A human-readable name. */
   agentName?: string;
+  /** The system the agent belongs to. */
   systemId?: string;
 }
 
@@ -83,6 +92,14 @@ async function readIdentityFile(path: string): Promise<Partial<IdentityFile>> {
   }
 }
 
+/**
+ * Loads the identity kept in `dir` (`agent.key`, PKCS#8 PEM, mode 0600, and
+ * `identity.json`), or creates one there on first use, with the id derived
+ * from the key unless `overrides.agentId` names another. `created` says
+ * whether a new key was made.
+ *
+ * @throws {@link IdentityFileError} when a file is damaged, saying how to recover.
+ */
 export async function loadOrCreateIdentity(
   dir: string,
   overrides: IdentityOverrides = {},

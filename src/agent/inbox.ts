@@ -4,7 +4,7 @@
 // legal step of the state machine, and is kept in the store.
 import { create } from "@bufbuild/protobuf";
 import { ErrorCode } from "../../gen/synapse/v1/errors_pb.js";
-import { AckPayloadSchema, TaskState } from "../../gen/synapse/v1/payloads_pb.js";
+import { AckPayloadSchema, TaskState, type AckPayload } from "../../gen/synapse/v1/payloads_pb.js";
 import type { OpenedEnvelope } from "../envelope/open.js";
 import type { TrustPolicy } from "../envelope/trust.js";
 import { protocolError } from "../protocol/errors.js";
@@ -13,19 +13,34 @@ import { isTerminal, stateName } from "../protocol/state-machine.js";
 import { StoreConflictError, type OutboundTask, type StoredEvent, type TaskStore } from "../store/store.js";
 import type { TaskEventBus } from "./events.js";
 
+/** One event pushed back by an executor, verified and kept. */
 export interface InboxEvent {
+  /** The signed event. */
   event: StoredEvent;
+  /** The task's state after it. */
   state: TaskState;
 }
 
 /** The executor a requester chose (by URL) and the key it declared there. */
 export interface ExpectedExecutor {
+  /** The executor's agent id. */
   agentId: string;
+  /** The key id it declared. */
   keyId: string;
+  /** The public key it declared. */
   publicKey: Uint8Array;
 }
 
+/**
+ * An agent's CallbackReceiver: the events of tasks it requested from other
+ * agents, pushed to it by their executors (callbacks). Each arrives verified
+ * (signature, sender, receiver), must be the next in sequence and a legal
+ * step of the state machine, and is kept in the agent's store. A
+ * `SynapseClient` connected with `callback: { url, inbox }` asks executors to
+ * push here; read what arrives with {@link CallbackInbox.events}.
+ */
 export class CallbackInbox {
+  /** @internal */
   constructor(
     private readonly store: TaskStore,
     private readonly bus: TaskEventBus,
@@ -42,24 +57,32 @@ export class CallbackInbox {
     await this.store.expectOutbound({ taskId, executorAgentId: executor.agentId, state: TaskState.PENDING, lastSequence: 0 });
   }
 
+  /** @internal */
   async get(executorAgentId: string, taskId: string): Promise<OutboundTask | undefined> {
     return this.store.getOutbound(executorAgentId, taskId);
   }
 
-  /** Whether a message from an executor is a callback this agent expects. */
+  /**
+   * Whether a message from an executor is a callback this agent expects.
+   * @internal
+   */
   async expects(opened: OpenedEnvelope): Promise<boolean> {
     return (await this.store.getOutbound(opened.header.sender!.agentId, opened.header.taskId)) !== undefined;
   }
 
-  /** Takes one pushed event; returns the p2p:ack payload to answer with. */
-  async receive(opened: OpenedEnvelope) {
+  /**
+   * Takes one pushed event; returns the p2p:ack payload to answer with and
+   * the task's state as this agent knows it now.
+   * @internal
+   */
+  async receive(opened: OpenedEnvelope): Promise<{ ack: AckPayload; state: TaskState }> {
     const executor = opened.header.sender!.agentId;
     const taskId = opened.header.taskId;
     const sequence = Number(opened.header.sequence);
     const task = await this.store.getOutbound(executor, taskId);
     if (task === undefined) throw protocolError(ErrorCode.TASK_NOT_FOUND, `this agent requested no task ${taskId} from ${executor}`);
     const ack = create(AckPayloadSchema, { acknowledgedMessageId: opened.header.messageId, message: `event ${sequence} received` });
-    if (sequence >= 1 && sequence <= task.lastSequence) return ack; // delivered again: already kept
+    if (sequence >= 1 && sequence <= task.lastSequence) return { ack, state: task.state }; // delivered again: already kept
     if (sequence !== task.lastSequence + 1) {
       throw protocolError(ErrorCode.ILLEGAL_TRANSITION, `expected event ${task.lastSequence + 1} of task ${taskId}, got ${sequence}`, {
         details: { expected_sequence: task.lastSequence + 1 },
@@ -73,10 +96,10 @@ export class CallbackInbox {
     try {
       await this.store.appendOutboundEvent(executor, event, next);
     } catch (error) {
-      if (error instanceof StoreConflictError) return ack; // a concurrent delivery of the same event won
+      if (error instanceof StoreConflictError) return { ack, state: next }; // a concurrent delivery of the same event won
       throw error;
     }
-    return ack;
+    return { ack, state: next };
   }
 
   /**

@@ -11,7 +11,9 @@ import type { CapabilitiesProvider } from "../capabilities/provider.js";
 import type { OutboundPolicy } from "../net/outbound-policy.js";
 import { protocolError } from "../protocol/errors.js";
 import { transition } from "../protocol/state-machine.js";
-import { StoreConflictError, StoreLimitError, type NewTask, type TaskRecord, type TaskStore } from "../store/store.js";
+import { transitioning } from "../observability/spans.js";
+import { carriedOf } from "../observability/trace-context.js";
+import { StoreConflictError, StoreLimitError, type NewTask, type StoredEvent, type TaskRecord, type TaskStore } from "../store/store.js";
 import { admissionEvent, admissionOutcome } from "./admission.js";
 import type { CallbackSender } from "./callbacks.js";
 import type { Cause, SendOutcome } from "./engine.js";
@@ -97,19 +99,24 @@ export class TaskIntake {
       leaseOwner: "",
       leaseUntilMs: 0,
       answers: [],
+      // Every event and reply of the task carries these, as the request did.
+      carried: carriedOf(header),
     };
     const { type, message, patch } = admissionEvent(base, admission, capabilities.findTaskType(spec.type)?.capabilities ?? []);
     const step = transition(TaskState.PENDING, type);
     if (!step.allowed) throw protocolError(ErrorCode.INTERNAL, "admission produced an illegal first event");
     // A confirmed task's first run is counted (and leased to this instance) in the commit that admits it.
     const claim = step.next === TaskState.CONFIRMED ? runner.claimPatch(base) : {};
-    const event = recorder.sealEvent(base, type, message, 1, header.messageId);
+    let event: StoredEvent | undefined;
     let task: TaskRecord;
     try {
-      task = await store.createTask({ ...base, ...patch, ...claim, state: step.next }, event, {
-        message: { ...cause, reply: event, taskId: spec.id },
-        maxActive: max,
-        callbackUrl: request.callbackUrl || undefined,
+      task = await transitioning(spec.id, TaskState.PENDING, step.next, base.carried, () => {
+        event = recorder.sealEvent(base, type, message, 1, header.messageId);
+        return store.createTask({ ...base, ...patch, ...claim, state: step.next }, event, {
+          message: { ...cause, reply: event, taskId: spec.id },
+          maxActive: max,
+          callbackUrl: request.callbackUrl || undefined,
+        });
       });
     } catch (error) {
       if (error instanceof StoreLimitError) throw this.concurrencyLimit(max);
@@ -120,6 +127,7 @@ export class TaskIntake {
       }
       throw error;
     }
+    recorder.committed(TaskState.PENDING, { task, event: event! });
     if (task.state === TaskState.CONFIRMED) runner.run(task);
     if (request.callbackUrl) this.options.callbacks.track(task.taskId);
     return { reply: event, task };

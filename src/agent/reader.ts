@@ -1,7 +1,9 @@
 // The read side of the executor: a requester's tasks by id or page, a task's
 // event log as a live stream that resumes from any sequence, and result
 // streams that resume from any offset. A requester sees only its own tasks
-// (and an escalation contact the tasks it was asked to decide).
+// (and an escalation contact the tasks it was asked to decide); an operator
+// (a caller whose key is one of the agent's operator keys) sees every task,
+// read-only: reading is all this module does.
 import { create } from "@bufbuild/protobuf";
 import { Code } from "@connectrpc/connect";
 import { ErrorCode } from "../../gen/synapse/v1/errors_pb.js";
@@ -12,6 +14,7 @@ import { isTerminal } from "../protocol/state-machine.js";
 import type { PartyRecord, StoredEvent, StoredReply, TaskPage, TaskRecord, TaskStore } from "../store/store.js";
 import { TaskAccess } from "./access.js";
 import type { TaskEventBus } from "./events.js";
+import type { AgentObserver } from "../observability/agent-observer.js";
 
 export const DEFAULT_PAGE_SIZE = 50;
 export const MAX_PAGE_SIZE = 500;
@@ -26,9 +29,20 @@ export interface ReaderOptions {
   store: TaskStore;
   bus: TaskEventBus;
   heartbeatIntervalMs: number;
-  /** A signed heartbeat addressed to the watcher (the requester, or an escalation contact). */
-  heartbeat: (receiver: PartyRecord) => Promise<StoredReply>;
+  /** A signed heartbeat addressed to the watcher (the requester, or an escalation contact), carrying the watched task's ids. */
+  heartbeat: (receiver: PartyRecord, task: TaskRecord) => Promise<StoredReply>;
+  /** Told when a watch (a Watch call or an SSE event stream) starts and ends. */
+  observer?: Pick<AgentObserver, "watchOpened" | "watchClosed">;
 }
+
+/**
+ * Who reads: an agent id (a requester, or an escalation contact), or an
+ * authenticated caller that may be an operator (who sees every task).
+ */
+export type TaskReaderCaller = string | { readonly agentId: string; readonly operator?: boolean };
+
+const agentIdOf = (caller: TaskReaderCaller): string => (typeof caller === "string" ? caller : caller.agentId);
+const isOperator = (caller: TaskReaderCaller): boolean => typeof caller !== "string" && caller.operator === true;
 
 export class TaskReader {
   private readonly access: TaskAccess;
@@ -37,18 +51,19 @@ export class TaskReader {
     this.access = new TaskAccess(options.store);
   }
 
-  async getTask(taskId: string, callerAgentId: string): Promise<TaskRecord> {
+  async getTask(taskId: string, caller: TaskReaderCaller): Promise<TaskRecord> {
     const task = await this.options.store.getTask(taskId);
     // Another requester's task is reported as absent, not as forbidden: ids are not secrets, but existence is.
-    if (task === undefined || !(await this.access.mayRead(task, callerAgentId))) throw taskNotFound(taskId);
+    if (task === undefined || !(isOperator(caller) || (await this.access.mayRead(task, agentIdOf(caller))))) throw taskNotFound(taskId);
     return task;
   }
 
-  async listTasks(callerAgentId: string, pageSize: number, pageToken: string, states: readonly TaskState[]): Promise<TaskPage> {
+  async listTasks(caller: TaskReaderCaller, pageSize: number, pageToken: string, states: readonly TaskState[], taskTypes: readonly string[] = []): Promise<TaskPage> {
     if (pageSize < 0) throw protocolError(ErrorCode.INVALID_PARAMS, "page_size must not be negative");
     const size = Math.min(pageSize === 0 ? DEFAULT_PAGE_SIZE : pageSize, MAX_PAGE_SIZE);
     try {
-      return await this.options.store.listTasks({ requesterAgentId: callerAgentId, states, pageSize: size, pageToken: pageToken || undefined });
+      const requesterAgentId = isOperator(caller) ? undefined : agentIdOf(caller);
+      return await this.options.store.listTasks({ requesterAgentId, states, taskTypes, pageSize: size, pageToken: pageToken || undefined });
     } catch (error) {
       if (error instanceof RangeError) throw protocolError(ErrorCode.INVALID_PARAMS, error.message);
       throw error;
@@ -63,8 +78,9 @@ export class TaskReader {
    * same encoded bytes) for every watcher; anything else (a resume, a gap,
    * another instance's commit) is read from the store, so none is lost.
    */
-  async *watch(taskId: string, callerAgentId: string, fromSequence: number, signal: AbortSignal, options: { heartbeats?: boolean } = {}): AsyncGenerator<WatchItem> {
-    const first = await this.getTask(taskId, callerAgentId);
+  async *watch(taskId: string, caller: TaskReaderCaller, fromSequence: number, signal: AbortSignal, options: { heartbeats?: boolean } = {}): AsyncGenerator<WatchItem> {
+    const first = await this.getTask(taskId, caller);
+    const callerAgentId = agentIdOf(caller);
     const heard: StoredEvent[] = []; // handed over by the bus since the last look
     let latest: TaskRecord | undefined; // the task as of the last event heard
     let unheard = true; // something changed that the bus did not hand over: read the store
@@ -78,6 +94,7 @@ export class TaskReader {
     });
     const onAbort = () => wake?.();
     signal.addEventListener("abort", onAbort);
+    this.options.observer?.watchOpened();
     try {
       yield { kind: "snapshot", task: first };
       let next = Math.max(1, fromSequence);
@@ -118,18 +135,19 @@ export class TaskReader {
         wake = undefined;
         if (idle && !signal.aborted && options.heartbeats !== false) {
           const receiver = first.requester.agentId === callerAgentId ? first.requester : { agentId: callerAgentId, systemId: "", keyId: "" };
-          yield { kind: "heartbeat", heartbeat: await this.options.heartbeat(receiver) };
+          yield { kind: "heartbeat", heartbeat: await this.options.heartbeat(receiver, first) };
         }
       }
     } finally {
       unsubscribe();
       signal.removeEventListener("abort", onAbort);
+      this.options.observer?.watchClosed();
     }
   }
 
   /** The task's result bytes from `offset`, in chunks; the last carries size and SHA-256. */
-  async *readResult(taskId: string, callerAgentId: string, offset: number): AsyncGenerator<StreamChunk> {
-    const task = await this.getTask(taskId, callerAgentId);
+  async *readResult(taskId: string, caller: TaskReaderCaller, offset: number): AsyncGenerator<StreamChunk> {
+    const task = await this.getTask(taskId, caller);
     const stream = task.resultStream;
     if (stream === undefined) {
       throw protocolError(ErrorCode.INVALID_PARAMS, isTerminal(task.state) ? `task ${clip(taskId)} has no result stream` : `task ${clip(taskId)} has not completed`, {

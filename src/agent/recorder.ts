@@ -2,6 +2,10 @@
 // the state machine, sealed as a signed event with the next sequence, and
 // committed with it in one versioned store commit (retried when another
 // writer got there first). Also seals the replies that are not task events.
+// Every event carries the trace context, session and correlation ids of the
+// task's request; every reply those of the message it answers. Observers
+// hear of each state change and each message signed; with a tracer
+// installed, each change and each signing is a span in the task's trace.
 import type { Message } from "@bufbuild/protobuf";
 import { create } from "@bufbuild/protobuf";
 import { MessageType, type Header } from "../../gen/synapse/v1/envelope_pb.js";
@@ -9,9 +13,12 @@ import { ErrorCode } from "../../gen/synapse/v1/errors_pb.js";
 import { AgentStatus, HeartbeatPayloadSchema, TaskState, type DecisionAction } from "../../gen/synapse/v1/payloads_pb.js";
 import type { CapabilitiesProvider } from "../capabilities/provider.js";
 import { seal } from "../envelope/seal.js";
+import type { AgentObserver } from "../observability/agent-observer.js";
+import { sending, transitioning } from "../observability/spans.js";
+import { carriedSealFields } from "../observability/trace-context.js";
 import { protocolError } from "../protocol/errors.js";
 import { transition, TERMINAL_STATES } from "../protocol/state-machine.js";
-import { StoreConflictError, type PartyRecord, type SeenMessage, type StoredEvent, type StoredReply, type TaskPatch, type TaskRecord, type TaskStore } from "../store/store.js";
+import { StoreConflictError, type CarriedIds, type PartyRecord, type SeenMessage, type StoredEvent, type StoredReply, type TaskPatch, type TaskRecord, type TaskStore } from "../store/store.js";
 import type { AgentIdentity } from "./identity.js";
 
 /** States in which a task holds one of the max_concurrent_tasks slots. */
@@ -55,6 +62,8 @@ export interface RecorderOptions {
   capabilities: CapabilitiesProvider;
   store: TaskStore;
   now: () => number;
+  /** Told of each committed state change and each message signed. */
+  observer: Pick<AgentObserver, "transition" | "messageSent">;
 }
 
 export class EventRecorder {
@@ -79,54 +88,78 @@ export class EventRecorder {
       const type = request.eventType ?? built.type!;
       const step = transition(current.state, request.apply ?? type, request.action);
       if (!step.allowed) return undefined;
-      const event = this.sealEvent(current, type, built.message, current.lastSequence + 1, request.replyTo, built.encoded);
-      const message = request.cause === undefined ? undefined : { ...request.cause, reply: event, taskId: current.taskId };
-      try {
-        const task = await store.commit(current.taskId, current.version, { ...built.patch, state: step.next, updatedAtMs: now() }, event, {
-          message,
-          fence: request.fence,
-        });
-        return { task, event };
-      } catch (error) {
-        if (!(error instanceof StoreConflictError) || (error.reason !== "version" && error.reason !== "sequence")) throw error;
+      const commit = async (): Promise<Recorded | undefined> => {
+        const event = this.sealEvent(current, type, built.message, current.lastSequence + 1, request.replyTo, built.encoded);
+        const message = request.cause === undefined ? undefined : { ...request.cause, reply: event, taskId: current.taskId };
+        try {
+          const task = await store.commit(current.taskId, current.version, { ...built.patch, state: step.next, updatedAtMs: now() }, event, {
+            message,
+            fence: request.fence,
+          });
+          return { task, event };
+        } catch (error) {
+          if (!(error instanceof StoreConflictError) || (error.reason !== "version" && error.reason !== "sequence")) throw error;
+          return undefined; // another writer got there first: look again
+        }
+      };
+      // An event that leaves the state as it is (progress) is a message, not a transition.
+      const recorded = step.next === current.state ? await commit() : await transitioning(current.taskId, current.state, step.next, current.carried, commit);
+      if (recorded !== undefined) {
+        this.committed(current.state, recorded);
+        return recorded;
       }
     }
     throw protocolError(ErrorCode.INTERNAL, `task ${request.taskId} kept changing; try again`);
   }
 
-  sealEvent(task: Pick<TaskRecord, "taskId" | "requester">, type: MessageType, message: Message, sequence: number, replyTo?: string, encodedPayload?: Uint8Array): StoredEvent {
-    const { envelope, header } = seal(
-      {
-        messageType: type,
-        payload: message,
-        sender: { agentId: this.self.agentId, systemId: this.self.systemId },
-        receiver: task.requester,
-        taskId: task.taskId,
-        replyTo,
-        sequence: BigInt(sequence),
-        sentAtMs: this.options.now(),
-        encodedPayload,
-      },
-      this.options.identity.key,
+  /** Tells the observer of a committed event and the state change it recorded (`from`: the state before). */
+  committed(from: TaskState, { task, event }: Recorded): void {
+    this.options.observer.messageSent(event.header.messageType);
+    if (from !== task.state) this.options.observer.transition(from, task.state, task);
+  }
+
+  sealEvent(task: Pick<TaskRecord, "taskId" | "requester" | "carried">, type: MessageType, message: Message, sequence: number, replyTo?: string, encodedPayload?: Uint8Array): StoredEvent {
+    const { envelope, header } = sending(type, task.carried, () =>
+      seal(
+        {
+          messageType: type,
+          payload: message,
+          sender: { agentId: this.self.agentId, systemId: this.self.systemId },
+          receiver: task.requester,
+          taskId: task.taskId,
+          replyTo,
+          sequence: BigInt(sequence),
+          sentAtMs: this.options.now(),
+          encodedPayload,
+          ...carriedSealFields(task.carried),
+        },
+        this.options.identity.key,
+      ),
     );
     return { taskId: task.taskId, sequence, envelope, header, payload: message };
   }
 
-  /** A signed reply that is not a task event. */
+  /** A signed reply that is not a task event; it carries the ids of the message it answers. */
   reply(to: Header, type: MessageType, message: Message): StoredReply {
-    const { envelope, header } = seal(
-      {
-        messageType: type,
-        payload: message,
-        sender: { agentId: this.self.agentId, systemId: this.self.systemId },
-        receiver: { agentId: to.sender!.agentId, systemId: to.sender!.systemId },
-        taskId: to.taskId,
-        replyTo: to.messageId,
-        correlationId: to.correlationId,
-        sentAtMs: this.options.now(),
-      },
-      this.options.identity.key,
+    const { envelope, header } = sending(type, to.trace, () =>
+      seal(
+        {
+          messageType: type,
+          payload: message,
+          sender: { agentId: this.self.agentId, systemId: this.self.systemId },
+          receiver: { agentId: to.sender!.agentId, systemId: to.sender!.systemId },
+          taskId: to.taskId,
+          replyTo: to.messageId,
+          sessionId: to.sessionId,
+          correlationId: to.correlationId,
+          traceparent: to.trace?.traceparent,
+          tracestate: to.trace?.tracestate,
+          sentAtMs: this.options.now(),
+        },
+        this.options.identity.key,
+      ),
     );
+    this.options.observer.messageSent(type);
     return { envelope, header, payload: message };
   }
 
@@ -141,13 +174,16 @@ export class EventRecorder {
     });
   }
 
-  /** A signed heartbeat for a peer (also sent on idle Watch streams). */
-  async sealHeartbeat(receiver: PartyRecord, draining: boolean): Promise<StoredReply> {
+  /** A signed heartbeat for a peer (also sent on idle Watch streams, carrying the watched task's ids). */
+  async sealHeartbeat(receiver: PartyRecord, draining: boolean, carried?: CarriedIds): Promise<StoredReply> {
     const message = await this.heartbeatPayload(draining);
-    const { envelope, header } = seal(
-      { messageType: MessageType.HEARTBEAT, payload: message, sender: this.self, receiver, sentAtMs: this.options.now() },
-      this.options.identity.key,
+    const { envelope, header } = sending(MessageType.HEARTBEAT, carried, () =>
+      seal(
+        { messageType: MessageType.HEARTBEAT, payload: message, sender: this.self, receiver, sentAtMs: this.options.now(), ...carriedSealFields(carried) },
+        this.options.identity.key,
+      ),
     );
+    this.options.observer.messageSent(MessageType.HEARTBEAT);
     return { envelope, header, payload: message };
   }
 }

@@ -20,6 +20,7 @@ import {
 import type { CapabilitiesProvider } from "../capabilities/provider.js";
 import type { P2PConfig } from "../capabilities/defaults.js";
 import type { Logger } from "../log.js";
+import { taskLogFields } from "../observability/log-fields.js";
 import { toValue } from "../protocol/json-values.js";
 import { isTerminal, WAITING_STATES } from "../protocol/state-machine.js";
 import { StoreConflictError, type TaskPatch, type TaskRecord, type TaskStore } from "../store/store.js";
@@ -187,7 +188,7 @@ export class ExecutionRunner implements ExecutionHost {
     try {
       await this.resume(claimed);
     } catch (error) {
-      this.options.logger.error({ err: error, task_id: task.taskId }, "could not carry on with an interrupted task");
+      this.options.logger.error({ ...taskLogFields(task), err: error }, "could not carry on with an interrupted task");
     }
   }
 
@@ -203,10 +204,10 @@ export class ExecutionRunner implements ExecutionHost {
       return this.readmit(task);
     }
     if (handler?.resumable) {
-      this.options.logger.info({ task_id: task.taskId, attempt: task.executionAttempts + 1 }, "resuming an interrupted task");
+      this.options.logger.info({ ...taskLogFields(task), attempt: task.executionAttempts + 1 }, "resuming an interrupted task");
       return this.startClaimed(task);
     }
-    this.options.logger.info({ task_id: task.taskId }, "an interrupted task's handler cannot resume: the task fails (agent_not_ready)");
+    this.options.logger.info(taskLogFields(task), "an interrupted task's handler cannot resume: the task fails (agent_not_ready)");
     return this.failClaimed(task, {
       code: ErrorCode.AGENT_NOT_READY,
       message: "the agent restarted while the task ran, and its handler cannot resume; it did not run again: submit the task again",
@@ -283,6 +284,7 @@ export class ExecutionRunner implements ExecutionHost {
       },
       this.options.logger,
       this.options.uploads?.forTask(task.requester.agentId, task.request.uploads),
+      task.carried,
     );
     this.executions.set(task.taskId, execution);
     // The run ends when the task does, whoever ended it (a cancel or a deadline at another instance).
@@ -292,7 +294,7 @@ export class ExecutionRunner implements ExecutionHost {
     });
     execution
       .run()
-      .catch((error: unknown) => this.options.logger.error({ err: error, task_id: task.taskId }, "execution failed unexpectedly"))
+      .catch((error: unknown) => this.options.logger.error({ ...taskLogFields(task), err: error }, "execution failed unexpectedly"))
       .finally(() => {
         unsubscribe();
         this.progressReports.take(task.taskId);

@@ -9,6 +9,7 @@ import { clip, protocolError } from "../protocol/errors.js";
 import { isSha256Hex, readUploadChunks, type UploadRecord, type UploadStore } from "../store/uploads.js";
 import { TaskFailure, type TaskUploads, type UploadedFile } from "./handler.js";
 
+/** Limits on files uploaded to an agent (`POST /upload`). */
 export interface UploadLimits {
   /** The largest single upload, in bytes (not bound by max_file_size: that is the point of uploads). */
   maxUploadBytes: number;

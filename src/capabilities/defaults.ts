@@ -25,7 +25,10 @@ export function defaultAgentCapabilities(init: MessageInitShape<typeof AgentCapa
 /** Retry, timeout and heartbeat settings of the P2P protocol (seed 001 §5.4). */
 export interface P2PConfig {
   maxRetries: number;
+  /** Retries wait this long, doubling each time (exponential backoff) ... */
   retryBaseDelayMs: number;
+  /** ... up to this long, so an endpoint that comes back is reached soon after. */
+  retryMaxDelayMs: number;
   /** A task's handler is aborted after this long. */
   taskTimeoutMs: number;
   /** Idle Watch streams get a heartbeat this often. */
@@ -35,6 +38,7 @@ export interface P2PConfig {
 export const DEFAULT_P2P_CONFIG: Readonly<P2PConfig> = Object.freeze({
   maxRetries: 5,
   retryBaseDelayMs: 2_000,
+  retryMaxDelayMs: 60_000,
   taskTimeoutMs: 5 * 60_000,
   heartbeatIntervalMs: 30_000,
 });

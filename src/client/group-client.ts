@@ -2,18 +2,16 @@
 // a2n:* messages to a group's host, verifies every event the host signs
 // (signature, addressed to the group, gapless sequence), resumes WatchGroup
 // after a disconnect, and reads groups, group tasks and votes.
-import { create, type JsonObject, type Message } from "@bufbuild/protobuf";
+import { create, type Message } from "@bufbuild/protobuf";
 import { durationFromMs, timestampFromMs } from "@bufbuild/protobuf/wkt";
 import { Code, ConnectError, createClient, type Client, type Transport } from "@connectrpc/connect";
 import { randomUUID } from "node:crypto";
 import {
-  ConsensusRule,
   GroupCreatePayloadSchema,
   GroupDissolvePayloadSchema,
   GroupRole,
   GroupTaskAnswerPayloadSchema,
   GroupTaskCancelPayloadSchema,
-  GroupTaskStrategy,
   GroupTaskSubmitPayloadSchema,
   MemberApprovePayloadSchema,
   MemberInvitePayloadSchema,
@@ -23,14 +21,12 @@ import {
   VoteCastPayloadSchema,
   VoteClosePayloadSchema,
   VoteStartPayloadSchema,
-  type GroupDecisionAction,
   type GroupEventPayload,
 } from "../../gen/synapse/v1/a2n_pb.js";
 import { CapabilitiesService } from "../../gen/synapse/v1/capabilities_pb.js";
-import { MessageType, type Envelope, type Header } from "../../gen/synapse/v1/envelope_pb.js";
+import { MessageType, type Envelope } from "../../gen/synapse/v1/envelope_pb.js";
 import { ErrorCode } from "../../gen/synapse/v1/errors_pb.js";
-import { GroupService, type Group, type GroupTask, type TallyResponse, type Vote } from "../../gen/synapse/v1/group_pb.js";
-import type { AgentIdentity } from "../agent/identity.js";
+import { GroupService, type GroupTask, type TallyResponse, type Vote } from "../../gen/synapse/v1/group_pb.js";
 import { keyIdOf } from "../crypto/keys.js";
 import { issueToken } from "../crypto/tokens.js";
 import { open } from "../envelope/open.js";
@@ -38,78 +34,38 @@ import { seal } from "../envelope/seal.js";
 import type { TrustPolicy } from "../envelope/trust.js";
 import { PinnedKeys } from "../envelope/trust-sources.js";
 import { protocolError } from "../protocol/errors.js";
-import { createTransport, type TransportOptions } from "./transport.js";
+import { freshTraceparent, traceFieldsOf } from "../observability/trace-context.js";
+import type { BallotInput, GroupClientOptions, GroupSendResult, GroupTaskInput, GroupWatchItem, SubtaskAnswer, VerifiedGroupEvent, VoteInput } from "./group-types.js";
+import { createTransport } from "./transport.js";
 
-export interface GroupClientOptions {
-  /** The host's base URL. */
-  baseUrl: string;
-  /** This agent's identity: its key signs every message (and is its consent). */
-  identity: AgentIdentity;
-  transport?: TransportOptions;
-  rpcTransport?: Transport;
-  /** How the host's key is trusted; default pinned on first use in memory. */
-  trust?: TrustPolicy;
-  maxRetries?: number;
-  retryBaseDelayMs?: number;
-}
-
-/** A group event the host signed, verified. */
-export interface VerifiedGroupEvent {
-  envelope: Envelope;
-  header: Header;
-  sequence: number;
-  payload: GroupEventPayload;
-}
-
-export interface GroupSendResult {
-  reply: VerifiedGroupEvent;
-  group?: Group;
-  groupTask?: GroupTask;
-  vote?: Vote;
-}
-
-export type GroupWatchItem =
-  | { kind: "snapshot"; group: Group }
-  | { kind: "event"; event: VerifiedGroupEvent }
-  | { kind: "heartbeat" }
-  | { kind: "reconnecting"; attempt: number; fromSequence: number; error: ConnectError };
-
-export interface GroupTaskInput {
-  groupTaskId?: string;
-  taskType: string;
-  payload?: JsonObject;
-  strategy: GroupTaskStrategy;
-  shards?: JsonObject[];
-  quorum?: number;
-  members?: string[];
-  memberTimeoutMs?: number;
-  maxAttempts?: number;
-}
-
-export interface VoteInput {
-  voteId?: string;
-  question: string;
-  options: string[];
-  rule: ConsensusRule;
-  threshold?: { numerator: number; denominator: number };
-  quorum?: number;
-  eligibleVoters?: string[];
-  deadline: Date;
-}
-
-/** Fields for a sub-task's need-info, or a decision for its need-human. */
-export type SubtaskAnswer = { info: JsonObject } | { decision: { action: GroupDecisionAction; fields?: JsonObject; rejectionReason?: string } };
-
-export type BallotInput = { choice: string } | { ranking: string[] } | { abstain: true };
+export type { BallotInput, GroupClientOptions, GroupSendResult, GroupTaskInput, GroupWatchItem, SubtaskAnswer, VerifiedGroupEvent, VoteInput } from "./group-types.js";
 
 const RESUMABLE = new Set([Code.Unavailable, Code.Internal, Code.Unknown, Code.Aborted, Code.DeadlineExceeded]);
 
+/**
+ * A member's or coordinator's client for a group host (GroupService, the
+ * A2N messages of docs/PROTOCOL.md §7): every message is sealed with this
+ * agent's key (its signature is its consent), every event of the group's
+ * log is verified against the host's key and checked for gaps, and watches
+ * resume after a dropped connection. Methods that send return the host's
+ * signed reply and the group, group task or vote after it.
+ *
+ * @example
+ * ```ts
+ * const coordinator = await GroupClient.connect({ baseUrl: hostUrl, identity });
+ * await coordinator.create("team", { name: "Reviewers" });
+ * await coordinator.invite("team", { agentId: other.agentId, keyId: other.key.keyId });
+ * // ... the invitee accepts with its own GroupClient: join("team", { invitationId, endpointUrl }) ...
+ * const { groupTask } = await coordinator.submitTask("team", { taskType: "review", payload: { doc }, strategy: GroupTaskStrategy.BROADCAST }, 30_000);
+ * ```
+ */
 export class GroupClient {
   private readonly groups: Client<typeof GroupService>;
   private cachedToken: { token: string; renewAtMs: number } | undefined;
 
   private constructor(
     private readonly options: GroupClientOptions,
+    /** The host: its agent id, system id, and the key its events are checked against. */
     readonly host: { agentId: string; systemId: string; keyId: string; publicKey: Uint8Array },
     transport: Transport,
   ) {
@@ -133,14 +89,17 @@ export class GroupClient {
     return new GroupClient(options, host, transport);
   }
 
+  /** This agent's id. */
   get agentId(): string {
     return this.options.identity.agentId;
   }
 
-  /** Seals an a2n:* message to the host. */
+  /** Seals an a2n:* message to the host, in the active span's trace or a new one. */
   envelope(type: MessageType, payload: Message, taskId?: string): Envelope {
     const me = { agentId: this.options.identity.agentId, systemId: this.options.identity.systemId };
-    return seal({ messageType: type, payload, sender: me, receiver: this.host, taskId }, this.options.identity.key).envelope;
+    const active = traceFieldsOf();
+    const trace = active.traceparent ? active : { traceparent: freshTraceparent() };
+    return seal({ messageType: type, payload, sender: me, receiver: this.host, taskId, ...trace }, this.options.identity.key).envelope;
   }
 
   /** Verifies an event of `groupId`'s log: signed by the host, addressed to the group, an a2n:group_event. */
@@ -155,17 +114,20 @@ export class GroupClient {
     return { envelope, header: opened.header, sequence: Number(opened.header.sequence), payload: opened.payload as GroupEventPayload };
   }
 
+  /** Sends one sealed a2n:* envelope about `groupId` and verifies the host's reply. */
   async send(envelope: Envelope, groupId: string, waitMs?: number): Promise<GroupSendResult> {
     const response = await this.groups.send({ envelope, wait: waitMs === undefined ? undefined : durationFromMs(waitMs) });
     if (response.reply?.envelope === undefined) throw protocolError(ErrorCode.MESSAGE_FORMAT_INVALID, "the host sent no reply");
     return { reply: await this.verifyEvent(groupId, response.reply.envelope), group: response.group, groupTask: response.groupTask, vote: response.vote };
   }
 
+  /** Creates a group at the host, with this agent as its first coordinator. */
   create(groupId: string, input: { name?: string; description?: string; endpointUrl?: string; weight?: number } = {}) {
     const payload = create(GroupCreatePayloadSchema, { groupId, name: input.name ?? "", description: input.description ?? "", endpointUrl: input.endpointUrl ?? "", weight: input.weight ?? 0 });
     return this.send(this.envelope(MessageType.A2N_GROUP_CREATE, payload), groupId);
   }
 
+  /** Invites an agent (or offers a member a new role or weight); it joins only by accepting with its own key. Coordinators only. */
   invite(groupId: string, invitee: { agentId: string; keyId: string }, input: { role?: GroupRole; weight?: number; expiresAt?: Date; note?: string } = {}) {
     const payload = create(MemberInvitePayloadSchema, {
       groupId,
@@ -178,27 +140,33 @@ export class GroupClient {
     return this.send(this.envelope(MessageType.A2N_MEMBER_INVITE, payload), groupId);
   }
 
+  /** Accepts an invitation (`invitationId`, the invite's message id), asks to join without one, or changes this member's endpoint. */
   join(groupId: string, input: { endpointUrl?: string; invitationId?: string; role?: GroupRole; note?: string } = {}) {
     const payload = create(MemberJoinPayloadSchema, { groupId, endpointUrl: input.endpointUrl ?? "", invitationId: input.invitationId ?? "", role: input.role ?? GroupRole.UNSPECIFIED, note: input.note ?? "" });
     return this.send(this.envelope(MessageType.A2N_MEMBER_JOIN, payload), groupId);
   }
 
+  /** Admits a pending join request (`requestId`, the join's message id). Coordinators only. */
   approve(groupId: string, requestId: string, weight = 0) {
     return this.send(this.envelope(MessageType.A2N_MEMBER_APPROVE, create(MemberApprovePayloadSchema, { groupId, requestId, weight })), groupId);
   }
 
+  /** Leaves the group. */
   leave(groupId: string, reason = "") {
     return this.send(this.envelope(MessageType.A2N_MEMBER_LEAVE, create(MemberLeavePayloadSchema, { groupId, reason })), groupId);
   }
 
+  /** Removes a member, or withdraws an agent's pending invitation or request. Coordinators only. */
   remove(groupId: string, agentId: string, reason = "") {
     return this.send(this.envelope(MessageType.A2N_MEMBER_REMOVE, create(MemberRemovePayloadSchema, { groupId, agentId, reason })), groupId);
   }
 
+  /** Ends the group: running group tasks are cancelled, open votes closed. Coordinators only. */
   dissolve(groupId: string, reason = "") {
     return this.send(this.envelope(MessageType.A2N_GROUP_DISSOLVE, create(GroupDissolvePayloadSchema, { groupId, reason })), groupId);
   }
 
+  /** Submits a group task, run as P2P tasks at the members; `waitMs` holds the reply until it ends or waits for an answer. Coordinators only. */
   submitTask(groupId: string, input: GroupTaskInput, waitMs?: number) {
     const groupTaskId = input.groupTaskId ?? randomUUID();
     const payload = create(GroupTaskSubmitPayloadSchema, {
@@ -216,6 +184,7 @@ export class GroupClient {
     return this.send(this.envelope(MessageType.A2N_GROUP_TASK_SUBMIT, payload, groupTaskId), groupId, waitMs);
   }
 
+  /** Answers a sub-task's question (need-info fields or a need-human decision); the host forwards it to the member. Coordinators only. */
   answer(groupId: string, groupTaskId: string, subtaskId: string, answer: SubtaskAnswer, note = "", waitMs?: number) {
     const payload = create(GroupTaskAnswerPayloadSchema, {
       groupId,
@@ -227,10 +196,12 @@ export class GroupClient {
     return this.send(this.envelope(MessageType.A2N_GROUP_TASK_ANSWER, payload, groupTaskId), groupId, waitMs);
   }
 
+  /** Cancels a group task and its running sub-tasks. Coordinators only. */
   cancelTask(groupId: string, groupTaskId: string, reason = "") {
     return this.send(this.envelope(MessageType.A2N_GROUP_TASK_CANCEL, create(GroupTaskCancelPayloadSchema, { groupId, groupTaskId, reason }), groupTaskId), groupId);
   }
 
+  /** Starts a vote. Coordinators and members. */
   startVote(groupId: string, input: VoteInput) {
     const payload = create(VoteStartPayloadSchema, {
       groupId,
@@ -246,6 +217,7 @@ export class GroupClient {
     return this.send(this.envelope(MessageType.A2N_VOTE_START, payload), groupId);
   }
 
+  /** Casts this agent's ballot (one per voter, signed by it). */
   cast(groupId: string, voteId: string, ballot: BallotInput) {
     const payload = create(VoteCastPayloadSchema, {
       groupId,
@@ -257,6 +229,7 @@ export class GroupClient {
     return this.send(this.envelope(MessageType.A2N_VOTE_CAST, payload), groupId);
   }
 
+  /** Closes a vote before its deadline, counting the ballots cast. Coordinators, or the member who started it. */
   closeVote(groupId: string, voteId: string, reason = "") {
     return this.send(this.envelope(MessageType.A2N_VOTE_CLOSE, create(VoteClosePayloadSchema, { groupId, voteId, reason })), groupId);
   }
@@ -271,22 +244,27 @@ export class GroupClient {
     return { Authorization: `Bearer ${this.cachedToken.token}` };
   }
 
+  /** A group, with the ids of its group tasks and votes. */
   async getGroup(groupId: string) {
     return this.groups.getGroup({ groupId }, { headers: await this.headers() });
   }
 
+  /** The groups this agent is a member of (or invited to) at the host, newest first, a page at a time. */
   async listGroups(pageSize = 0, pageToken = "") {
     return this.groups.listGroups({ pageSize, pageToken }, { headers: await this.headers() });
   }
 
+  /** A group task and its sub-tasks. */
   async getGroupTask(groupId: string, groupTaskId: string): Promise<GroupTask> {
     return (await this.groups.getGroupTask({ groupId, groupTaskId }, { headers: await this.headers() })).groupTask!;
   }
 
+  /** A vote with its signed ballots and its count (interim while open). */
   async getVote(groupId: string, voteId: string): Promise<Vote> {
     return (await this.groups.getVote({ groupId, voteId }, { headers: await this.headers() })).vote!;
   }
 
+  /** A vote's count (interim while open) with what recomputes it: the signed vote_start and every signed ballot. */
   async tally(groupId: string, voteId: string): Promise<TallyResponse> {
     return this.groups.tally({ groupId, voteId }, { headers: await this.headers() });
   }

@@ -1,13 +1,16 @@
 // The requester side: a typed client that seals and sends protocol
 // messages, verifies every signed reply and event against the executor's
 // key, resumes watches and result reads after a disconnect, and checks that
-// what it is told follows the task state machine.
+// what it is told follows the task state machine. Every message it seals
+// carries W3C trace context: a new trace per submitted task (unless a span
+// is active), the task's trace for the messages about it that follow; with
+// an OpenTelemetry tracer installed, each send is a span of that trace.
 import { create, type JsonObject, type Message } from "@bufbuild/protobuf";
 import { durationFromMs, timestampFromMs } from "@bufbuild/protobuf/wkt";
-import { Code, ConnectError, createClient, type Client, type Transport } from "@connectrpc/connect";
+import { Code, ConnectError, createClient, type Client } from "@connectrpc/connect";
 import { createHash, randomUUID } from "node:crypto";
 import { CapabilitiesService, type AgentCapabilities } from "../../gen/synapse/v1/capabilities_pb.js";
-import { MessageType, type Envelope, type Header } from "../../gen/synapse/v1/envelope_pb.js";
+import { MessageType, type Envelope } from "../../gen/synapse/v1/envelope_pb.js";
 import { ErrorCode } from "../../gen/synapse/v1/errors_pb.js";
 import { P2PService, type Task, type TaskEvent } from "../../gen/synapse/v1/p2p_pb.js";
 import {
@@ -22,8 +25,6 @@ import {
   type ResultStream,
   type TaskAckPayload,
 } from "../../gen/synapse/v1/payloads_pb.js";
-import type { AgentIdentity } from "../agent/identity.js";
-import type { CallbackInbox } from "../agent/inbox.js";
 import { bytesEqual } from "../crypto/encoding.js";
 import { keyIdOf } from "../crypto/keys.js";
 import { issueToken } from "../crypto/tokens.js";
@@ -34,81 +35,13 @@ import { PinnedKeys, TrustChain } from "../envelope/trust-sources.js";
 import { stateAfterEvent } from "../protocol/event-state.js";
 import { protocolError } from "../protocol/errors.js";
 import { isTerminal, WAITING_STATES } from "../protocol/state-machine.js";
-import { createTransport, type TransportOptions } from "./transport.js";
+import { clientSending, type OutgoingTrace } from "../observability/spans.js";
+import { freshTraceparent, traceFieldsOf, type TraceFields } from "../observability/trace-context.js";
+import type { ClientOptions, ClientWatchItem, DecisionInput, EnvelopeExtras, SendResult, SubmitOptions, VerifiedMessage, WatchOptions } from "./requester-types.js";
+import { RememberedTaskIds } from "./task-ids.js";
+import { createTransport } from "./transport.js";
 
-export interface ClientOptions {
-  /** The executor's base URL, for example http://127.0.0.1:8080. */
-  baseUrl: string;
-  /** This requester's identity (its key signs every message and token). */
-  identity: AgentIdentity;
-  transport?: TransportOptions;
-  /** A transport to use instead of one built from baseUrl and `transport` (an agent's outbound transport, say). */
-  rpcTransport?: Transport;
-  /**
-   * How the executor's key is trusted. Default: pinned on first use in
-   * memory; pass a PinnedKeys opened on a file to keep pins across runs.
-   */
-  trust?: TrustPolicy;
-  /**
-   * Ask executors to push every event to this requester's own agent
-   * (CallbackReceiver): its base URL and its inbox. The requester identity
-   * must be that agent's identity.
-   */
-  callback?: { url: string; inbox: CallbackInbox };
-  /** How long the first call (GetCapabilities) may take; default no limit. */
-  connectTimeoutMs?: number;
-  /** Retries for watch and result reads after a dropped connection. */
-  maxRetries?: number;
-  retryBaseDelayMs?: number;
-}
-
-/** A signed message from the executor, verified. */
-export interface VerifiedMessage {
-  envelope: Envelope;
-  header: Header;
-  type: MessageType;
-  payload: Message;
-}
-
-export interface SendResult {
-  reply?: VerifiedMessage;
-  task?: Task;
-}
-
-export interface SubmitOptions {
-  taskId?: string;
-  /** Hold the reply until the task is terminal or needs input, for at most this long. */
-  waitMs?: number;
-  idempotencyKey?: string;
-  priority?: TaskPriority;
-  deadline?: Date;
-  sessionId?: string;
-  correlationId?: string;
-  metadata?: JsonObject;
-  /** The task this one is a subtask of (TaskContext.parent_task_id). */
-  parentTaskId?: string;
-  /** Uploaded files the task names (POST /upload answered sha256 and size); the signature covers them. */
-  uploads?: Array<{ name: string; sha256: string; size: number }>;
-}
-
-export interface DecisionInput {
-  action: "approve" | "reject" | "modify";
-  fields?: JsonObject;
-  notes?: string;
-  rejectionReason?: string;
-  decidedBy?: { userId?: string; userName?: string; role?: string };
-}
-
-export type ClientWatchItem =
-  | { kind: "snapshot"; task: Task }
-  | { kind: "event"; sequence: number; event: VerifiedMessage; state: TaskState }
-  | { kind: "heartbeat"; heartbeat: VerifiedMessage }
-  | { kind: "reconnecting"; attempt: number; fromSequence: number; error: ConnectError };
-
-export interface WatchOptions {
-  fromSequence?: number;
-  signal?: AbortSignal;
-}
+export type { ClientOptions, ClientWatchItem, DecisionInput, EnvelopeExtras, SendResult, SubmitOptions, VerifiedMessage, WatchOptions } from "./requester-types.js";
 
 /** Lifetime of the tokens the client makes for its own reads. */
 const TOKEN_LIFETIME_SECONDS = 180;
@@ -116,15 +49,26 @@ const TOKEN_LIFETIME_SECONDS = 180;
 /** Connection-level failures worth resuming after; anything else is an answer. */
 const RESUMABLE = new Set([Code.Unavailable, Code.Internal, Code.Unknown, Code.Aborted, Code.DeadlineExceeded]);
 
+/**
+ * A requester's client for one executor (the agent at one URL): seals and
+ * sends protocol messages with the requester's key, verifies every signed
+ * reply and event against the key the executor declared, resumes watches
+ * and result reads after a dropped connection, and checks each event
+ * against the task state machine. Make one with {@link SynapseClient.connect}.
+ */
 export class SynapseClient {
+  /** The executor: its agent id, system id, and the key its replies and events are checked against. */
   readonly executor: { agentId: string; systemId: string; keyId: string; publicKey: Uint8Array };
   private readonly p2p: Client<typeof P2PService>;
   private readonly maxRetries: number;
   private readonly retryBaseDelayMs: number;
   private cachedToken: { token: string; renewAtMs: number } | undefined;
+  /** The trace, session and correlation ids of the tasks this client submitted (the latest ones). */
+  private readonly taskIds = new RememberedTaskIds();
 
   private constructor(
     private readonly options: ClientOptions,
+    /** The executor's declared capabilities (task types, limits), as it answered GetCapabilities. */
     readonly capabilities: AgentCapabilities,
     private readonly trust: TrustPolicy,
   ) {
@@ -188,9 +132,38 @@ export class SynapseClient {
     return { Authorization: `Bearer ${this.cachedToken.token}` };
   }
 
-  /** Seals a message to the executor. */
-  envelope(type: MessageType, payload: Message, extra: { taskId?: string; idempotencyKey?: string; sessionId?: string; correlationId?: string } = {}): Envelope {
-    return seal({ messageType: type, payload, sender: this.me, receiver: this.executor, ...extra }, this.options.identity.key).envelope;
+  /** Seals a message to the executor, with trace context and the task's ids ({@link EnvelopeExtras}). */
+  envelope(type: MessageType, payload: Message, extra: EnvelopeExtras = {}): Envelope {
+    const known = this.taskIds.get(extra.taskId);
+    const trace = extra.traceparent ? extra : this.traceFor(known);
+    return seal(
+      {
+        messageType: type,
+        payload,
+        sender: this.me,
+        receiver: this.executor,
+        ...extra,
+        sessionId: extra.sessionId ?? known?.sessionId,
+        correlationId: extra.correlationId ?? known?.correlationId,
+        traceparent: trace.traceparent,
+        tracestate: trace.tracestate,
+      },
+      this.options.identity.key,
+    ).envelope;
+  }
+
+  /** The trace a message sealed now belongs to, when the caller names none. */
+  private traceFor(known: { trace: TraceFields } | undefined): TraceFields {
+    const active = traceFieldsOf();
+    if (active.traceparent) return active;
+    return known?.trace ?? { traceparent: freshTraceparent() };
+  }
+
+  /** Seals and sends one message about a task, in its trace (a span of it when tracing); the reply is addressed to `receiver`. */
+  private sendTraced(type: MessageType, taskId: string, payload: Message, waitMs?: number, receiver?: string): Promise<SendResult> {
+    return clientSending(type, taskId, this.taskIds.get(taskId)?.trace, (trace: OutgoingTrace) =>
+      this.send(this.envelope(type, payload, { taskId, ...trace.fields }), waitMs, receiver, trace.headers),
+    );
   }
 
   /**
@@ -207,13 +180,24 @@ export class SynapseClient {
   }
 
   /** Sends one sealed envelope and verifies the reply (addressed to `receiver`, by default this requester). */
-  async sendEnvelope(envelope: Envelope, waitMs?: number, receiver?: string): Promise<SendResult> {
-    const response = await this.p2p.send({ envelope, wait: waitMs === undefined ? undefined : durationFromMs(waitMs) });
+  sendEnvelope(envelope: Envelope, waitMs?: number, receiver?: string): Promise<SendResult> {
+    return this.send(envelope, waitMs, receiver);
+  }
+
+  /** sendEnvelope, with HTTP headers (the traceparent of a client span). */
+  private async send(envelope: Envelope, waitMs: number | undefined, receiver: string | undefined, headers?: Record<string, string>): Promise<SendResult> {
+    const response = await this.p2p.send({ envelope, wait: waitMs === undefined ? undefined : durationFromMs(waitMs) }, { headers });
     // A reply that is a task event is addressed to the task's requester, who may be another agent for a contact.
     const reply = response.reply?.envelope ? await this.verify(response.reply.envelope, { receiver }) : undefined;
     return { reply, task: response.task };
   }
 
+/**
+   * Requests a task (p2p:task_request) and returns the executor's signed
+   * reply (task_confirm, task_reject, or task_need_info when it asks first)
+   * and the task. With `waitMs` the reply is held until the task ends or
+   * waits for an answer, at most that long: submit and wait in one call.
+   */
   async submit(taskType: string, payload: JsonObject, options: SubmitOptions = {}): Promise<SendResult & { taskId: string }> {
     const taskId = options.taskId ?? randomUUID();
     const request = create(TaskRequestPayloadSchema, {
@@ -230,25 +214,42 @@ export class SynapseClient {
     });
     // Expect the pushes before asking, so that not even the first one is refused.
     await this.options.callback?.inbox.expect(this.executor, taskId);
-    const envelope = this.envelope(MessageType.TASK_REQUEST, request, {
-      taskId,
-      idempotencyKey: options.idempotencyKey,
-      sessionId: options.sessionId,
-      correlationId: options.correlationId,
+    // A new trace for the task, unless a span is active: the task's events will all carry it.
+    const sent = await clientSending(MessageType.TASK_REQUEST, taskId, undefined, (trace) => {
+      this.taskIds.remember(taskId, { trace: trace.fields, sessionId: options.sessionId, correlationId: options.correlationId });
+      const envelope = this.envelope(MessageType.TASK_REQUEST, request, {
+        taskId,
+        idempotencyKey: options.idempotencyKey,
+        sessionId: options.sessionId,
+        correlationId: options.correlationId,
+        ...trace.fields,
+      });
+      return this.send(envelope, options.waitMs, undefined, trace.headers);
     });
-    return { taskId, ...(await this.sendEnvelope(envelope, options.waitMs)) };
+    return { taskId, ...sent };
   }
 
+/** Cancels a task (p2p:task_cancel); the reply is the executor's signed task_ack. Only the task's requester may. */
   cancel(taskId: string, reason = "", waitMs?: number): Promise<SendResult> {
-    return this.sendEnvelope(this.envelope(MessageType.TASK_CANCEL, create(TaskCancelPayloadSchema, { taskId, reason }), { taskId }), waitMs);
+    const payload = create(TaskCancelPayloadSchema, { taskId, reason });
+    return this.sendTraced(MessageType.TASK_CANCEL, taskId, payload, waitMs);
   }
 
+/**
+   * Answers a task's request for information (state `INFO_NEEDED`,
+   * `task.pendingInfo` says what is missing): the fields are merged into its
+   * payload and it goes on.
+   */
   provideInfo(taskId: string, fields: JsonObject, options: { note?: string; waitMs?: number } = {}): Promise<SendResult> {
     const payload = create(TaskInfoProvidedPayloadSchema, { taskId, fields, note: options.note ?? "" });
-    return this.sendEnvelope(this.envelope(MessageType.TASK_INFO_PROVIDED, payload, { taskId }), options.waitMs);
+    return this.sendTraced(MessageType.TASK_INFO_PROVIDED, taskId, payload, options.waitMs);
   }
 
-  /** Decides a task's pending human decision: as its requester, or as an escalation contact the decision names. */
+  /**
+   * Answers a task's request for a human decision (state `NEED_HUMAN`,
+   * `task.pendingDecision` says what is asked): approve, modify or reject,
+   * as the task's requester or as an escalation contact the decision names.
+   */
   async decide(taskId: string, decision: DecisionInput, options: { waitMs?: number } = {}): Promise<SendResult> {
     const task = await this.getTask(taskId);
     const pending = task.pendingDecision;
@@ -267,22 +268,28 @@ export class SynapseClient {
       timestamp: timestampFromMs(Date.now()),
     });
     const requester = task.requester?.agentId;
-    return this.sendEnvelope(this.envelope(MessageType.HUMAN_DECISION, payload, { taskId }), options.waitMs, requester !== this.me.agentId ? requester : undefined);
+    return this.sendTraced(MessageType.HUMAN_DECISION, taskId, payload, options.waitMs, requester !== this.me.agentId ? requester : undefined);
   }
 
   /** Acknowledges a terminal outcome (or takes up a pending human decision). */
   acknowledge(taskId: string): Promise<SendResult> {
-    return this.sendEnvelope(this.envelope(MessageType.TASK_ACK, create(TaskAckPayloadSchema, { taskId }), { taskId }));
+    const payload = create(TaskAckPayloadSchema, { taskId });
+    return this.sendTraced(MessageType.TASK_ACK, taskId, payload);
   }
 
+  /** A task's current state (GetTask). */
   async getTask(taskId: string): Promise<Task> {
     const { task } = await this.p2p.getTask({ taskId }, { headers: await this.authHeaders() });
     if (task === undefined) throw protocolError(ErrorCode.TASK_NOT_FOUND, `no task ${taskId}`);
     return task;
   }
 
-  async listTasks(options: { states?: TaskState[]; pageSize?: number; pageToken?: string } = {}): Promise<{ tasks: Task[]; nextPageToken: string }> {
-    return this.p2p.listTasks({ states: options.states ?? [], pageSize: options.pageSize ?? 0, pageToken: options.pageToken ?? "" }, { headers: await this.authHeaders() });
+  /** This requester's tasks at the executor (all of them for an operator key), newest first, a page at a time (ListTasks), by state and task type. */
+  async listTasks(options: { states?: TaskState[]; taskTypes?: string[]; pageSize?: number; pageToken?: string } = {}): Promise<{ tasks: Task[]; nextPageToken: string }> {
+    return this.p2p.listTasks(
+      { states: options.states ?? [], taskTypes: options.taskTypes ?? [], pageSize: options.pageSize ?? 0, pageToken: options.pageToken ?? "" },
+      { headers: await this.authHeaders() },
+    );
   }
 
   /**

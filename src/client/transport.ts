@@ -2,11 +2,14 @@
 import type { Transport } from "@connectrpc/connect";
 import { createConnectTransport, createGrpcTransport, createGrpcWebTransport } from "@connectrpc/connect-node";
 
+/** The RPC protocols every Synapse server speaks on one port. */
 export type ProtocolName = "connect" | "grpc" | "grpc-web";
 
 export const PROTOCOLS: readonly ProtocolName[] = ["connect", "grpc", "grpc-web"];
 
+/** How a client calls: protocol, encoding, HTTP version, TLS trust. */
 export interface TransportOptions {
+  /** Default `"connect"`. */
   protocol?: ProtocolName;
   /** Binary protobuf instead of JSON (Connect and gRPC-web only; gRPC is always binary). */
   binary?: boolean;

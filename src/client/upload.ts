@@ -11,21 +11,29 @@ import http from "node:http";
 import https from "node:https";
 import { basename } from "node:path";
 
+/** What the agent answered to an upload: name the file in a task by `sha256` and `size` (`SubmitOptions.uploads`). */
 export interface UploadAnswer {
   /** SHA-256 of the file, lowercase hex. */
   sha256: string;
+  /** Its size in bytes. */
   size: number;
+  /** Its media type, as sent. */
   contentType: string;
+  /** Its file name, as sent. */
   fileName: string;
 }
 
+/** Options of {@link uploadFile}. */
 export interface UploadFileOptions {
   /** The agent's base URL. */
   baseUrl: string;
-  /** A bearer token for the agent (SynapseClient.token()). */
+  /** A bearer token for the agent (`SynapseClient.token()`). */
   token: string;
+  /** The file to upload, read as a stream. */
   path: string;
+  /** Its media type; default `application/octet-stream`. */
   contentType?: string;
+  /** Aborts the upload. */
   signal?: AbortSignal;
 }
 
@@ -34,6 +42,21 @@ function quoted(value: string): string {
   return `"${value.replace(/["\\\r\n]/g, (c) => encodeURIComponent(c))}"`;
 }
 
+/**
+ * Uploads a file to an agent (`POST /upload`, streamed from disk) for a
+ * task to name: submit the task with `uploads: [{ name, sha256, size }]`
+ * from the answer, and the agent checks the bytes against that signed hash
+ * before its handler reads them.
+ *
+ * @throws `ConnectError` when the agent refuses it (`upload_too_large`,
+ *   `upload_quota_exceeded`, ...).
+ *
+ * @example
+ * ```ts
+ * const { sha256, size } = await uploadFile({ baseUrl: url, token: await client.token(), path: "big.csv", contentType: "text/csv" });
+ * await client.submit("data_analysis", {}, { uploads: [{ name: "csv", sha256, size }] });
+ * ```
+ */
 export async function uploadFile(options: UploadFileOptions): Promise<UploadAnswer> {
   const { size } = await stat(options.path);
   const boundary = `synapse-${randomBytes(12).toString("hex")}`;

@@ -1,41 +1,92 @@
-// The console's requester identity, made in the browser on first use and
-// kept in sessionStorage: a reload keeps the tab's identity (and so its
-// tasks), a new tab starts as a new requester. Only the seed and the agent
-// id are stored; the rest is derived again (keys.ts).
-import nacl from "tweetnacl";
-import { fromBase64Url, toBase64Url } from "./bytes.js";
-import { identityFromSeed, type ConsoleIdentity } from "./keys.js";
+// The console's requester identity, kept in this browser's IndexedDB and
+// shared by its tabs: made on first use, or imported by the user (a key
+// `synapse keygen` wrote). With Ed25519 in WebCrypto the private key is a
+// non-extractable CryptoKey: the page signs with it and can never read it.
+// Without it, tweetnacl signs and the seed is what IndexedDB keeps. The
+// agent id is always derived from the key (self-certifying), so no agent
+// has to be told about the console before it reads its tasks.
+import { idbGet, idbPut } from "./idb.js";
+import { parsePrivateKey } from "./key-import.js";
+import { identityFromSeed, publicKeyOfSeed, type ConsoleIdentity, type KeyBackend } from "./keys.js";
+import { generateNonExtractable, identityFromCryptoKey, importSeedNonExtractable, webCryptoHasEd25519 } from "./webcrypto-keys.js";
 
-const STORAGE_KEY = "synapse.console.identity";
+const RECORD_KEY = "identity";
 
-interface StoredIdentity {
-  agentId: string;
-  /** The 32-byte private seed, base64url. */
-  seed: string;
+/** Where the key came from. */
+export type KeySource = "generated" | "imported";
+
+interface StoredKey {
+  version: 1;
+  backend: KeyBackend;
+  source: KeySource;
+  createdAtMs: number;
+  publicKey: Uint8Array;
+  /** backend "webcrypto": the non-extractable private key. */
+  privateKey?: CryptoKey;
+  /** backend "tweetnacl": the 32-byte seed. */
+  seed?: Uint8Array;
 }
 
-function readStored(storage: Storage): StoredIdentity | undefined {
-  try {
-    const parsed: unknown = JSON.parse(storage.getItem(STORAGE_KEY) ?? "null");
-    if (typeof parsed !== "object" || parsed === null) return undefined;
-    const { agentId, seed } = parsed as Record<string, unknown>;
-    return typeof agentId === "string" && typeof seed === "string" ? { agentId, seed } : undefined;
-  } catch {
-    return undefined; // unreadable: start afresh
-  }
+export interface HeldIdentity {
+  identity: ConsoleIdentity;
+  source: KeySource;
+  createdAtMs: number;
 }
 
-/** The tab's identity, created (and stored) on first use. */
-export async function loadOrCreateIdentity(storage: Storage = sessionStorage): Promise<ConsoleIdentity> {
-  const stored = readStored(storage);
-  if (stored !== undefined) {
-    const seed = fromBase64Url(stored.seed);
-    // The id is derived from the key again: an id stored by an earlier page is not trusted on first use.
-    if (seed.byteLength === nacl.sign.seedLength) return identityFromSeed(seed);
+function isStoredKey(value: unknown): value is StoredKey {
+  if (typeof value !== "object" || value === null) return false;
+  const record = value as Partial<StoredKey>;
+  if (record.version !== 1 || !(record.publicKey instanceof Uint8Array)) return false;
+  if (record.backend === "webcrypto") return record.privateKey instanceof CryptoKey;
+  return record.backend === "tweetnacl" && record.seed instanceof Uint8Array && record.seed.byteLength === 32;
+}
+
+async function held(record: StoredKey): Promise<HeldIdentity> {
+  const identity =
+    record.backend === "webcrypto" && record.privateKey !== undefined
+      ? await identityFromCryptoKey(record.privateKey, record.publicKey)
+      : await identityFromSeed(record.seed!);
+  return { identity, source: record.source, createdAtMs: record.createdAtMs };
+}
+
+/** A key from a seed: imported into WebCrypto (non-extractable) when the browser can, kept as the seed otherwise. */
+async function recordFromSeed(seed: Uint8Array, source: KeySource): Promise<StoredKey> {
+  const createdAtMs = Date.now();
+  if (await webCryptoHasEd25519()) {
+    const { privateKey, publicKey } = await importSeedNonExtractable(seed);
+    seed.fill(0); // from here on only the CryptoKey can sign
+    return { version: 1, backend: "webcrypto", source, createdAtMs, publicKey, privateKey };
   }
-  const seed = nacl.randomBytes(nacl.sign.seedLength);
-  const identity = await identityFromSeed(seed);
-  const record: StoredIdentity = { agentId: identity.agentId, seed: toBase64Url(seed) };
-  storage.setItem(STORAGE_KEY, JSON.stringify(record));
-  return identity;
+  return { version: 1, backend: "tweetnacl", source, createdAtMs, publicKey: publicKeyOfSeed(seed), seed: Uint8Array.from(seed) };
+}
+
+async function freshRecord(): Promise<StoredKey> {
+  if (await webCryptoHasEd25519()) {
+    const { privateKey, publicKey } = await generateNonExtractable();
+    return { version: 1, backend: "webcrypto", source: "generated", createdAtMs: Date.now(), publicKey, privateKey };
+  }
+  return recordFromSeed(crypto.getRandomValues(new Uint8Array(32)), "generated");
+}
+
+/** The identity this browser holds, made (and kept) on first use. */
+export async function loadOrCreateIdentity(): Promise<HeldIdentity> {
+  const stored = await idbGet(RECORD_KEY);
+  if (isStoredKey(stored)) return held(stored);
+  const record = await freshRecord();
+  await idbPut(RECORD_KEY, record);
+  return held(record);
+}
+
+/** Replaces the held identity with a new key. The old one is forgotten: tasks it requested are not readable as the new one. */
+export async function replaceWithNewIdentity(): Promise<HeldIdentity> {
+  const record = await freshRecord();
+  await idbPut(RECORD_KEY, record);
+  return held(record);
+}
+
+/** Replaces the held identity with an imported private key (PKCS#8 PEM or OKP JWK). */
+export async function importIdentity(text: string): Promise<HeldIdentity> {
+  const record = await recordFromSeed(parsePrivateKey(text), "imported");
+  await idbPut(RECORD_KEY, record);
+  return held(record);
 }

@@ -2,6 +2,7 @@
 // data-testid, build elements without innerHTML (every value shown comes
 // from the network), and spell protocol values for people.
 import { TaskState } from "../../gen/synapse/v1/payloads_pb.js";
+import { isTerminal, WAITING_STATES } from "../protocol/state-machine.js";
 
 export function byTestId<T extends HTMLElement = HTMLElement>(id: string, type?: new () => T): T {
   const found = document.querySelector(`[data-testid="${id}"]`);
@@ -9,11 +10,20 @@ export function byTestId<T extends HTMLElement = HTMLElement>(id: string, type?:
   return found as T;
 }
 
-type Child = Node | string;
+export type Child = Node | string;
 
-export function el<K extends keyof HTMLElementTagNameMap>(tag: K, attributes: Record<string, string> = {}, ...children: Child[]): HTMLElementTagNameMap[K] {
+export function el<K extends keyof HTMLElementTagNameMap>(tag: K, attributes: Record<string, string | undefined> = {}, ...children: Child[]): HTMLElementTagNameMap[K] {
   const element = document.createElement(tag);
-  for (const [name, value] of Object.entries(attributes)) element.setAttribute(name, value);
+  for (const [name, value] of Object.entries(attributes)) if (value !== undefined) element.setAttribute(name, value);
+  element.append(...children);
+  return element;
+}
+
+const SVG_NS = "http://www.w3.org/2000/svg";
+
+export function svg<K extends keyof SVGElementTagNameMap>(tag: K, attributes: Record<string, string | number> = {}, ...children: Child[]): SVGElementTagNameMap[K] {
+  const element = document.createElementNS(SVG_NS, tag);
+  for (const [name, value] of Object.entries(attributes)) element.setAttribute(name, String(value));
   element.append(...children);
   return element;
 }
@@ -22,12 +32,34 @@ export function setText(id: string, text: string): void {
   byTestId(id).textContent = text;
 }
 
+/** A button that is a button: keyboard focus, Enter and Space for free. */
+export function button(label: string, onClick: (event: MouseEvent) => void, attributes: Record<string, string | undefined> = {}): HTMLButtonElement {
+  const element = el("button", { type: "button", ...attributes }, label);
+  element.addEventListener("click", onClick);
+  return element;
+}
+
 /** "completed", "info_needed": the enum name without its prefix, as the CLI prints it. */
 export function stateName(state: TaskState): string {
   return (TaskState[state] ?? `state_${state}`).toLowerCase();
 }
 
-export function formatBytes(bytes: bigint): string {
+/** How a state reads at a glance: working, waiting (for the requester), done, failed. */
+export function stateTone(state: TaskState): "working" | "waiting" | "done" | "failed" | "stopped" {
+  if (state === TaskState.COMPLETED) return "done";
+  if (state === TaskState.FAILED || state === TaskState.REJECTED || state === TaskState.HUMAN_REJECTED) return "failed";
+  if (state === TaskState.CANCELLED) return "stopped";
+  if (WAITING_STATES.has(state)) return "waiting";
+  return isTerminal(state) ? "stopped" : "working";
+}
+
+/** A state as a badge. */
+export function stateBadge(state: TaskState): HTMLElement {
+  const name = stateName(state);
+  return el("span", { class: `badge tone-${stateTone(state)}`, "data-state": name }, name.replace(/_/g, " "));
+}
+
+export function formatBytes(bytes: bigint | number): string {
   const units = ["bytes", "KiB", "MiB", "GiB"];
   let value = Number(bytes);
   let unit = 0;
@@ -36,4 +68,14 @@ export function formatBytes(bytes: bigint): string {
     unit++;
   }
   return `${value} ${units[unit]}`;
+}
+
+/** Replaces a container's content. */
+export function show(container: Element, ...children: Child[]): void {
+  container.replaceChildren(...children);
+}
+
+/** A message that an area is empty or loading, styled as such. */
+export function note(text: string, attributes: Record<string, string> = {}): HTMLElement {
+  return el("p", { class: "note", ...attributes }, text);
 }

@@ -6,6 +6,7 @@ import { dirname } from "node:path";
 import { defaultEd25519, pkcs8FromSeed, PUBLIC_KEY_LENGTH, SEED_LENGTH, type Ed25519 } from "./ed25519.js";
 import { fromBase64Url, toBase64Url } from "./encoding.js";
 
+/** An Ed25519 key pair, as an agent signs with it. */
 export interface AgentKey {
   /** The 32-byte private seed. Never leaves the process except to its key file. */
   readonly seed: Uint8Array;
@@ -52,6 +53,7 @@ export function isSelfCertifying(agentId: string, publicKey: Uint8Array): boolea
   return publicKey.byteLength === PUBLIC_KEY_LENGTH && agentId === selfCertifyingAgentId(publicKey);
 }
 
+/** The key whose private seed (32 bytes) is `seed`. */
 export function keyFromSeed(seed: Uint8Array, ed: Ed25519 = defaultEd25519): AgentKey {
   if (seed.byteLength !== SEED_LENGTH) {
     throw new RangeError(`Ed25519 seed must be ${SEED_LENGTH} bytes`);
@@ -60,15 +62,18 @@ export function keyFromSeed(seed: Uint8Array, ed: Ed25519 = defaultEd25519): Age
   return { seed: Uint8Array.from(seed), publicKey, keyId: keyIdOf(publicKey) };
 }
 
+/** A new random key. */
 export function generateKey(): AgentKey {
   return keyFromSeed(new Uint8Array(randomBytes(SEED_LENGTH)));
 }
 
+/** The private key as PKCS#8 PEM, the form `openssl` and every language read (keep it secret). */
 export function keyToPem(key: AgentKey): string {
   const der = pkcs8FromSeed(key.seed).toString("base64");
   return `-----BEGIN PRIVATE KEY-----\n${der}\n-----END PRIVATE KEY-----\n`;
 }
 
+/** Reads an Ed25519 private key in PKCS#8 PEM (as {@link keyToPem} writes it, or `openssl genpkey -algorithm ed25519`). */
 export function keyFromPem(pem: string): AgentKey {
   const keyObject = createPrivateKey({ key: pem, format: "pem" });
   if (keyObject.asymmetricKeyType !== "ed25519") {

@@ -13,17 +13,29 @@ import { privateKeyObject, publicKeyObject } from "./ed25519.js";
 import { fromBase64Url } from "./encoding.js";
 import { keyIdOf, publicJwk, type AgentKey } from "./keys.js";
 
+/** The longest a bearer token may live: 5 minutes from `iat` to `exp`. */
 export const MAX_TOKEN_LIFETIME_SECONDS = 300;
 /** Tolerance for clocks that disagree: a token is taken until exp + 60 s, and with iat up to 60 s ahead. */
 export const TOKEN_CLOCK_TOLERANCE_SECONDS = 60;
 
+/** What a bearer token says. */
 export interface TokenClaims {
+  /** The caller's agent id (`iss` and `sub`). */
   agentId: string;
+  /** The agent id of the agent called (`aud`). */
   audience: string;
+  /** Seconds until it expires; at most (and by default) {@link MAX_TOKEN_LIFETIME_SECONDS}. */
   lifetimeSeconds?: number;
+  /** When it is issued, in milliseconds since the epoch; default now. */
   nowMs?: number;
 }
 
+/**
+ * Makes a bearer token for the RPCs that carry no envelope (GetTask,
+ * ListTasks, Watch, ReadResult): an EdDSA JWT (RFC 8037) signed with the
+ * caller's key, its public key in the header (docs/PROTOCOL.md §5.4). Send it
+ * as `Authorization: Bearer <token>`.
+ */
 export async function issueToken(key: AgentKey, claims: TokenClaims): Promise<string> {
   const lifetime = Math.min(claims.lifetimeSeconds ?? MAX_TOKEN_LIFETIME_SECONDS, MAX_TOKEN_LIFETIME_SECONDS);
   const iat = Math.floor((claims.nowMs ?? Date.now()) / 1000);
@@ -37,20 +49,33 @@ export async function issueToken(key: AgentKey, claims: TokenClaims): Promise<st
     .sign(privateKeyObject(key.seed));
 }
 
+/** Who a verified bearer token speaks for. */
 export interface VerifiedCaller {
+  /** The caller's agent id. */
   agentId: string;
+  /** The key id that signed the token. */
   keyId: string;
 }
 
+/** What {@link verifyToken} checks a token against. */
 export interface VerifyOptions {
   /** This agent's id: the required audience. */
   audience: string;
+  /** Whose keys are believed for which agent ids. */
   trust: TrustPolicy;
+  /** The time to check against, in milliseconds since the epoch; default now. */
   nowMs?: number;
 }
 
 const refuse = (message: string) => protocolError(ErrorCode.UNAUTHENTICATED, message);
 
+/**
+ * Verifies a bearer token as an agent does: EdDSA signature, audience,
+ * `exp` and `iat` (60 s of tolerance, 5 minutes of lifetime at most), and
+ * the caller's key against the trust policy.
+ *
+ * @throws `ConnectError` (`unauthenticated`) saying what is wrong.
+ */
 export async function verifyToken(token: string, options: VerifyOptions): Promise<VerifiedCaller> {
   let header: ReturnType<typeof decodeProtectedHeader>;
   try {

@@ -22,6 +22,7 @@ import { envelopeSigningInput } from "./pae.js";
 import { PROTOCOL_VERSION } from "./seal.js";
 import type { TrustPolicy } from "./trust.js";
 
+/** How far, by default, a sender's `sent_at` may be from the receiver's clock: 5 minutes. */
 export const DEFAULT_CLOCK_SKEW_MS = 5 * 60 * 1000;
 
 export interface OpenOptions {
@@ -41,10 +42,15 @@ export interface OpenOptions {
   checkTime?: boolean;
 }
 
+/** An envelope that passed every check, with its header and payload decoded. */
 export interface OpenedEnvelope {
+  /** The envelope as it arrived. */
   envelope: Envelope;
+  /** The signed header. */
   header: Header;
+  /** Facts about its message type. */
   info: MessageTypeInfo;
+  /** The signed payload, a message of the type `header.payload_type` names. */
   payload: Message;
   /** The sender's verified public key. */
   publicKey: Uint8Array;

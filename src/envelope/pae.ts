@@ -9,6 +9,7 @@
 // No imports (not even ../crypto/encoding.js, which uses Buffer): the
 // browser console bundles this file as it is.
 
+/** The domain string that begins every envelope's signing input. */
 export const ENVELOPE_SIGNING_DOMAIN = "synapse.v1.Envelope";
 const DOMAIN_BYTES = new TextEncoder().encode(ENVELOPE_SIGNING_DOMAIN);
 
@@ -32,6 +33,13 @@ export function pae(pieces: readonly Uint8Array[]): Uint8Array {
   return out;
 }
 
+/**
+ * The bytes an envelope's Ed25519 signature covers:
+ * `PAE(["synapse.v1.Envelope", header, payload])`, where PAE is PASETO's
+ * pre-authentication encoding (the count of pieces, then each piece's length,
+ * all as 64-bit little-endian, before each piece). `header` and `payload`
+ * are the envelope's bytes exactly as they travel (docs/PROTOCOL.md §2.1).
+ */
 export function envelopeSigningInput(header: Uint8Array, payload: Uint8Array): Uint8Array {
   return pae([DOMAIN_BYTES, header, payload]);
 }

@@ -16,31 +16,48 @@ import type { AgentKey } from "../crypto/keys.js";
 import { messageTypeInfo } from "../protocol/message-types.js";
 import { envelopeSigningInput } from "./pae.js";
 
+/** The protocol version this package speaks (`header.protocol_version`); majors must match. */
 export const PROTOCOL_VERSION = "1.0.0";
 /** How long a sealed message stays valid unless the caller says otherwise. */
 export const DEFAULT_TTL_MS = 5 * 60 * 1000;
 
+/** One end of a message: an agent, and optionally its system and key. */
 export interface Party {
+  /** The agent id. */
   agentId: string;
+  /** The agent's system id. */
   systemId?: string;
+  /** For a receiver: the key it is expected to hold (a receiver with another key refuses the message). */
   keyId?: string;
 }
 
+/** What to seal: the message, who sends it to whom, and the header's optional fields. */
 export interface SealInput {
+  /** What the message is; decides the payload type and who may send it. */
   messageType: MessageType;
   /** A message of the payload type that belongs to messageType. */
   payload: Message;
   /** The signing agent; its key id is taken from the key. */
   sender: Party;
+  /** Who the message is for; receivers refuse a message addressed to another agent. */
   receiver: Party;
+  /** The task the message is about (every task_* message and human_decision). */
   taskId?: string;
+  /** The message id this message answers. */
   replyTo?: string;
+  /** A session id, carried through unchanged. */
   sessionId?: string;
+  /** A correlation id, carried through unchanged. */
   correlationId?: string;
+  /** The W3C `traceparent`, carried through unchanged. */
   traceparent?: string;
+  /** The W3C `tracestate`, carried through unchanged. */
   tracestate?: string;
+  /** For task_request: a key that makes a second request with it return the first task. */
   idempotencyKey?: string;
+  /** For task events: the position in the task's event log, from 1. */
   sequence?: bigint;
+  /** The message id; default a new UUID. */
   messageId?: string;
   /** Milliseconds since the epoch; defaults to now. */
   sentAtMs?: number;
@@ -50,8 +67,11 @@ export interface SealInput {
   ttlMs?: number;
 }
 
+/** A sealed message. */
 export interface Sealed {
+  /** The envelope to send: header and payload bytes and their signature. */
   envelope: Envelope;
+  /** The header that was serialized into it. */
   header: Header;
 }
 

@@ -26,6 +26,7 @@ export class TrustStore implements TrustPolicy {
     for (const entry of entries) this.add(entry.agentId, entry.publicKey);
   }
 
+  /** Reads a trust-store file: `{"agents": [{"agent_id": "...", "public_key": "<base64url raw Ed25519>"}]}`. */
   static async load(path: string): Promise<TrustStore> {
     const parsed = JSON.parse(await readFile(path, "utf8")) as { agents?: Array<{ agent_id?: unknown; public_key?: unknown }> };
     if (!Array.isArray(parsed.agents)) throw new TypeError(`${path}: expected {"agents": [...]}`);
@@ -39,6 +40,7 @@ export class TrustStore implements TrustPolicy {
     );
   }
 
+  /** Trusts `publicKey` for `agentId` (an agent may have several keys). */
   add(agentId: string, publicKey: Uint8Array): void {
     const known = { agentId, keyId: keyIdOf(publicKey), publicKey };
     this.byAgent.set(agentId, [...(this.byAgent.get(agentId) ?? []), known]);
@@ -68,8 +70,11 @@ const PIN_CACHE_LIMIT = 10_000;
  */
 export type FirstUse = "self-certifying" | "any";
 
+/** Options of {@link PinnedKeys}. */
 export interface PinnedKeysOptions {
+  /** Which ids may be pinned on first use; default `"self-certifying"`. */
   firstUse?: FirstUse;
+  /** The clock pins are dated by; default `Date.now`. */
   now?: () => number;
 }
 

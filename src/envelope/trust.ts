@@ -2,6 +2,7 @@
 // of this agent? Trust sources (a trust-store file, pinning on first use, a
 // registry) answer it; `open` only needs this interface.
 
+/** What a {@link TrustPolicy} knows of a key for an agent id. */
 export type TrustVerdict =
   /** The key is known to belong to the agent. */
   | { kind: "trusted" }
@@ -10,6 +11,12 @@ export type TrustVerdict =
   /** Nothing is known of this agent (or of this key). */
   | { kind: "unknown" };
 
+/**
+ * Whether a key may speak for an agent id: asked after a signature verifies,
+ * before anything the message says is believed. Implemented by
+ * {@link PinnedKeys}, {@link TrustStore} and {@link TrustChain}, or by your
+ * own (a directory service, say).
+ */
 export interface TrustPolicy {
   /** A public key this policy already knows by key id, if any. */
   publicKeyFor(keyId: string): Uint8Array | undefined | Promise<Uint8Array | undefined>;

@@ -59,7 +59,7 @@ export function createGroupHost(options: GroupHostOptions): GroupHost {
   }
   const logger = options.logger ?? silentLogger;
   const now = options.now ?? Date.now;
-  const log = new GroupLog(storage, agent.identity, now);
+  const log = new GroupLog(storage, agent.identity, now, agent.observers);
   const members = new MemberConnector(agent.identity, agent.outbound, logger);
   const runner = new GroupTaskRunner({ log, storage, members, logger, now });
   let handler: GroupHandler | undefined;

@@ -11,6 +11,7 @@ import { MessageType, type Envelope } from "../../gen/synapse/v1/envelope_pb.js"
 import { GroupSchema, type Group, type GroupTask, type Vote } from "../../gen/synapse/v1/group_pb.js";
 import type { AgentIdentity } from "../agent/identity.js";
 import type { OpenedEnvelope } from "../envelope/open.js";
+import type { AgentObserver } from "../observability/agent-observer.js";
 import { seal } from "../envelope/seal.js";
 import type { GroupChange, GroupRecord, GroupStorage, StoredGroupEvent } from "../store/group-storage.js";
 import { StoreConflictError, type SeenMessage } from "../store/store.js";
@@ -43,7 +44,13 @@ export class GroupLog {
     private readonly storage: GroupStorage,
     private readonly identity: AgentIdentity,
     private readonly now: () => number,
+    /** Told of each group event committed (sealing again after a conflict counts once). */
+    private readonly observer?: Pick<AgentObserver, "messageSent">,
   ) {}
+
+  private committed(events: readonly StoredGroupEvent[]): void {
+    for (const event of events) this.observer?.messageSent(event.header.messageType);
+  }
 
   get host() {
     return { agentId: this.identity.agentId, systemId: this.identity.systemId, keyId: this.identity.key.keyId };
@@ -76,6 +83,7 @@ export class GroupLog {
   async create<T>(mutation: Mutation<T>, cause: GroupCause): Promise<Committed<T>> {
     const { change, events } = this.change(mutation, 0, cause);
     const record = await this.storage.createGroup({ ...change, group: create(GroupSchema, { ...change.group, createdAt: timestampFromMs(change.atMs) }) });
+    this.committed(events);
     return { record, events, result: mutation.result };
   }
 
@@ -92,7 +100,9 @@ export class GroupLog {
       if (mutation.events.length === 0) return { record, events: [], result: mutation.result };
       const { change, events } = this.change(mutation, record.lastSequence, cause);
       try {
-        return { record: await this.storage.commitGroup(groupId, record.version, change), events, result: mutation.result };
+        const committed = await this.storage.commitGroup(groupId, record.version, change);
+        this.committed(events);
+        return { record: committed, events, result: mutation.result };
       } catch (error) {
         if (!(error instanceof StoreConflictError) || error.reason !== "version" || attempt >= MAX_ATTEMPTS) throw error;
       }

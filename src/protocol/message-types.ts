@@ -49,14 +49,20 @@ import {
  */
 export type SenderRole = "requester" | "executor" | "either" | "group" | "host";
 
+/** The case of `synapse.v1.Payload`'s oneof that shows a message type's payload decoded. */
 export type PayloadCase = NonNullable<Payload["body"]["case"]>;
 
+/** Facts about one message type. */
 export interface MessageTypeInfo {
+  /** The message type. */
   readonly type: MessageType;
   /** The protocol spelling, "p2p:task_request". */
   readonly wireName: string;
+  /** The payload message it carries. */
   readonly payloadSchema: DescMessage;
+  /** Where the decoded view shows the payload. */
   readonly payloadCase: PayloadCase;
+  /** Who may send it. */
   readonly sender: SenderRole;
   /** True when the message concerns one task (Header.task_id required). */
   readonly taskScoped: boolean;
@@ -133,6 +139,7 @@ export function parseMessageType(name: string): MessageTypeInfo | undefined {
   return byWireName.get(`p2p:${lower}`) ?? byWireName.get(`registry:${lower}`);
 }
 
+/** A message type as the protocol spells it: `MessageType.TASK_REQUEST` is `"p2p:task_request"`. */
 export function wireName(type: MessageType): string {
   return byType.get(type)?.wireName ?? `p2p:unknown(${type})`;
 }

@@ -10,6 +10,7 @@ const M = MessageType;
 
 export const TERMINAL_STATES: ReadonlySet<TaskState> = new Set([S.COMPLETED, S.FAILED, S.CANCELLED, S.REJECTED]);
 
+/** Whether a task in this state is over: completed, failed, cancelled or rejected. */
 export function isTerminal(state: TaskState): boolean {
   return TERMINAL_STATES.has(state);
 }
@@ -96,11 +97,35 @@ export function transition(state: TaskState, type: MessageType, action?: Decisio
   return { allowed: true, next: target };
 }
 
+/** One step the table allows: from a state, by a message type, to a state (a state change only). */
+export interface TransitionEdge {
+  readonly from: TaskState;
+  readonly type: MessageType;
+  readonly to: TaskState;
+}
+
+/** Every state change the table allows (for drawing the machine); a human decision gives two. */
+export function transitionEdges(): TransitionEdge[] {
+  const edges: TransitionEdge[] = [];
+  for (const [from, targets] of table) {
+    for (const [type, target] of targets) {
+      if (target === "same") continue;
+      if (target === "decision") {
+        edges.push({ from, type, to: S.HUMAN_APPROVED }, { from, type, to: S.HUMAN_REJECTED });
+      } else if (target !== from) {
+        edges.push({ from, type, to: target });
+      }
+    }
+  }
+  return edges;
+}
+
 /** The message types allowed in a state (for error messages and docs). */
 export function allowedMessageTypes(state: TaskState): MessageType[] {
   return [...(table.get(state)?.keys() ?? [])];
 }
 
+/** A state's name as the protocol spells it: `TaskState.NEED_HUMAN` is `"need_human"`. */
 export function stateName(state: TaskState): string {
   return (TaskState[state] as string | undefined)?.toLowerCase() ?? `state_${state}`;
 }

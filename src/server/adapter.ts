@@ -3,14 +3,15 @@
 // chain are shaped like the rest (see request-errors.ts), deadlines longer
 // than a timer holds are clamped (deadline.ts), a refused request's body is
 // left flowing for the listener to drain rather than destroyed, each call's final
-// status is recorded for the request log, and a failing handler is logged
+// status (its procedure, code and any refusal's protocol code) is recorded for
+// the request log and the metrics, and a failing handler is logged
 // through our logger instead of the console.
-import { Code, ConnectError, createConnectRouter, createMethodImplSpec, createServiceImplSpec, type ConnectRouter, type ConnectRouterOptions, type MethodImplSpec } from "@connectrpc/connect";
+import { Code, ConnectError, createConnectRouter, createContextValues, createMethodImplSpec, createServiceImplSpec, type ConnectRouter, type ConnectRouterOptions, type MethodImplSpec } from "@connectrpc/connect";
 import { createMethodUrl, validateUniversalHandlerOptions, type UniversalHandler } from "@connectrpc/connect/protocol";
 import { compressionBrotli, compressionGzip, universalRequestFromNodeRequest, universalResponseToNodeResponse } from "@connectrpc/connect-node";
 import type { Logger } from "../log.js";
 import type { RequestHandler } from "./listener.js";
-import { observeStatus } from "./call-status.js";
+import { callStatusKey, observeStatus } from "./call-status.js";
 import { clampDeadlineHeaders } from "./deadline.js";
 import { shapeResponseErrors } from "./request-errors.js";
 import { callStatusFor } from "./request-log.js";
@@ -68,7 +69,9 @@ export function createRequestHandler(options: AdapterOptions): RequestHandler {
   };
   const fallback = options.fallback ?? notFound;
   const standard = (req: Parameters<RequestHandler>[0], res: Parameters<RequestHandler>[1], handler: UniversalHandler, alreadyRead: Uint8Array[]) => {
-    const request = { ...universalRequestFromNodeRequest(req, res as never, undefined, undefined), body: bodyOf(req, alreadyRead) };
+    const status = callStatusFor(req);
+    const values = createContextValues().set(callStatusKey, status);
+    const request = { ...universalRequestFromNodeRequest(req, res as never, undefined, values), body: bodyOf(req, alreadyRead) };
     const readsWhileAnswering = handler.method.methodKind === "client_streaming" || handler.method.methodKind === "bidi_streaming";
     handler(request)
       .then((response) => {
@@ -77,7 +80,7 @@ export function createRequestHandler(options: AdapterOptions): RequestHandler {
         if (req.httpVersionMajor === 1 && !req.complete && !res.headersSent) res.setHeader("Connection", "close");
         // A unary or server-streaming handler has read all it will by the time it answers.
         if (!readsWhileAnswering && !req.complete) req.resume();
-        const observed = observeStatus(req.headers["content-type"] ?? "", response, callStatusFor(req));
+        const observed = observeStatus(req.headers["content-type"] ?? "", response, status);
         return universalResponseToNodeResponse(observed, res as never);
       })
       .catch((reason: unknown) => {
@@ -98,6 +101,8 @@ export function createRequestHandler(options: AdapterOptions): RequestHandler {
       return;
     }
     clampDeadlineHeaders(req.headers);
+    // The path as the router holds it: the same string for every call, so metrics key their cells by it.
+    callStatusFor(req).procedure = handler.requestPath;
     const fast = unary.get(path);
     if (fast !== undefined) fast(req, res, (alreadyRead) => standard(req, res, handler, alreadyRead));
     else standard(req, res, handler, []);

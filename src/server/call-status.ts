@@ -2,14 +2,39 @@
 // produced, for the request log: every protocol spells it differently
 // (gRPC in trailers, gRPC-web in a trailer frame, Connect in the HTTP status
 // and JSON error body, or in the end-of-stream frame).
-import { Code } from "@connectrpc/connect";
+import { Code, ConnectError, createContextKey } from "@connectrpc/connect";
 import type { UniversalServerResponse } from "@connectrpc/connect/protocol";
+import { errorFromJson } from "@connectrpc/connect/protocol-connect";
+import { findTrailerError } from "@connectrpc/connect/protocol-grpc";
 import { brotliDecompressSync, gunzipSync } from "node:zlib";
+import type { Header } from "../../gen/synapse/v1/envelope_pb.js";
+import { ErrorDetailSchema, type ErrorCode } from "../../gen/synapse/v1/errors_pb.js";
+import type { TaskState } from "../../gen/synapse/v1/payloads_pb.js";
 
 export interface CallStatus {
   /** undefined while the call runs; null for OK. */
   code?: Code | null;
   message?: string;
+  /** The RPC's path ("/synapse.v1.P2PService/Send") when the request was for one; set by the adapter. */
+  procedure?: string;
+  /** The protocol error code of a refusal that carried a synapse.v1.ErrorDetail. */
+  refusal?: ErrorCode;
+  /** The verified message a Send carried (set by the service), for the call's log line. */
+  envelope?: Header;
+  /** The state of that message's task after it. */
+  taskState?: TaskState;
+}
+
+/** The call's status record, for the services (HandlerContext.values). */
+export const callStatusKey = createContextKey<CallStatus | undefined>(undefined, { description: "synapse call status" });
+
+/** The protocol error code an error's synapse.v1.ErrorDetail carries, if it has one. */
+export function refusalOf(error: ConnectError): ErrorCode | undefined {
+  try {
+    return error.findDetails(ErrorDetailSchema)[0]?.code;
+  } catch {
+    return undefined; // an undecodable detail names no code
+  }
 }
 
 const connectCodes: Record<string, Code> = Object.fromEntries(
@@ -18,9 +43,12 @@ const connectCodes: Record<string, Code> = Object.fromEntries(
     .map(([name, value]) => [name.replace(/[A-Z]/g, (c, i: number) => (i === 0 ? c.toLowerCase() : `_${c.toLowerCase()}`)), value as Code]),
 );
 
+/** Names by code, made once: the names are the same strings every time (metrics key their cells by them). */
+const codeNames = new Map(Object.entries(connectCodes).map(([name, value]) => [value, name]));
+
 export function codeName(code: Code | null | undefined): string {
   if (code === null || code === undefined) return "ok";
-  return Object.entries(connectCodes).find(([, value]) => value === code)?.[0] ?? `code_${code}`;
+  return codeNames.get(code) ?? `code_${code}`;
 }
 
 function decodeGrpcMessage(value: string | null | undefined): string | undefined {
@@ -38,6 +66,14 @@ function fromGrpcHeaders(headers: Headers | undefined, status: CallStatus): bool
   const code = Number(value);
   status.code = code === 0 ? null : (code as Code);
   status.message = decodeGrpcMessage(headers?.get("grpc-message"));
+  if (code !== 0 && headers?.has("grpc-status-details-bin")) {
+    try {
+      const error = findTrailerError(headers);
+      if (error !== undefined) status.refusal = refusalOf(error);
+    } catch {
+      // details that do not decode name no code
+    }
+  }
   return true;
 }
 
@@ -85,7 +121,7 @@ function parseGrpcWebTrailer(text: string, status: CallStatus): void {
 
 function parseConnectError(text: string, status: CallStatus, httpStatus: number): void {
   try {
-    const parsed = JSON.parse(text) as { code?: string; message?: string; error?: { code?: string; message?: string } };
+    const parsed = JSON.parse(text) as { code?: string; message?: string; details?: unknown; error?: { code?: string; message?: string; details?: unknown } };
     const error = parsed.error ?? (httpStatus === 200 ? undefined : parsed);
     if (error === undefined) {
       status.code = null;
@@ -93,6 +129,13 @@ function parseConnectError(text: string, status: CallStatus, httpStatus: number)
     }
     status.code = connectCodes[error.code ?? ""] ?? Code.Unknown;
     status.message = error.message;
+    if (Array.isArray(error.details) && error.details.length > 0) {
+      try {
+        status.refusal = refusalOf(errorFromJson(error as never, undefined, new ConnectError("", Code.Unknown)));
+      } catch {
+        // details that do not decode name no code
+      }
+    }
   } catch {
     status.code = httpStatus === 200 ? null : Code.Unknown;
   }

@@ -103,7 +103,9 @@ async function serve(req: HttpRequest, res: HttpResponse, taskId: string, signal
   const token = query.get("access_token");
   const caller = header === undefined && token !== null ? await authenticateToken(options.bearer, token) : await authenticateHeader(options.bearer, header);
   const after = lastEventId(req, query);
-  const items = options.agent.reader.watch(taskId, caller.agentId, after + 1, signal, { heartbeats: false });
+  // An operator key reads every task here too, as with Watch.
+  const reader = { agentId: caller.agentId, operator: options.agent.operatorKeyIds.has(caller.keyId) };
+  const items = options.agent.reader.watch(taskId, reader, after + 1, signal, { heartbeats: false });
   // The first item is the snapshot: a task the caller may not see fails here, before any header is sent.
   const first = await items.next();
   if (first.done || first.value.kind !== "snapshot") return void res.end();

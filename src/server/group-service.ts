@@ -25,6 +25,7 @@ import type { GroupHost } from "../group/group-host.js";
 import { protocolError } from "../protocol/errors.js";
 import type { StoredReply } from "../store/store.js";
 import { authenticate } from "./auth.js";
+import { callStatusKey } from "./call-status.js";
 
 const signed = (stored: StoredReply) => signedMessage(stored.envelope, stored.header, stored.payload);
 
@@ -42,6 +43,10 @@ export function groupService(host: GroupHost, agent: Agent, draining: AbortSigna
         selfKeyId: agent.identity.key.keyId,
         clockSkewMs: agent.clockSkewMs,
       });
+      // The call's log line is about this message; the server's metrics count it.
+      const status = ctx.values.get(callStatusKey);
+      if (status !== undefined) status.envelope = opened.header;
+      agent.observers.messageReceived(opened.header.messageType);
       const outcome = await host.receive(opened);
       let groupTask = outcome.groupTask;
       if (request.wait !== undefined && groupTask !== undefined) {

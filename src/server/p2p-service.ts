@@ -1,5 +1,7 @@
 // P2PService over RPC: opens each envelope and hands it to the engine;
-// authenticates the reads with bearer tokens and serves them from the reader.
+// authenticates the reads with bearer tokens and serves them from the reader
+// (a token signed by an operator key reads every task; Send is unchanged, so
+// an operator steers nothing it did not request).
 import { create } from "@bufbuild/protobuf";
 import { durationMs } from "@bufbuild/protobuf/wkt";
 import { Code, ConnectError, type ServiceImpl } from "@connectrpc/connect";
@@ -15,12 +17,14 @@ import {
   type WatchResponse,
 } from "../../gen/synapse/v1/p2p_pb.js";
 import type { Agent } from "../agent/agent.js";
+import type { TaskReaderCaller } from "../agent/reader.js";
 import { taskView } from "../agent/task-view.js";
 import { open } from "../envelope/open.js";
 import { signedMessage } from "../envelope/view.js";
 import { protocolError } from "../protocol/errors.js";
 import type { StoredReply, TaskRecord } from "../store/store.js";
 import { authenticate } from "./auth.js";
+import { callStatusKey } from "./call-status.js";
 import { fitTasks, replyFormat, type ReplyFormat } from "./reply-fit.js";
 import { signedMessageBytes, taskEventBytes } from "./signed-bytes.js";
 import { knownEncoding, withEncodedField } from "../protocol/encoded.js";
@@ -49,6 +53,11 @@ function viewFor(record: TaskRecord, format: ReplyFormat, options: { withRequest
 export function p2pService(agent: Agent, draining: AbortSignal, replyLimit: number): ServiceImpl<typeof P2PService> {
   const maxWaitMs = () => agent.provider.getCapabilities().maxTaskDurationSeconds * 1000;
   const bearer = { audience: agent.identity.agentId, trust: agent.trust };
+  /** The verified caller of a read; an operator key reads every task. */
+  const reader = async (ctx: Parameters<typeof authenticate>[1]): Promise<TaskReaderCaller> => {
+    const caller = await authenticate(bearer, ctx);
+    return { agentId: caller.agentId, operator: agent.operatorKeyIds.has(caller.keyId) };
+  };
   return {
     async send(request, ctx) {
       if (request.envelope === undefined) throw protocolError(ErrorCode.MESSAGE_FORMAT_INVALID, "envelope is required");
@@ -58,12 +67,16 @@ export function p2pService(agent: Agent, draining: AbortSignal, replyLimit: numb
         selfKeyId: agent.identity.key.keyId,
         clockSkewMs: agent.clockSkewMs,
       });
+      // The call's log line is about this message.
+      const status = ctx.values.get(callStatusKey);
+      if (status !== undefined) status.envelope = opened.header;
       const outcome = await agent.engine.receive(opened);
       let task = outcome.task;
       if (request.wait !== undefined && task !== undefined) {
         const waitMs = Math.min(Math.max(0, durationMs(request.wait)), maxWaitMs());
         task = (await agent.engine.waitForOutcome(task.taskId, waitMs, [ctx.signal, draining])) ?? task;
       }
+      if (status !== undefined) status.taskState = task?.state ?? outcome.state;
       // The sender has its request: the task shown leaves it out (GetTask shows it).
       const format = replyFormat(ctx);
       const view = task ? viewFor(task, format, { withRequest: false }) : undefined;
@@ -75,26 +88,26 @@ export function p2pService(agent: Agent, draining: AbortSignal, replyLimit: numb
     },
 
     async getTask(request, ctx) {
-      const caller = await authenticate(bearer, ctx);
+      const caller = await reader(ctx);
       const format = replyFormat(ctx);
-      const view = viewFor(await agent.reader.getTask(request.taskId, caller.agentId), format);
+      const view = viewFor(await agent.reader.getTask(request.taskId, caller), format);
       return fitTasks(GetTaskResponseSchema, create(GetTaskResponseSchema, { task: view }), [view], format, replyLimit);
     },
 
     async listTasks(request, ctx) {
-      const caller = await authenticate(bearer, ctx);
-      const page = await agent.reader.listTasks(caller.agentId, request.pageSize, request.pageToken, request.states);
+      const caller = await reader(ctx);
+      const page = await agent.reader.listTasks(caller, request.pageSize, request.pageToken, request.states, request.taskTypes);
       const format = replyFormat(ctx);
       const views = page.tasks.map((record) => viewFor(record, format));
       return fitTasks(ListTasksResponseSchema, create(ListTasksResponseSchema, { tasks: views, nextPageToken: page.nextPageToken }), views, format, replyLimit);
     },
 
     async *watch(request, ctx) {
-      const caller = await authenticate(bearer, ctx);
+      const caller = await reader(ctx);
       const signal = AbortSignal.any([ctx.signal, draining]);
       const format = replyFormat(ctx);
       let last = 0n;
-      for await (const item of agent.reader.watch(request.taskId, caller.agentId, Number(request.fromSequence), signal)) {
+      for await (const item of agent.reader.watch(request.taskId, caller, Number(request.fromSequence), signal)) {
         let message: WatchResponse;
         if (item.kind === "snapshot") {
           const view = viewFor(item.task, format);
@@ -120,8 +133,8 @@ export function p2pService(agent: Agent, draining: AbortSignal, replyLimit: numb
     },
 
     async *readResult(request, ctx) {
-      const caller = await authenticate(bearer, ctx);
-      for await (const chunk of agent.reader.readResult(request.taskId, caller.agentId, Number(request.offset))) {
+      const caller = await reader(ctx);
+      for await (const chunk of agent.reader.readResult(request.taskId, caller, Number(request.offset))) {
         yield create(ReadResultResponseSchema, { chunk });
       }
     },

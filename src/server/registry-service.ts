@@ -4,7 +4,7 @@
 // granted to the bearer token's key, if one is sent.
 import { create } from "@bufbuild/protobuf";
 import { durationFromMs } from "@bufbuild/protobuf/wkt";
-import { Code, type ServiceImpl } from "@connectrpc/connect";
+import { Code, type HandlerContext, type ServiceImpl } from "@connectrpc/connect";
 import { MessageType, type Envelope } from "../../gen/synapse/v1/envelope_pb.js";
 import { ErrorCode } from "../../gen/synapse/v1/errors_pb.js";
 import {
@@ -34,6 +34,7 @@ import { clip, protocolError } from "../protocol/errors.js";
 import { wireName } from "../protocol/message-types.js";
 import type { Registry } from "../registry/registry.js";
 import { authenticate } from "./auth.js";
+import { callStatusKey } from "./call-status.js";
 
 export interface RegistryHost {
   /** The hosting agent's id: registry envelopes and tokens are addressed to it. */
@@ -43,6 +44,8 @@ export interface RegistryHost {
   /** The hosting agent's own trust, beside the directory's keys, for bearer tokens. */
   trust: TrustPolicy;
   clockSkewMs: number;
+  /** Told of every registry message taken (the server's metrics). */
+  onMessage?(type: MessageType): void;
 }
 
 const pageSize = (requested: number, fallback: number, max: number) => {
@@ -54,7 +57,7 @@ export function registryService(registry: Registry, host: RegistryHost): Service
   const bearer = { audience: host.agentId, trust: new TrustChain([registry.directory, host.trust]) };
 
   /** Opens a registry envelope of the expected type, addressed to this registry, never seen before. */
-  async function openRegistryMessage(envelope: Envelope | undefined, type: MessageType): Promise<OpenedEnvelope> {
+  async function openRegistryMessage(envelope: Envelope | undefined, type: MessageType, ctx: HandlerContext): Promise<OpenedEnvelope> {
     if (envelope === undefined) throw protocolError(ErrorCode.MESSAGE_FORMAT_INVALID, "envelope is required");
     const opened = await open(envelope, {
       trust: registry.directory.registrationTrust,
@@ -65,25 +68,29 @@ export function registryService(registry: Registry, host: RegistryHost): Service
     if (opened.header.messageType !== type) {
       throw protocolError(ErrorCode.MESSAGE_FORMAT_INVALID, `expected ${wireName(type)}, got ${opened.info.wireName}`);
     }
+    // The call's log line is about this message.
+    const status = ctx.values.get(callStatusKey);
+    if (status !== undefined) status.envelope = opened.header;
     await registry.remember(opened);
+    host.onMessage?.(opened.header.messageType);
     return opened;
   }
 
   return {
-    async register(request) {
-      const opened = await openRegistryMessage(request.envelope, MessageType.REGISTRY_REGISTER);
+    async register(request, ctx) {
+      const opened = await openRegistryMessage(request.envelope, MessageType.REGISTRY_REGISTER, ctx);
       const { agent, capabilityIds } = await registry.directory.register(opened);
       return create(RegisterResponseSchema, { agent, heartbeatInterval: durationFromMs(registry.heartbeatIntervalMs), capabilityIds });
     },
 
-    async deregister(request) {
-      const opened = await openRegistryMessage(request.envelope, MessageType.REGISTRY_DEREGISTER);
+    async deregister(request, ctx) {
+      const opened = await openRegistryMessage(request.envelope, MessageType.REGISTRY_DEREGISTER, ctx);
       const agentId = await registry.directory.deregister(opened, (opened.payload as AgentDeregistrationPayload).reason);
       return create(DeregisterResponseSchema, { agentId });
     },
 
-    async heartbeat(request) {
-      const opened = await openRegistryMessage(request.envelope, MessageType.HEARTBEAT);
+    async heartbeat(request, ctx) {
+      const opened = await openRegistryMessage(request.envelope, MessageType.HEARTBEAT, ctx);
       const agent = await registry.directory.heartbeat(opened);
       return create(HeartbeatResponseSchema, { leaseExpiresAt: agent.leaseExpiresAt, health: agent.health });
     },

@@ -1,6 +1,7 @@
 // The Synapse server: every service on one port, for gRPC, gRPC-web and
-// Connect, with read/write limits from max_file_size, a request log, and a
-// graceful shutdown that lets in-flight calls finish.
+// Connect, with read/write limits from max_file_size, a request log,
+// metrics at /metrics, and a graceful shutdown that lets in-flight calls
+// finish.
 import { Code, ConnectError, type ConnectRouter } from "@connectrpc/connect";
 import { setMaxListeners } from "node:events";
 import { CapabilitiesService, type AgentCapabilities } from "../../gen/synapse/v1/capabilities_pb.js";
@@ -25,6 +26,8 @@ import type { ConnectionLimitOptions } from "./connection-limits.js";
 import { createListener, type Listener, type TlsFiles } from "./listener.js";
 import { registerReflection } from "./reflection.js";
 import { withRequestLog } from "./request-log.js";
+import { metricsRoute } from "./metrics-route.js";
+import { ServerMetrics } from "../observability/metrics.js";
 
 /** Room for the envelope, header and framing around a max_file_size payload. */
 export const MESSAGE_OVERHEAD_BYTES = 64 * 1024;
@@ -45,6 +48,8 @@ export interface ServerOptions extends ConnectionLimitOptions {
   logger?: Logger;
   /** How long shutdown waits for in-flight calls before cutting them off. */
   shutdownGraceMs?: number;
+  /** Serve GET /metrics (Prometheus text) and count for it; default true. */
+  metrics?: boolean;
   /** How often an idle SSE event stream gets a comment line (default 15 s). */
   sseHeartbeatMs?: number;
 }
@@ -56,6 +61,8 @@ export interface RunningServer {
   readonly capabilities: CapabilitiesProvider;
   /** Aborted when shutdown begins: long-lived streams end on it. */
   readonly draining: AbortSignal;
+  /** The server's metrics (served at /metrics), unless started with metrics: false. */
+  readonly metrics?: ServerMetrics;
   /** Stops accepting, lets in-flight calls finish (within the grace period), then closes everything. */
   close(): Promise<void>;
 }
@@ -82,6 +89,8 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
   // Every open call listens on these; many calls are normal, not a leak.
   setMaxListeners(0, drainController.signal, shutdownController.signal);
   const health = new ServerHealth();
+  const metrics = options.metrics === false ? undefined : new ServerMetrics(agent?.store);
+  const detachMetrics = metrics && agent ? agent.observers.add(metrics.agentObserver) : undefined;
 
   const routes = (router: ConnectRouter) => {
     router.service(CapabilitiesService, capabilitiesService(provider));
@@ -91,13 +100,20 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     if (options.registry && agent) {
       router.service(
         RegistryService,
-        registryService(options.registry, { agentId: agent.identity.agentId, keyId: agent.identity.key.keyId, trust: agent.trust, clockSkewMs: agent.clockSkewMs }),
+        registryService(options.registry, {
+          agentId: agent.identity.agentId,
+          keyId: agent.identity.key.keyId,
+          trust: agent.trust,
+          clockSkewMs: agent.clockSkewMs,
+          onMessage: (type) => agent.observers.messageReceived(type),
+        }),
       );
     }
     // Reflection describes every service on the router; health, registered last, knows them all.
     registerReflection(router);
     health.register(router, drainController.signal);
   };
+  const plainRoutes = httpRoutes({ agent, draining: drainController.signal, logger, sseHeartbeatMs: options.sseHeartbeatMs });
   const handler = createRequestHandler({
     routes,
     logger,
@@ -105,10 +121,10 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     writeMaxBytes: maxBytes,
     interceptors: [shapeErrors(logger)],
     shutdownSignal: shutdownController.signal,
-    fallback: httpRoutes({ agent, draining: drainController.signal, logger, sseHeartbeatMs: options.sseHeartbeatMs }),
+    fallback: metrics ? metricsRoute(metrics, plainRoutes, logger) : plainRoutes,
   });
   const listener: Listener = createListener({
-    handler: withRequestLog(handler, logger),
+    handler: withRequestLog(handler, { logger, metrics }),
     tls: options.tls,
     logger,
     maxConnections: options.maxConnections,
@@ -126,6 +142,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
   // Interrupted work is taken over before the first new message is taken.
   await agent?.start();
   const { port, host } = await listener.listen(options.port ?? 0, options.host ?? "127.0.0.1").catch(async (error: unknown) => {
+    detachMetrics?.();
     await agent?.stop();
     throw error;
   });
@@ -175,6 +192,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
         await Promise.race([listener.idle(), new Promise((resolve) => setTimeout(resolve, 1000))]);
       }
       await options.registry?.close();
+      detachMetrics?.();
       // Let the last frames (trailers, GOAWAY) leave before the sockets go.
       await new Promise((resolve) => setImmediate(resolve));
       listener.destroyAll();
@@ -182,5 +200,5 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     })();
     return closing;
   };
-  return { url, port, host, capabilities: provider, draining: drainController.signal, close };
+  return { url, port, host, capabilities: provider, draining: drainController.signal, metrics, close };
 }

@@ -20,6 +20,7 @@ import { compressionNegotiate, createMethodSerializationLookup, invokeUnaryImple
 import { codeToHttpStatus, errorToJsonBytes, parseTimeout as parseConnectTimeout, trailerMux } from "@connectrpc/connect/protocol-connect";
 import { parseTimeout as parseGrpcTimeout, setTrailerStatus } from "@connectrpc/connect/protocol-grpc";
 import type { RequestHandler } from "./listener.js";
+import { callStatusKey, refusalOf } from "./call-status.js";
 import { shapeError } from "./error-shape.js";
 import { callStatusFor } from "./request-log.js";
 
@@ -185,7 +186,7 @@ export function unaryCall(spec: MethodImplSpec, options: UnaryOptions): UnaryCal
       responseHeader: new Headers(),
       responseTrailer: new Headers(),
       protocolName: wire.grpc ? "grpc" : "connect",
-      values: createContextValues(),
+      values: createContextValues().set(callStatusKey, status),
       url: `${scheme}://${authority}${req.url ?? ""}`,
     };
     let reply: Uint8Array | undefined;
@@ -201,7 +202,10 @@ export function unaryCall(spec: MethodImplSpec, options: UnaryOptions): UnaryCal
       call.release();
     }
     status.code = failure === undefined ? null : failure.code;
-    if (failure !== undefined) status.message = failure.rawMessage;
+    if (failure !== undefined) {
+      status.message = failure.rawMessage;
+      status.refusal = refusalOf(failure);
+    }
     if (res.destroyed || res.writableEnded) return; // the client went away meanwhile
 
     let compression: Compression | null = null;

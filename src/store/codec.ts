@@ -16,7 +16,7 @@ import {
 import { encoded, rememberEncoding } from "../protocol/encoded.js";
 import { messageTypeInfo } from "../protocol/message-types.js";
 import { isTerminal } from "../protocol/state-machine.js";
-import type { ResultStreamRecord, StoredEvent, StoredReply, TaskAnswer, TaskPatch, TaskRecord } from "./store.js";
+import type { CarriedIds, ResultStreamRecord, StoredEvent, StoredReply, TaskAnswer, TaskPatch, TaskRecord } from "./store.js";
 
 /** A column value as both drivers take and give it. */
 export type SqlValue = string | number | Uint8Array | null;
@@ -55,6 +55,10 @@ export interface TaskRow {
   lease_owner: string;
   lease_until_ms: number;
   answers: string;
+  traceparent: string;
+  tracestate: string;
+  session_id: string;
+  correlation_id: string;
 }
 
 /** The columns of the tasks table, in insert order. */
@@ -91,6 +95,10 @@ export const TASK_COLUMNS = [
   "lease_owner",
   "lease_until_ms",
   "answers",
+  "traceparent",
+  "tracestate",
+  "session_id",
+  "correlation_id",
 ] as const satisfies ReadonlyArray<keyof TaskRow>;
 
 const bin = (bytes: Uint8Array) => (Buffer.isBuffer(bytes) ? bytes : Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength));
@@ -156,6 +164,10 @@ export function taskRow(task: TaskRecord): Record<(typeof TASK_COLUMNS)[number],
     last_sequence: task.lastSequence,
     idempotency_key: task.idempotencyKey,
     request_message_id: task.requestMessageId,
+    traceparent: task.carried?.traceparent ?? "",
+    tracestate: task.carried?.tracestate ?? "",
+    session_id: task.carried?.sessionId ?? "",
+    correlation_id: task.carried?.correlationId ?? "",
     ...patched,
   } as Record<(typeof TASK_COLUMNS)[number], SqlValue>;
 }
@@ -164,6 +176,13 @@ export function taskRow(task: TaskRecord): Record<(typeof TASK_COLUMNS)[number],
 function remembered<T extends object>(message: T, bytes: Uint8Array): T {
   rememberEncoding(message, bytes);
   return message;
+}
+
+/** The carried ids of a row; undefined when it carries none (as a task created without them). */
+function carriedFromRow(row: TaskRow): CarriedIds | undefined {
+  const { traceparent, tracestate, session_id: sessionId, correlation_id: correlationId } = row;
+  if (traceparent === "" && tracestate === "" && sessionId === "" && correlationId === "") return undefined;
+  return { traceparent, tracestate, sessionId, correlationId };
 }
 
 const optional = <T>(bytes: Uint8Array | null, decode: (bytes: Uint8Array) => T): T | undefined => (bytes === null ? undefined : decode(bytes));
@@ -196,6 +215,7 @@ export function taskFromRow(row: TaskRow): TaskRecord {
     leaseOwner: row.lease_owner,
     leaseUntilMs: Number(row.lease_until_ms),
     answers: JSON.parse(row.answers) as TaskAnswer[],
+    carried: carriedFromRow(row),
   };
 }
 

@@ -54,6 +54,18 @@ export type TaskAnswer =
       readonly decidedBy: DeciderRecord;
     };
 
+/**
+ * The ids a task's request carried in its header, which every event and
+ * reply of the task carries in turn, unchanged: W3C trace context, the
+ * session and the correlation id. Absent when the request carried none.
+ */
+export interface CarriedIds {
+  readonly traceparent: string;
+  readonly tracestate: string;
+  readonly sessionId: string;
+  readonly correlationId: string;
+}
+
 export interface TaskRecord {
   readonly taskId: string;
   readonly taskType: string;
@@ -89,19 +101,26 @@ export interface TaskRecord {
   readonly leaseUntilMs: number;
   /** Every answer received, oldest first. */
   readonly answers: readonly TaskAnswer[];
+  /** The request's trace context, session and correlation ids; fixed when the task is created. */
+  readonly carried?: CarriedIds;
 }
 
 /** A task as created: the store sets version and lastSequence. */
 export type NewTask = Omit<TaskRecord, "version" | "lastSequence">;
 
-export type TaskPatch = Partial<Omit<TaskRecord, "taskId" | "version" | "lastSequence" | "createdAtMs" | "requester" | "executor" | "taskType" | "requestMessageId" | "idempotencyKey">>;
+export type TaskPatch = Partial<Omit<TaskRecord, "taskId" | "version" | "lastSequence" | "createdAtMs" | "requester" | "executor" | "taskType" | "requestMessageId" | "idempotencyKey" | "carried">>;
 
 /** One entry of a task's event log: a signed envelope and its decoded form. */
 export interface StoredEvent {
+  /** The task it belongs to. */
   readonly taskId: string;
+  /** Its place in the task's event log, from 1. */
   readonly sequence: number;
+  /** The signed envelope, as it travels. */
   readonly envelope: Envelope;
+  /** Its signed header. */
   readonly header: Header;
+  /** Its signed payload, the payload message of its type. */
   readonly payload: Message;
 }
 
@@ -128,8 +147,11 @@ export interface SeenMessage {
 }
 
 export interface ListTasksQuery {
-  requesterAgentId: string;
+  /** Only this requester's tasks; undefined lists every requester's (an operator's read). */
+  requesterAgentId: string | undefined;
   states?: readonly TaskState[];
+  /** Only tasks of these types; empty or undefined means all. */
+  taskTypes?: readonly string[];
   pageSize: number;
   pageToken?: string;
 }

@@ -49,6 +49,8 @@ export interface TestServerOptions extends Partial<Omit<ServerOptions, "capabili
   identity?: AgentIdentity;
   /** Where tasks, pins and the registry live (default memory). */
   storage?: Storage;
+  /** Operator key ids: their bearer tokens read every task. */
+  operators?: readonly string[];
   /** Upload limit, quota and keep period. */
   uploadLimits?: Partial<UploadLimits>;
 }
@@ -84,6 +86,7 @@ export async function startTestServer(options: TestServerOptions = {}): Promise<
     outbound: options.outbound,
     retentionMs: options.retentionMs,
     pruneIntervalMs: options.pruneIntervalMs,
+    operators: options.operators,
   });
   const registry = options.registry
     ? new Registry({
@@ -109,6 +112,7 @@ export async function startTestServer(options: TestServerOptions = {}): Promise<
     registry,
     port: 0,
     host: options.host ?? "127.0.0.1",
+    metrics: options.metrics,
     ...limits,
   });
   return Object.assign(server, { agent, registry });

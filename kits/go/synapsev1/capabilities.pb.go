@@ -9,6 +9,7 @@ package synapsev1
 import (
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
+	durationpb "google.golang.org/protobuf/types/known/durationpb"
 	structpb "google.golang.org/protobuf/types/known/structpb"
 	reflect "reflect"
 	sync "sync"
@@ -293,7 +294,11 @@ type SupportedTaskType struct {
 	Capabilities []string `protobuf:"bytes,7,rep,name=capabilities,proto3" json:"capabilities,omitempty"`
 	// Catalogue metadata: when set, a registry lists this task type in its
 	// governed capability catalogue (see CapabilityGovernance).
-	Governance    *CapabilityGovernance `protobuf:"bytes,8,opt,name=governance,proto3" json:"governance,omitempty"`
+	Governance *CapabilityGovernance `protobuf:"bytes,8,opt,name=governance,proto3" json:"governance,omitempty"`
+	// Who decides a task_need_human of this type at each escalation level, and
+	// how long each level waits (EscalationHandler, docs/PROTOCOL.md §5.10).
+	// Unset: only the requester decides, and a passed deadline fails the task.
+	Escalation    *EscalationPolicy `protobuf:"bytes,9,opt,name=escalation,proto3" json:"escalation,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -384,6 +389,134 @@ func (x *SupportedTaskType) GetGovernance() *CapabilityGovernance {
 	return nil
 }
 
+func (x *SupportedTaskType) GetEscalation() *EscalationPolicy {
+	if x != nil {
+		return x.Escalation
+	}
+	return nil
+}
+
+// EscalationPolicy says how an unanswered human decision escalates (seed 000
+// §4.2 EscalationHandler, seed 001 §6.8 escalation_level). When a level's
+// deadline passes without a decision, the executor records a new signed
+// p2p:task_need_human at the next level, with a new decision_id, deadline and
+// deciders; after the last level the task fails with
+// ERROR_CODE_EXECUTION_TIMEOUT.
+type EscalationPolicy struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The levels in order: levels[0] is level 1 (team), levels[1] level 2
+	// (manager), levels[2] level 3 (executive). At most 3.
+	Levels        []*EscalationLevel `protobuf:"bytes,1,rep,name=levels,proto3" json:"levels,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EscalationPolicy) Reset() {
+	*x = EscalationPolicy{}
+	mi := &file_synapse_v1_capabilities_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EscalationPolicy) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EscalationPolicy) ProtoMessage() {}
+
+func (x *EscalationPolicy) ProtoReflect() protoreflect.Message {
+	mi := &file_synapse_v1_capabilities_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EscalationPolicy.ProtoReflect.Descriptor instead.
+func (*EscalationPolicy) Descriptor() ([]byte, []int) {
+	return file_synapse_v1_capabilities_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *EscalationPolicy) GetLevels() []*EscalationLevel {
+	if x != nil {
+		return x.Levels
+	}
+	return nil
+}
+
+// EscalationLevel is one level of an EscalationPolicy.
+type EscalationLevel struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The task's requester may decide at this level.
+	Requester bool `protobuf:"varint,1,opt,name=requester,proto3" json:"requester,omitempty"`
+	// Agent ids (escalation contacts) that may decide at this level. They may
+	// also read the task (GetTask, Watch, the SSE stream) from the moment a
+	// task_need_human names them; before that the task does not exist for
+	// them.
+	AgentIds []string `protobuf:"bytes,2,rep,name=agent_ids,json=agentIds,proto3" json:"agent_ids,omitempty"`
+	// How long this level waits for a decision. At level 1 a deadline the
+	// handler gives wins. Zero at level 1: no deadline unless the handler
+	// gives one (and so no escalation); zero at a later level is refused.
+	Timeout       *durationpb.Duration `protobuf:"bytes,3,opt,name=timeout,proto3" json:"timeout,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EscalationLevel) Reset() {
+	*x = EscalationLevel{}
+	mi := &file_synapse_v1_capabilities_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EscalationLevel) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EscalationLevel) ProtoMessage() {}
+
+func (x *EscalationLevel) ProtoReflect() protoreflect.Message {
+	mi := &file_synapse_v1_capabilities_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EscalationLevel.ProtoReflect.Descriptor instead.
+func (*EscalationLevel) Descriptor() ([]byte, []int) {
+	return file_synapse_v1_capabilities_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *EscalationLevel) GetRequester() bool {
+	if x != nil {
+		return x.Requester
+	}
+	return false
+}
+
+func (x *EscalationLevel) GetAgentIds() []string {
+	if x != nil {
+		return x.AgentIds
+	}
+	return nil
+}
+
+func (x *EscalationLevel) GetTimeout() *durationpb.Duration {
+	if x != nil {
+		return x.Timeout
+	}
+	return nil
+}
+
 // CapabilityGovernance is the catalogue metadata an agent may attach to one of
 // its task types (SupportedTaskType.governance). When the agent registers, the
 // registry lists the task type in the catalogue as a CAPABILITY_TYPE_TASK
@@ -418,7 +551,7 @@ type CapabilityGovernance struct {
 
 func (x *CapabilityGovernance) Reset() {
 	*x = CapabilityGovernance{}
-	mi := &file_synapse_v1_capabilities_proto_msgTypes[1]
+	mi := &file_synapse_v1_capabilities_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -430,7 +563,7 @@ func (x *CapabilityGovernance) String() string {
 func (*CapabilityGovernance) ProtoMessage() {}
 
 func (x *CapabilityGovernance) ProtoReflect() protoreflect.Message {
-	mi := &file_synapse_v1_capabilities_proto_msgTypes[1]
+	mi := &file_synapse_v1_capabilities_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -443,7 +576,7 @@ func (x *CapabilityGovernance) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CapabilityGovernance.ProtoReflect.Descriptor instead.
 func (*CapabilityGovernance) Descriptor() ([]byte, []int) {
-	return file_synapse_v1_capabilities_proto_rawDescGZIP(), []int{1}
+	return file_synapse_v1_capabilities_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *CapabilityGovernance) GetDomain() string {
@@ -564,7 +697,7 @@ type AgentCapabilities struct {
 
 func (x *AgentCapabilities) Reset() {
 	*x = AgentCapabilities{}
-	mi := &file_synapse_v1_capabilities_proto_msgTypes[2]
+	mi := &file_synapse_v1_capabilities_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -576,7 +709,7 @@ func (x *AgentCapabilities) String() string {
 func (*AgentCapabilities) ProtoMessage() {}
 
 func (x *AgentCapabilities) ProtoReflect() protoreflect.Message {
-	mi := &file_synapse_v1_capabilities_proto_msgTypes[2]
+	mi := &file_synapse_v1_capabilities_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -589,7 +722,7 @@ func (x *AgentCapabilities) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AgentCapabilities.ProtoReflect.Descriptor instead.
 func (*AgentCapabilities) Descriptor() ([]byte, []int) {
-	return file_synapse_v1_capabilities_proto_rawDescGZIP(), []int{2}
+	return file_synapse_v1_capabilities_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *AgentCapabilities) GetAgentId() string {
@@ -727,7 +860,7 @@ type ImplementedInterface struct {
 
 func (x *ImplementedInterface) Reset() {
 	*x = ImplementedInterface{}
-	mi := &file_synapse_v1_capabilities_proto_msgTypes[3]
+	mi := &file_synapse_v1_capabilities_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -739,7 +872,7 @@ func (x *ImplementedInterface) String() string {
 func (*ImplementedInterface) ProtoMessage() {}
 
 func (x *ImplementedInterface) ProtoReflect() protoreflect.Message {
-	mi := &file_synapse_v1_capabilities_proto_msgTypes[3]
+	mi := &file_synapse_v1_capabilities_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -752,7 +885,7 @@ func (x *ImplementedInterface) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ImplementedInterface.ProtoReflect.Descriptor instead.
 func (*ImplementedInterface) Descriptor() ([]byte, []int) {
-	return file_synapse_v1_capabilities_proto_rawDescGZIP(), []int{3}
+	return file_synapse_v1_capabilities_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *ImplementedInterface) GetName() string {
@@ -825,7 +958,7 @@ type ComplianceEvaluation struct {
 
 func (x *ComplianceEvaluation) Reset() {
 	*x = ComplianceEvaluation{}
-	mi := &file_synapse_v1_capabilities_proto_msgTypes[4]
+	mi := &file_synapse_v1_capabilities_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -837,7 +970,7 @@ func (x *ComplianceEvaluation) String() string {
 func (*ComplianceEvaluation) ProtoMessage() {}
 
 func (x *ComplianceEvaluation) ProtoReflect() protoreflect.Message {
-	mi := &file_synapse_v1_capabilities_proto_msgTypes[4]
+	mi := &file_synapse_v1_capabilities_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -850,7 +983,7 @@ func (x *ComplianceEvaluation) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ComplianceEvaluation.ProtoReflect.Descriptor instead.
 func (*ComplianceEvaluation) Descriptor() ([]byte, []int) {
-	return file_synapse_v1_capabilities_proto_rawDescGZIP(), []int{4}
+	return file_synapse_v1_capabilities_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *ComplianceEvaluation) GetAgentId() string {
@@ -925,7 +1058,7 @@ type GetCapabilitiesRequest struct {
 
 func (x *GetCapabilitiesRequest) Reset() {
 	*x = GetCapabilitiesRequest{}
-	mi := &file_synapse_v1_capabilities_proto_msgTypes[5]
+	mi := &file_synapse_v1_capabilities_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -937,7 +1070,7 @@ func (x *GetCapabilitiesRequest) String() string {
 func (*GetCapabilitiesRequest) ProtoMessage() {}
 
 func (x *GetCapabilitiesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_synapse_v1_capabilities_proto_msgTypes[5]
+	mi := &file_synapse_v1_capabilities_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -950,7 +1083,7 @@ func (x *GetCapabilitiesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetCapabilitiesRequest.ProtoReflect.Descriptor instead.
 func (*GetCapabilitiesRequest) Descriptor() ([]byte, []int) {
-	return file_synapse_v1_capabilities_proto_rawDescGZIP(), []int{5}
+	return file_synapse_v1_capabilities_proto_rawDescGZIP(), []int{7}
 }
 
 // GetCapabilitiesResponse carries the capabilities.
@@ -964,7 +1097,7 @@ type GetCapabilitiesResponse struct {
 
 func (x *GetCapabilitiesResponse) Reset() {
 	*x = GetCapabilitiesResponse{}
-	mi := &file_synapse_v1_capabilities_proto_msgTypes[6]
+	mi := &file_synapse_v1_capabilities_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -976,7 +1109,7 @@ func (x *GetCapabilitiesResponse) String() string {
 func (*GetCapabilitiesResponse) ProtoMessage() {}
 
 func (x *GetCapabilitiesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_synapse_v1_capabilities_proto_msgTypes[6]
+	mi := &file_synapse_v1_capabilities_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -989,7 +1122,7 @@ func (x *GetCapabilitiesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetCapabilitiesResponse.ProtoReflect.Descriptor instead.
 func (*GetCapabilitiesResponse) Descriptor() ([]byte, []int) {
-	return file_synapse_v1_capabilities_proto_rawDescGZIP(), []int{6}
+	return file_synapse_v1_capabilities_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *GetCapabilitiesResponse) GetCapabilities() *AgentCapabilities {
@@ -1008,7 +1141,7 @@ type GetSupportedInterfacesRequest struct {
 
 func (x *GetSupportedInterfacesRequest) Reset() {
 	*x = GetSupportedInterfacesRequest{}
-	mi := &file_synapse_v1_capabilities_proto_msgTypes[7]
+	mi := &file_synapse_v1_capabilities_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1020,7 +1153,7 @@ func (x *GetSupportedInterfacesRequest) String() string {
 func (*GetSupportedInterfacesRequest) ProtoMessage() {}
 
 func (x *GetSupportedInterfacesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_synapse_v1_capabilities_proto_msgTypes[7]
+	mi := &file_synapse_v1_capabilities_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1033,7 +1166,7 @@ func (x *GetSupportedInterfacesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetSupportedInterfacesRequest.ProtoReflect.Descriptor instead.
 func (*GetSupportedInterfacesRequest) Descriptor() ([]byte, []int) {
-	return file_synapse_v1_capabilities_proto_rawDescGZIP(), []int{7}
+	return file_synapse_v1_capabilities_proto_rawDescGZIP(), []int{9}
 }
 
 // GetSupportedInterfacesResponse lists the implemented interfaces.
@@ -1047,7 +1180,7 @@ type GetSupportedInterfacesResponse struct {
 
 func (x *GetSupportedInterfacesResponse) Reset() {
 	*x = GetSupportedInterfacesResponse{}
-	mi := &file_synapse_v1_capabilities_proto_msgTypes[8]
+	mi := &file_synapse_v1_capabilities_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1059,7 +1192,7 @@ func (x *GetSupportedInterfacesResponse) String() string {
 func (*GetSupportedInterfacesResponse) ProtoMessage() {}
 
 func (x *GetSupportedInterfacesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_synapse_v1_capabilities_proto_msgTypes[8]
+	mi := &file_synapse_v1_capabilities_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1072,7 +1205,7 @@ func (x *GetSupportedInterfacesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetSupportedInterfacesResponse.ProtoReflect.Descriptor instead.
 func (*GetSupportedInterfacesResponse) Descriptor() ([]byte, []int) {
-	return file_synapse_v1_capabilities_proto_rawDescGZIP(), []int{8}
+	return file_synapse_v1_capabilities_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *GetSupportedInterfacesResponse) GetInterfaces() []*ImplementedInterface {
@@ -1093,7 +1226,7 @@ type GetTaskTypeCapabilitiesRequest struct {
 
 func (x *GetTaskTypeCapabilitiesRequest) Reset() {
 	*x = GetTaskTypeCapabilitiesRequest{}
-	mi := &file_synapse_v1_capabilities_proto_msgTypes[9]
+	mi := &file_synapse_v1_capabilities_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1105,7 +1238,7 @@ func (x *GetTaskTypeCapabilitiesRequest) String() string {
 func (*GetTaskTypeCapabilitiesRequest) ProtoMessage() {}
 
 func (x *GetTaskTypeCapabilitiesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_synapse_v1_capabilities_proto_msgTypes[9]
+	mi := &file_synapse_v1_capabilities_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1118,7 +1251,7 @@ func (x *GetTaskTypeCapabilitiesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetTaskTypeCapabilitiesRequest.ProtoReflect.Descriptor instead.
 func (*GetTaskTypeCapabilitiesRequest) Descriptor() ([]byte, []int) {
-	return file_synapse_v1_capabilities_proto_rawDescGZIP(), []int{9}
+	return file_synapse_v1_capabilities_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *GetTaskTypeCapabilitiesRequest) GetTaskType() string {
@@ -1139,7 +1272,7 @@ type GetTaskTypeCapabilitiesResponse struct {
 
 func (x *GetTaskTypeCapabilitiesResponse) Reset() {
 	*x = GetTaskTypeCapabilitiesResponse{}
-	mi := &file_synapse_v1_capabilities_proto_msgTypes[10]
+	mi := &file_synapse_v1_capabilities_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1151,7 +1284,7 @@ func (x *GetTaskTypeCapabilitiesResponse) String() string {
 func (*GetTaskTypeCapabilitiesResponse) ProtoMessage() {}
 
 func (x *GetTaskTypeCapabilitiesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_synapse_v1_capabilities_proto_msgTypes[10]
+	mi := &file_synapse_v1_capabilities_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1164,7 +1297,7 @@ func (x *GetTaskTypeCapabilitiesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetTaskTypeCapabilitiesResponse.ProtoReflect.Descriptor instead.
 func (*GetTaskTypeCapabilitiesResponse) Descriptor() ([]byte, []int) {
-	return file_synapse_v1_capabilities_proto_rawDescGZIP(), []int{10}
+	return file_synapse_v1_capabilities_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *GetTaskTypeCapabilitiesResponse) GetTaskType() *SupportedTaskType {
@@ -1189,7 +1322,7 @@ type HandshakeRequest struct {
 
 func (x *HandshakeRequest) Reset() {
 	*x = HandshakeRequest{}
-	mi := &file_synapse_v1_capabilities_proto_msgTypes[11]
+	mi := &file_synapse_v1_capabilities_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1201,7 +1334,7 @@ func (x *HandshakeRequest) String() string {
 func (*HandshakeRequest) ProtoMessage() {}
 
 func (x *HandshakeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_synapse_v1_capabilities_proto_msgTypes[11]
+	mi := &file_synapse_v1_capabilities_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1214,7 +1347,7 @@ func (x *HandshakeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HandshakeRequest.ProtoReflect.Descriptor instead.
 func (*HandshakeRequest) Descriptor() ([]byte, []int) {
-	return file_synapse_v1_capabilities_proto_rawDescGZIP(), []int{11}
+	return file_synapse_v1_capabilities_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *HandshakeRequest) GetProtocolVersion() string {
@@ -1261,7 +1394,7 @@ type HandshakeResponse struct {
 
 func (x *HandshakeResponse) Reset() {
 	*x = HandshakeResponse{}
-	mi := &file_synapse_v1_capabilities_proto_msgTypes[12]
+	mi := &file_synapse_v1_capabilities_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1273,7 +1406,7 @@ func (x *HandshakeResponse) String() string {
 func (*HandshakeResponse) ProtoMessage() {}
 
 func (x *HandshakeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_synapse_v1_capabilities_proto_msgTypes[12]
+	mi := &file_synapse_v1_capabilities_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1286,7 +1419,7 @@ func (x *HandshakeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HandshakeResponse.ProtoReflect.Descriptor instead.
 func (*HandshakeResponse) Descriptor() ([]byte, []int) {
-	return file_synapse_v1_capabilities_proto_rawDescGZIP(), []int{12}
+	return file_synapse_v1_capabilities_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *HandshakeResponse) GetCompatible() bool {
@@ -1336,7 +1469,7 @@ var File_synapse_v1_capabilities_proto protoreflect.FileDescriptor
 const file_synapse_v1_capabilities_proto_rawDesc = "" +
 	"\n" +
 	"\x1dsynapse/v1/capabilities.proto\x12\n" +
-	"synapse.v1\x1a\x1cgoogle/protobuf/struct.proto\x1a\x19synapse/v1/envelope.proto\"\xb2\x02\n" +
+	"synapse.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x19synapse/v1/envelope.proto\"\xf0\x02\n" +
 	"\x11SupportedTaskType\x12\x12\n" +
 	"\x04type\x18\x01 \x01(\tR\x04type\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12 \n" +
@@ -1347,7 +1480,16 @@ const file_synapse_v1_capabilities_proto_rawDesc = "" +
 	"\fcapabilities\x18\a \x03(\tR\fcapabilities\x12@\n" +
 	"\n" +
 	"governance\x18\b \x01(\v2 .synapse.v1.CapabilityGovernanceR\n" +
-	"governance\"\xf1\x02\n" +
+	"governance\x12<\n" +
+	"\n" +
+	"escalation\x18\t \x01(\v2\x1c.synapse.v1.EscalationPolicyR\n" +
+	"escalation\"G\n" +
+	"\x10EscalationPolicy\x123\n" +
+	"\x06levels\x18\x01 \x03(\v2\x1b.synapse.v1.EscalationLevelR\x06levels\"\x81\x01\n" +
+	"\x0fEscalationLevel\x12\x1c\n" +
+	"\trequester\x18\x01 \x01(\bR\trequester\x12\x1b\n" +
+	"\tagent_ids\x18\x02 \x03(\tR\bagentIds\x123\n" +
+	"\atimeout\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\atimeout\"\xf1\x02\n" +
 	"\x14CapabilityGovernance\x12\x16\n" +
 	"\x06domain\x18\x01 \x01(\tR\x06domain\x12\x1c\n" +
 	"\tscenarios\x18\x02 \x03(\tR\tscenarios\x12\x18\n" +
@@ -1474,56 +1616,62 @@ func file_synapse_v1_capabilities_proto_rawDescGZIP() []byte {
 }
 
 var file_synapse_v1_capabilities_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_synapse_v1_capabilities_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
+var file_synapse_v1_capabilities_proto_msgTypes = make([]protoimpl.MessageInfo, 15)
 var file_synapse_v1_capabilities_proto_goTypes = []any{
 	(TransportMode)(0),                      // 0: synapse.v1.TransportMode
 	(InterfaceCategory)(0),                  // 1: synapse.v1.InterfaceCategory
 	(Compliance)(0),                         // 2: synapse.v1.Compliance
 	(RiskLevel)(0),                          // 3: synapse.v1.RiskLevel
 	(*SupportedTaskType)(nil),               // 4: synapse.v1.SupportedTaskType
-	(*CapabilityGovernance)(nil),            // 5: synapse.v1.CapabilityGovernance
-	(*AgentCapabilities)(nil),               // 6: synapse.v1.AgentCapabilities
-	(*ImplementedInterface)(nil),            // 7: synapse.v1.ImplementedInterface
-	(*ComplianceEvaluation)(nil),            // 8: synapse.v1.ComplianceEvaluation
-	(*GetCapabilitiesRequest)(nil),          // 9: synapse.v1.GetCapabilitiesRequest
-	(*GetCapabilitiesResponse)(nil),         // 10: synapse.v1.GetCapabilitiesResponse
-	(*GetSupportedInterfacesRequest)(nil),   // 11: synapse.v1.GetSupportedInterfacesRequest
-	(*GetSupportedInterfacesResponse)(nil),  // 12: synapse.v1.GetSupportedInterfacesResponse
-	(*GetTaskTypeCapabilitiesRequest)(nil),  // 13: synapse.v1.GetTaskTypeCapabilitiesRequest
-	(*GetTaskTypeCapabilitiesResponse)(nil), // 14: synapse.v1.GetTaskTypeCapabilitiesResponse
-	(*HandshakeRequest)(nil),                // 15: synapse.v1.HandshakeRequest
-	(*HandshakeResponse)(nil),               // 16: synapse.v1.HandshakeResponse
-	(*structpb.Struct)(nil),                 // 17: google.protobuf.Struct
-	(*AgentRef)(nil),                        // 18: synapse.v1.AgentRef
+	(*EscalationPolicy)(nil),                // 5: synapse.v1.EscalationPolicy
+	(*EscalationLevel)(nil),                 // 6: synapse.v1.EscalationLevel
+	(*CapabilityGovernance)(nil),            // 7: synapse.v1.CapabilityGovernance
+	(*AgentCapabilities)(nil),               // 8: synapse.v1.AgentCapabilities
+	(*ImplementedInterface)(nil),            // 9: synapse.v1.ImplementedInterface
+	(*ComplianceEvaluation)(nil),            // 10: synapse.v1.ComplianceEvaluation
+	(*GetCapabilitiesRequest)(nil),          // 11: synapse.v1.GetCapabilitiesRequest
+	(*GetCapabilitiesResponse)(nil),         // 12: synapse.v1.GetCapabilitiesResponse
+	(*GetSupportedInterfacesRequest)(nil),   // 13: synapse.v1.GetSupportedInterfacesRequest
+	(*GetSupportedInterfacesResponse)(nil),  // 14: synapse.v1.GetSupportedInterfacesResponse
+	(*GetTaskTypeCapabilitiesRequest)(nil),  // 15: synapse.v1.GetTaskTypeCapabilitiesRequest
+	(*GetTaskTypeCapabilitiesResponse)(nil), // 16: synapse.v1.GetTaskTypeCapabilitiesResponse
+	(*HandshakeRequest)(nil),                // 17: synapse.v1.HandshakeRequest
+	(*HandshakeResponse)(nil),               // 18: synapse.v1.HandshakeResponse
+	(*durationpb.Duration)(nil),             // 19: google.protobuf.Duration
+	(*structpb.Struct)(nil),                 // 20: google.protobuf.Struct
+	(*AgentRef)(nil),                        // 21: synapse.v1.AgentRef
 }
 var file_synapse_v1_capabilities_proto_depIdxs = []int32{
-	5,  // 0: synapse.v1.SupportedTaskType.governance:type_name -> synapse.v1.CapabilityGovernance
-	3,  // 1: synapse.v1.CapabilityGovernance.risk_level:type_name -> synapse.v1.RiskLevel
-	4,  // 2: synapse.v1.AgentCapabilities.supported_task_types:type_name -> synapse.v1.SupportedTaskType
-	0,  // 3: synapse.v1.AgentCapabilities.supported_transport_modes:type_name -> synapse.v1.TransportMode
-	1,  // 4: synapse.v1.ImplementedInterface.category:type_name -> synapse.v1.InterfaceCategory
-	2,  // 5: synapse.v1.ImplementedInterface.compliance_level:type_name -> synapse.v1.Compliance
-	17, // 6: synapse.v1.ImplementedInterface.metadata:type_name -> google.protobuf.Struct
-	6,  // 7: synapse.v1.GetCapabilitiesResponse.capabilities:type_name -> synapse.v1.AgentCapabilities
-	7,  // 8: synapse.v1.GetSupportedInterfacesResponse.interfaces:type_name -> synapse.v1.ImplementedInterface
-	4,  // 9: synapse.v1.GetTaskTypeCapabilitiesResponse.task_type:type_name -> synapse.v1.SupportedTaskType
-	7,  // 10: synapse.v1.HandshakeRequest.interfaces:type_name -> synapse.v1.ImplementedInterface
-	18, // 11: synapse.v1.HandshakeRequest.caller:type_name -> synapse.v1.AgentRef
-	7,  // 12: synapse.v1.HandshakeResponse.common_interfaces:type_name -> synapse.v1.ImplementedInterface
-	18, // 13: synapse.v1.HandshakeResponse.agent:type_name -> synapse.v1.AgentRef
-	9,  // 14: synapse.v1.CapabilitiesService.GetCapabilities:input_type -> synapse.v1.GetCapabilitiesRequest
-	11, // 15: synapse.v1.CapabilitiesService.GetSupportedInterfaces:input_type -> synapse.v1.GetSupportedInterfacesRequest
-	13, // 16: synapse.v1.CapabilitiesService.GetTaskTypeCapabilities:input_type -> synapse.v1.GetTaskTypeCapabilitiesRequest
-	15, // 17: synapse.v1.CapabilitiesService.Handshake:input_type -> synapse.v1.HandshakeRequest
-	10, // 18: synapse.v1.CapabilitiesService.GetCapabilities:output_type -> synapse.v1.GetCapabilitiesResponse
-	12, // 19: synapse.v1.CapabilitiesService.GetSupportedInterfaces:output_type -> synapse.v1.GetSupportedInterfacesResponse
-	14, // 20: synapse.v1.CapabilitiesService.GetTaskTypeCapabilities:output_type -> synapse.v1.GetTaskTypeCapabilitiesResponse
-	16, // 21: synapse.v1.CapabilitiesService.Handshake:output_type -> synapse.v1.HandshakeResponse
-	18, // [18:22] is the sub-list for method output_type
-	14, // [14:18] is the sub-list for method input_type
-	14, // [14:14] is the sub-list for extension type_name
-	14, // [14:14] is the sub-list for extension extendee
-	0,  // [0:14] is the sub-list for field type_name
+	7,  // 0: synapse.v1.SupportedTaskType.governance:type_name -> synapse.v1.CapabilityGovernance
+	5,  // 1: synapse.v1.SupportedTaskType.escalation:type_name -> synapse.v1.EscalationPolicy
+	6,  // 2: synapse.v1.EscalationPolicy.levels:type_name -> synapse.v1.EscalationLevel
+	19, // 3: synapse.v1.EscalationLevel.timeout:type_name -> google.protobuf.Duration
+	3,  // 4: synapse.v1.CapabilityGovernance.risk_level:type_name -> synapse.v1.RiskLevel
+	4,  // 5: synapse.v1.AgentCapabilities.supported_task_types:type_name -> synapse.v1.SupportedTaskType
+	0,  // 6: synapse.v1.AgentCapabilities.supported_transport_modes:type_name -> synapse.v1.TransportMode
+	1,  // 7: synapse.v1.ImplementedInterface.category:type_name -> synapse.v1.InterfaceCategory
+	2,  // 8: synapse.v1.ImplementedInterface.compliance_level:type_name -> synapse.v1.Compliance
+	20, // 9: synapse.v1.ImplementedInterface.metadata:type_name -> google.protobuf.Struct
+	8,  // 10: synapse.v1.GetCapabilitiesResponse.capabilities:type_name -> synapse.v1.AgentCapabilities
+	9,  // 11: synapse.v1.GetSupportedInterfacesResponse.interfaces:type_name -> synapse.v1.ImplementedInterface
+	4,  // 12: synapse.v1.GetTaskTypeCapabilitiesResponse.task_type:type_name -> synapse.v1.SupportedTaskType
+	9,  // 13: synapse.v1.HandshakeRequest.interfaces:type_name -> synapse.v1.ImplementedInterface
+	21, // 14: synapse.v1.HandshakeRequest.caller:type_name -> synapse.v1.AgentRef
+	9,  // 15: synapse.v1.HandshakeResponse.common_interfaces:type_name -> synapse.v1.ImplementedInterface
+	21, // 16: synapse.v1.HandshakeResponse.agent:type_name -> synapse.v1.AgentRef
+	11, // 17: synapse.v1.CapabilitiesService.GetCapabilities:input_type -> synapse.v1.GetCapabilitiesRequest
+	13, // 18: synapse.v1.CapabilitiesService.GetSupportedInterfaces:input_type -> synapse.v1.GetSupportedInterfacesRequest
+	15, // 19: synapse.v1.CapabilitiesService.GetTaskTypeCapabilities:input_type -> synapse.v1.GetTaskTypeCapabilitiesRequest
+	17, // 20: synapse.v1.CapabilitiesService.Handshake:input_type -> synapse.v1.HandshakeRequest
+	12, // 21: synapse.v1.CapabilitiesService.GetCapabilities:output_type -> synapse.v1.GetCapabilitiesResponse
+	14, // 22: synapse.v1.CapabilitiesService.GetSupportedInterfaces:output_type -> synapse.v1.GetSupportedInterfacesResponse
+	16, // 23: synapse.v1.CapabilitiesService.GetTaskTypeCapabilities:output_type -> synapse.v1.GetTaskTypeCapabilitiesResponse
+	18, // 24: synapse.v1.CapabilitiesService.Handshake:output_type -> synapse.v1.HandshakeResponse
+	21, // [21:25] is the sub-list for method output_type
+	17, // [17:21] is the sub-list for method input_type
+	17, // [17:17] is the sub-list for extension type_name
+	17, // [17:17] is the sub-list for extension extendee
+	0,  // [0:17] is the sub-list for field type_name
 }
 
 func init() { file_synapse_v1_capabilities_proto_init() }
@@ -1538,7 +1686,7 @@ func file_synapse_v1_capabilities_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_synapse_v1_capabilities_proto_rawDesc), len(file_synapse_v1_capabilities_proto_rawDesc)),
 			NumEnums:      4,
-			NumMessages:   13,
+			NumMessages:   15,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -35,6 +35,9 @@ const (
 //
 // Values from 100 are registry messages, spelled with the prefix
 // "registry:" instead: MESSAGE_TYPE_REGISTRY_REGISTER <-> "registry:register".
+// Values from 200 are group (A2N) messages, spelled with the prefix "a2n:":
+// MESSAGE_TYPE_A2N_GROUP_CREATE <-> "a2n:group_create". They are sent to a
+// group's host at GroupService.Send (docs/PROTOCOL.md §7).
 type MessageType int32
 
 const (
@@ -97,6 +100,48 @@ const (
 	// "registry:deregister", agent to registry: withdraw the entry.
 	// Payload: AgentDeregistrationPayload.
 	MessageType_MESSAGE_TYPE_REGISTRY_DEREGISTER MessageType = 101
+	// "a2n:group_create", any agent to a host: create a group; the sender becomes its first coordinator.
+	// Payload: GroupCreatePayload.
+	MessageType_MESSAGE_TYPE_A2N_GROUP_CREATE MessageType = 200
+	// "a2n:group_dissolve", coordinator to the host: end the group.
+	// Payload: GroupDissolvePayload.
+	MessageType_MESSAGE_TYPE_A2N_GROUP_DISSOLVE MessageType = 201
+	// "a2n:member_invite", coordinator to the host: offer an agent membership (or a member a new role or weight).
+	// Payload: MemberInvitePayload.
+	MessageType_MESSAGE_TYPE_A2N_MEMBER_INVITE MessageType = 202
+	// "a2n:member_join", an agent to the host: its own consent (accept an invitation, ask to join, or change its endpoint).
+	// Payload: MemberJoinPayload.
+	MessageType_MESSAGE_TYPE_A2N_MEMBER_JOIN MessageType = 203
+	// "a2n:member_approve", coordinator to the host: admit a pending join request.
+	// Payload: MemberApprovePayload.
+	MessageType_MESSAGE_TYPE_A2N_MEMBER_APPROVE MessageType = 204
+	// "a2n:member_leave", member to the host: leave the group.
+	// Payload: MemberLeavePayload.
+	MessageType_MESSAGE_TYPE_A2N_MEMBER_LEAVE MessageType = 205
+	// "a2n:member_remove", coordinator to the host: remove a member or withdraw a pending membership.
+	// Payload: MemberRemovePayload.
+	MessageType_MESSAGE_TYPE_A2N_MEMBER_REMOVE MessageType = 206
+	// "a2n:group_task_submit", coordinator to the host: run a group task at the members.
+	// Payload: GroupTaskSubmitPayload.
+	MessageType_MESSAGE_TYPE_A2N_GROUP_TASK_SUBMIT MessageType = 207
+	// "a2n:group_task_answer", coordinator to the host: answer a sub-task's question.
+	// Payload: GroupTaskAnswerPayload.
+	MessageType_MESSAGE_TYPE_A2N_GROUP_TASK_ANSWER MessageType = 208
+	// "a2n:group_task_cancel", coordinator to the host: cancel a group task.
+	// Payload: GroupTaskCancelPayload.
+	MessageType_MESSAGE_TYPE_A2N_GROUP_TASK_CANCEL MessageType = 209
+	// "a2n:vote_start", coordinator or member to the host: start a vote.
+	// Payload: VoteStartPayload.
+	MessageType_MESSAGE_TYPE_A2N_VOTE_START MessageType = 210
+	// "a2n:vote_cast", eligible voter to the host: a ballot.
+	// Payload: VoteCastPayload.
+	MessageType_MESSAGE_TYPE_A2N_VOTE_CAST MessageType = 211
+	// "a2n:vote_close", coordinator (or the vote's starter) to the host: close a vote early.
+	// Payload: VoteClosePayload.
+	MessageType_MESSAGE_TYPE_A2N_VOTE_CLOSE MessageType = 212
+	// "a2n:group_event", the host, recorded in a group's event log (never sent to Send).
+	// Payload: GroupEventPayload.
+	MessageType_MESSAGE_TYPE_A2N_GROUP_EVENT MessageType = 213
 )
 
 // Enum value maps for MessageType.
@@ -122,28 +167,56 @@ var (
 		17:  "MESSAGE_TYPE_HUMAN_DECISION",
 		100: "MESSAGE_TYPE_REGISTRY_REGISTER",
 		101: "MESSAGE_TYPE_REGISTRY_DEREGISTER",
+		200: "MESSAGE_TYPE_A2N_GROUP_CREATE",
+		201: "MESSAGE_TYPE_A2N_GROUP_DISSOLVE",
+		202: "MESSAGE_TYPE_A2N_MEMBER_INVITE",
+		203: "MESSAGE_TYPE_A2N_MEMBER_JOIN",
+		204: "MESSAGE_TYPE_A2N_MEMBER_APPROVE",
+		205: "MESSAGE_TYPE_A2N_MEMBER_LEAVE",
+		206: "MESSAGE_TYPE_A2N_MEMBER_REMOVE",
+		207: "MESSAGE_TYPE_A2N_GROUP_TASK_SUBMIT",
+		208: "MESSAGE_TYPE_A2N_GROUP_TASK_ANSWER",
+		209: "MESSAGE_TYPE_A2N_GROUP_TASK_CANCEL",
+		210: "MESSAGE_TYPE_A2N_VOTE_START",
+		211: "MESSAGE_TYPE_A2N_VOTE_CAST",
+		212: "MESSAGE_TYPE_A2N_VOTE_CLOSE",
+		213: "MESSAGE_TYPE_A2N_GROUP_EVENT",
 	}
 	MessageType_value = map[string]int32{
-		"MESSAGE_TYPE_UNSPECIFIED":         0,
-		"MESSAGE_TYPE_TASK_REQUEST":        1,
-		"MESSAGE_TYPE_TASK_CONFIRM":        2,
-		"MESSAGE_TYPE_TASK_REJECT":         3,
-		"MESSAGE_TYPE_TASK_NEED_INFO":      4,
-		"MESSAGE_TYPE_TASK_INFO_PROVIDED":  5,
-		"MESSAGE_TYPE_TASK_STATUS_UPDATE":  6,
-		"MESSAGE_TYPE_TASK_COMPLETE":       7,
-		"MESSAGE_TYPE_TASK_FAILED":         8,
-		"MESSAGE_TYPE_TASK_CANCEL":         9,
-		"MESSAGE_TYPE_TASK_ACK":            10,
-		"MESSAGE_TYPE_ACK":                 11,
-		"MESSAGE_TYPE_NACK":                12,
-		"MESSAGE_TYPE_HEARTBEAT":           13,
-		"MESSAGE_TYPE_CAPABILITY_QUERY":    14,
-		"MESSAGE_TYPE_CAPABILITY_RESPONSE": 15,
-		"MESSAGE_TYPE_TASK_NEED_HUMAN":     16,
-		"MESSAGE_TYPE_HUMAN_DECISION":      17,
-		"MESSAGE_TYPE_REGISTRY_REGISTER":   100,
-		"MESSAGE_TYPE_REGISTRY_DEREGISTER": 101,
+		"MESSAGE_TYPE_UNSPECIFIED":           0,
+		"MESSAGE_TYPE_TASK_REQUEST":          1,
+		"MESSAGE_TYPE_TASK_CONFIRM":          2,
+		"MESSAGE_TYPE_TASK_REJECT":           3,
+		"MESSAGE_TYPE_TASK_NEED_INFO":        4,
+		"MESSAGE_TYPE_TASK_INFO_PROVIDED":    5,
+		"MESSAGE_TYPE_TASK_STATUS_UPDATE":    6,
+		"MESSAGE_TYPE_TASK_COMPLETE":         7,
+		"MESSAGE_TYPE_TASK_FAILED":           8,
+		"MESSAGE_TYPE_TASK_CANCEL":           9,
+		"MESSAGE_TYPE_TASK_ACK":              10,
+		"MESSAGE_TYPE_ACK":                   11,
+		"MESSAGE_TYPE_NACK":                  12,
+		"MESSAGE_TYPE_HEARTBEAT":             13,
+		"MESSAGE_TYPE_CAPABILITY_QUERY":      14,
+		"MESSAGE_TYPE_CAPABILITY_RESPONSE":   15,
+		"MESSAGE_TYPE_TASK_NEED_HUMAN":       16,
+		"MESSAGE_TYPE_HUMAN_DECISION":        17,
+		"MESSAGE_TYPE_REGISTRY_REGISTER":     100,
+		"MESSAGE_TYPE_REGISTRY_DEREGISTER":   101,
+		"MESSAGE_TYPE_A2N_GROUP_CREATE":      200,
+		"MESSAGE_TYPE_A2N_GROUP_DISSOLVE":    201,
+		"MESSAGE_TYPE_A2N_MEMBER_INVITE":     202,
+		"MESSAGE_TYPE_A2N_MEMBER_JOIN":       203,
+		"MESSAGE_TYPE_A2N_MEMBER_APPROVE":    204,
+		"MESSAGE_TYPE_A2N_MEMBER_LEAVE":      205,
+		"MESSAGE_TYPE_A2N_MEMBER_REMOVE":     206,
+		"MESSAGE_TYPE_A2N_GROUP_TASK_SUBMIT": 207,
+		"MESSAGE_TYPE_A2N_GROUP_TASK_ANSWER": 208,
+		"MESSAGE_TYPE_A2N_GROUP_TASK_CANCEL": 209,
+		"MESSAGE_TYPE_A2N_VOTE_START":        210,
+		"MESSAGE_TYPE_A2N_VOTE_CAST":         211,
+		"MESSAGE_TYPE_A2N_VOTE_CLOSE":        212,
+		"MESSAGE_TYPE_A2N_GROUP_EVENT":       213,
 	}
 )
 
@@ -731,7 +804,7 @@ const file_synapse_v1_envelope_proto_rawDesc = "" +
 	"\x05trace\x18\f \x01(\v2\x18.synapse.v1.TraceContextR\x05trace\x12'\n" +
 	"\x0fidempotency_key\x18\r \x01(\tR\x0eidempotencyKey\x12!\n" +
 	"\fpayload_type\x18\x0e \x01(\tR\vpayloadType\x12\x1a\n" +
-	"\bsequence\x18\x0f \x01(\x04R\bsequence*\x88\x05\n" +
+	"\bsequence\x18\x0f \x01(\x04R\bsequence*\x8c\t\n" +
 	"\vMessageType\x12\x1c\n" +
 	"\x18MESSAGE_TYPE_UNSPECIFIED\x10\x00\x12\x1d\n" +
 	"\x19MESSAGE_TYPE_TASK_REQUEST\x10\x01\x12\x1d\n" +
@@ -753,7 +826,21 @@ const file_synapse_v1_envelope_proto_rawDesc = "" +
 	"\x1cMESSAGE_TYPE_TASK_NEED_HUMAN\x10\x10\x12\x1f\n" +
 	"\x1bMESSAGE_TYPE_HUMAN_DECISION\x10\x11\x12\"\n" +
 	"\x1eMESSAGE_TYPE_REGISTRY_REGISTER\x10d\x12$\n" +
-	" MESSAGE_TYPE_REGISTRY_DEREGISTER\x10e*Z\n" +
+	" MESSAGE_TYPE_REGISTRY_DEREGISTER\x10e\x12\"\n" +
+	"\x1dMESSAGE_TYPE_A2N_GROUP_CREATE\x10\xc8\x01\x12$\n" +
+	"\x1fMESSAGE_TYPE_A2N_GROUP_DISSOLVE\x10\xc9\x01\x12#\n" +
+	"\x1eMESSAGE_TYPE_A2N_MEMBER_INVITE\x10\xca\x01\x12!\n" +
+	"\x1cMESSAGE_TYPE_A2N_MEMBER_JOIN\x10\xcb\x01\x12$\n" +
+	"\x1fMESSAGE_TYPE_A2N_MEMBER_APPROVE\x10\xcc\x01\x12\"\n" +
+	"\x1dMESSAGE_TYPE_A2N_MEMBER_LEAVE\x10\xcd\x01\x12#\n" +
+	"\x1eMESSAGE_TYPE_A2N_MEMBER_REMOVE\x10\xce\x01\x12'\n" +
+	"\"MESSAGE_TYPE_A2N_GROUP_TASK_SUBMIT\x10\xcf\x01\x12'\n" +
+	"\"MESSAGE_TYPE_A2N_GROUP_TASK_ANSWER\x10\xd0\x01\x12'\n" +
+	"\"MESSAGE_TYPE_A2N_GROUP_TASK_CANCEL\x10\xd1\x01\x12 \n" +
+	"\x1bMESSAGE_TYPE_A2N_VOTE_START\x10\xd2\x01\x12\x1f\n" +
+	"\x1aMESSAGE_TYPE_A2N_VOTE_CAST\x10\xd3\x01\x12 \n" +
+	"\x1bMESSAGE_TYPE_A2N_VOTE_CLOSE\x10\xd4\x01\x12!\n" +
+	"\x1cMESSAGE_TYPE_A2N_GROUP_EVENT\x10\xd5\x01*Z\n" +
 	"\x12SignatureAlgorithm\x12#\n" +
 	"\x1fSIGNATURE_ALGORITHM_UNSPECIFIED\x10\x00\x12\x1f\n" +
 	"\x1bSIGNATURE_ALGORITHM_ED25519\x10\x01B\x99\x01\n" +

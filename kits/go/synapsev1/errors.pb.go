@@ -74,6 +74,13 @@ const (
 	// "message_too_large": a message exceeds the receiver's read limit.
 	// RESOURCE_EXHAUSTED (HTTP 429).
 	ErrorCode_ERROR_CODE_MESSAGE_TOO_LARGE ErrorCode = 1011
+	// "upload_not_found": a task_request references an upload the requester
+	// did not make, or one that was removed. NOT_FOUND (HTTP 404).
+	ErrorCode_ERROR_CODE_UPLOAD_NOT_FOUND ErrorCode = 1012
+	// "upload_mismatch": an upload's stored bytes do not hash to the SHA-256
+	// the task_request signed (or its size differs); the task fails before its
+	// handler reads them. DATA_LOSS (HTTP 500).
+	ErrorCode_ERROR_CODE_UPLOAD_MISMATCH ErrorCode = 1013
 	// "execution_failed": the handler failed. INTERNAL (HTTP 500) when an RPC
 	// fails; usually reported in TaskFailedPayload instead.
 	ErrorCode_ERROR_CODE_EXECUTION_FAILED ErrorCode = 2001
@@ -107,6 +114,12 @@ const (
 	// "rate_limited": too many requests. RESOURCE_EXHAUSTED (HTTP 429), with
 	// retry_after.
 	ErrorCode_ERROR_CODE_RATE_LIMITED ErrorCode = 4029
+	// "upload_too_large": an upload is larger than the executor's upload limit.
+	// RESOURCE_EXHAUSTED; POST /upload answers HTTP 413.
+	ErrorCode_ERROR_CODE_UPLOAD_TOO_LARGE ErrorCode = 4013
+	// "upload_quota_exceeded": the sender's uploads would hold more bytes than
+	// its quota. RESOURCE_EXHAUSTED (HTTP 429).
+	ErrorCode_ERROR_CODE_UPLOAD_QUOTA_EXCEEDED ErrorCode = 4030
 	// "agent_not_ready": the agent is starting or shutting down.
 	// UNAVAILABLE (HTTP 503).
 	ErrorCode_ERROR_CODE_AGENT_NOT_READY ErrorCode = 5003
@@ -130,6 +143,8 @@ var (
 		1009: "ERROR_CODE_TASK_ALREADY_COMPLETED",
 		1010: "ERROR_CODE_UNSUPPORTED_VERSION",
 		1011: "ERROR_CODE_MESSAGE_TOO_LARGE",
+		1012: "ERROR_CODE_UPLOAD_NOT_FOUND",
+		1013: "ERROR_CODE_UPLOAD_MISMATCH",
 		2001: "ERROR_CODE_EXECUTION_FAILED",
 		2002: "ERROR_CODE_EXECUTION_TIMEOUT",
 		2004: "ERROR_CODE_TASK_DURATION_EXCEEDED",
@@ -141,6 +156,8 @@ var (
 		3003: "ERROR_CODE_UNAUTHENTICATED",
 		4004: "ERROR_CODE_CONCURRENCY_LIMIT",
 		4029: "ERROR_CODE_RATE_LIMITED",
+		4013: "ERROR_CODE_UPLOAD_TOO_LARGE",
+		4030: "ERROR_CODE_UPLOAD_QUOTA_EXCEEDED",
 		5003: "ERROR_CODE_AGENT_NOT_READY",
 		5000: "ERROR_CODE_INTERNAL",
 	}
@@ -158,6 +175,8 @@ var (
 		"ERROR_CODE_TASK_ALREADY_COMPLETED": 1009,
 		"ERROR_CODE_UNSUPPORTED_VERSION":    1010,
 		"ERROR_CODE_MESSAGE_TOO_LARGE":      1011,
+		"ERROR_CODE_UPLOAD_NOT_FOUND":       1012,
+		"ERROR_CODE_UPLOAD_MISMATCH":        1013,
 		"ERROR_CODE_EXECUTION_FAILED":       2001,
 		"ERROR_CODE_EXECUTION_TIMEOUT":      2002,
 		"ERROR_CODE_TASK_DURATION_EXCEEDED": 2004,
@@ -169,6 +188,8 @@ var (
 		"ERROR_CODE_UNAUTHENTICATED":        3003,
 		"ERROR_CODE_CONCURRENCY_LIMIT":      4004,
 		"ERROR_CODE_RATE_LIMITED":           4029,
+		"ERROR_CODE_UPLOAD_TOO_LARGE":       4013,
+		"ERROR_CODE_UPLOAD_QUOTA_EXCEEDED":  4030,
 		"ERROR_CODE_AGENT_NOT_READY":        5003,
 		"ERROR_CODE_INTERNAL":               5000,
 	}
@@ -387,7 +408,7 @@ const file_synapse_v1_errors_proto_rawDesc = "" +
 	"\x05field\x18\x01 \x01(\tR\x05field\x12\x16\n" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\x12?\n" +
 	"\x0fsuggested_value\x18\x03 \x01(\v2\x16.google.protobuf.ValueR\x0esuggestedValue\x12:\n" +
-	"\falternatives\x18\x04 \x03(\v2\x16.google.protobuf.ValueR\falternatives*\xf9\x06\n" +
+	"\falternatives\x18\x04 \x03(\v2\x16.google.protobuf.ValueR\falternatives*\x85\b\n" +
 	"\tErrorCode\x12\x1a\n" +
 	"\x16ERROR_CODE_UNSPECIFIED\x10\x00\x12&\n" +
 	"!ERROR_CODE_MESSAGE_FORMAT_INVALID\x10\xe8\a\x12\x1e\n" +
@@ -402,6 +423,8 @@ const file_synapse_v1_errors_proto_rawDesc = "" +
 	"!ERROR_CODE_TASK_ALREADY_COMPLETED\x10\xf1\a\x12#\n" +
 	"\x1eERROR_CODE_UNSUPPORTED_VERSION\x10\xf2\a\x12!\n" +
 	"\x1cERROR_CODE_MESSAGE_TOO_LARGE\x10\xf3\a\x12 \n" +
+	"\x1bERROR_CODE_UPLOAD_NOT_FOUND\x10\xf4\a\x12\x1f\n" +
+	"\x1aERROR_CODE_UPLOAD_MISMATCH\x10\xf5\a\x12 \n" +
 	"\x1bERROR_CODE_EXECUTION_FAILED\x10\xd1\x0f\x12!\n" +
 	"\x1cERROR_CODE_EXECUTION_TIMEOUT\x10\xd2\x0f\x12&\n" +
 	"!ERROR_CODE_TASK_DURATION_EXCEEDED\x10\xd4\x0f\x12\x1e\n" +
@@ -412,7 +435,9 @@ const file_synapse_v1_errors_proto_rawDesc = "" +
 	"\x1dERROR_CODE_CAPABILITY_LACKING\x10\xba\x17\x12\x1f\n" +
 	"\x1aERROR_CODE_UNAUTHENTICATED\x10\xbb\x17\x12!\n" +
 	"\x1cERROR_CODE_CONCURRENCY_LIMIT\x10\xa4\x1f\x12\x1c\n" +
-	"\x17ERROR_CODE_RATE_LIMITED\x10\xbd\x1f\x12\x1f\n" +
+	"\x17ERROR_CODE_RATE_LIMITED\x10\xbd\x1f\x12 \n" +
+	"\x1bERROR_CODE_UPLOAD_TOO_LARGE\x10\xad\x1f\x12%\n" +
+	" ERROR_CODE_UPLOAD_QUOTA_EXCEEDED\x10\xbe\x1f\x12\x1f\n" +
 	"\x1aERROR_CODE_AGENT_NOT_READY\x10\x8b'\x12\x18\n" +
 	"\x13ERROR_CODE_INTERNAL\x10\x88'B\x97\x01\n" +
 	"\x0ecom.synapse.v1B\vErrorsProtoP\x01Z/github.com/synapse-connect/synapse-go/synapsev1\xa2\x02\x03SXX\xaa\x02\n" +

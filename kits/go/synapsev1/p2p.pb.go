@@ -833,15 +833,21 @@ func (x *GetTaskResponse) GetTask() *Task {
 	return nil
 }
 
-// ListTasksRequest pages through the caller's tasks.
+// ListTasksRequest pages through the caller's tasks (an operator key's
+// caller: every requester's tasks).
 type ListTasksRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Page size; 0 means 50; at most 500.
 	PageSize int32 `protobuf:"varint,1,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
-	// The next_page_token of the previous page; empty for the first.
+	// The next_page_token of the previous page; empty for the first. A token
+	// is issued for one set of filters: pass the same states and task_types
+	// with it.
 	PageToken string `protobuf:"bytes,2,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
 	// Only tasks in these states; empty means all.
-	States        []TaskState `protobuf:"varint,3,rep,packed,name=states,proto3,enum=synapse.v1.TaskState" json:"states,omitempty"`
+	States []TaskState `protobuf:"varint,3,rep,packed,name=states,proto3,enum=synapse.v1.TaskState" json:"states,omitempty"`
+	// Only tasks of these task types (Task.task_type, compared exactly);
+	// empty means all.
+	TaskTypes     []string `protobuf:"bytes,4,rep,name=task_types,json=taskTypes,proto3" json:"task_types,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -893,6 +899,13 @@ func (x *ListTasksRequest) GetPageToken() string {
 func (x *ListTasksRequest) GetStates() []TaskState {
 	if x != nil {
 		return x.States
+	}
+	return nil
+}
+
+func (x *ListTasksRequest) GetTaskTypes() []string {
+	if x != nil {
+		return x.TaskTypes
 	}
 	return nil
 }
@@ -1114,12 +1127,14 @@ const file_synapse_v1_p2p_proto_rawDesc = "" +
 	"\x0eGetTaskRequest\x12\x17\n" +
 	"\atask_id\x18\x01 \x01(\tR\x06taskId\"7\n" +
 	"\x0fGetTaskResponse\x12$\n" +
-	"\x04task\x18\x01 \x01(\v2\x10.synapse.v1.TaskR\x04task\"}\n" +
+	"\x04task\x18\x01 \x01(\v2\x10.synapse.v1.TaskR\x04task\"\x9c\x01\n" +
 	"\x10ListTasksRequest\x12\x1b\n" +
 	"\tpage_size\x18\x01 \x01(\x05R\bpageSize\x12\x1d\n" +
 	"\n" +
 	"page_token\x18\x02 \x01(\tR\tpageToken\x12-\n" +
-	"\x06states\x18\x03 \x03(\x0e2\x15.synapse.v1.TaskStateR\x06states\"c\n" +
+	"\x06states\x18\x03 \x03(\x0e2\x15.synapse.v1.TaskStateR\x06states\x12\x1d\n" +
+	"\n" +
+	"task_types\x18\x04 \x03(\tR\ttaskTypes\"c\n" +
 	"\x11ListTasksResponse\x12&\n" +
 	"\x05tasks\x18\x01 \x03(\v2\x10.synapse.v1.TaskR\x05tasks\x12&\n" +
 	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"D\n" +

@@ -37,7 +37,10 @@ const (
 // `Authorization: Bearer <JWT>`: an EdDSA (Ed25519, RFC 8037) JWT signed by
 // the caller's agent key, with `iss` and `sub` the caller's agent id, `kid`
 // its key id, `aud` this agent's id, and `exp` at most 5 minutes after
-// `iat`. A caller sees only the tasks it requested.
+// `iat`. A caller sees only the tasks it requested, except that a token
+// signed by one of the agent's operator keys (`synapse serve --operator
+// KEY_ID`) may read every task (GetTask, ListTasks, Watch, ReadResult):
+// read-only, since steering a task takes the requester's signed envelope.
 type P2PServiceClient interface {
 	// Delivers one signed protocol message of any p2p:* type. The reply, if
 	// the message type has one (task_confirm or task_reject for a request,
@@ -51,7 +54,8 @@ type P2PServiceClient interface {
 	Watch(ctx context.Context, in *WatchRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchResponse], error)
 	// Returns a task's current state.
 	GetTask(ctx context.Context, in *GetTaskRequest, opts ...grpc.CallOption) (*GetTaskResponse, error)
-	// Lists the caller's tasks, newest first, paged.
+	// Lists the caller's tasks, newest first, paged. A caller whose bearer
+	// token is signed by an operator key of the agent lists every task.
 	ListTasks(ctx context.Context, in *ListTasksRequest, opts ...grpc.CallOption) (*ListTasksResponse, error)
 	// Streams a task's result bytes (TaskResult.stream) from an offset.
 	ReadResult(ctx context.Context, in *ReadResultRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[ReadResultResponse], error)
@@ -144,7 +148,10 @@ type P2PService_ReadResultClient = grpc.ServerStreamingClient[ReadResultResponse
 // `Authorization: Bearer <JWT>`: an EdDSA (Ed25519, RFC 8037) JWT signed by
 // the caller's agent key, with `iss` and `sub` the caller's agent id, `kid`
 // its key id, `aud` this agent's id, and `exp` at most 5 minutes after
-// `iat`. A caller sees only the tasks it requested.
+// `iat`. A caller sees only the tasks it requested, except that a token
+// signed by one of the agent's operator keys (`synapse serve --operator
+// KEY_ID`) may read every task (GetTask, ListTasks, Watch, ReadResult):
+// read-only, since steering a task takes the requester's signed envelope.
 type P2PServiceServer interface {
 	// Delivers one signed protocol message of any p2p:* type. The reply, if
 	// the message type has one (task_confirm or task_reject for a request,
@@ -158,7 +165,8 @@ type P2PServiceServer interface {
 	Watch(*WatchRequest, grpc.ServerStreamingServer[WatchResponse]) error
 	// Returns a task's current state.
 	GetTask(context.Context, *GetTaskRequest) (*GetTaskResponse, error)
-	// Lists the caller's tasks, newest first, paged.
+	// Lists the caller's tasks, newest first, paged. A caller whose bearer
+	// token is signed by an operator key of the agent lists every task.
 	ListTasks(context.Context, *ListTasksRequest) (*ListTasksResponse, error)
 	// Streams a task's result bytes (TaskResult.stream) from an offset.
 	ReadResult(*ReadResultRequest, grpc.ServerStreamingServer[ReadResultResponse]) error

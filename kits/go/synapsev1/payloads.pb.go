@@ -472,7 +472,14 @@ type TaskRequestPayload struct {
 	// (docs/PROTOCOL.md §1.1). A URL the executor's outbound policy refuses by
 	// its form or literal host is INVALID_ARGUMENT invalid_params at Send; a
 	// host name is checked, resolved, at each push.
-	CallbackUrl   string `protobuf:"bytes,3,opt,name=callback_url,json=callbackUrl,proto3" json:"callback_url,omitempty"`
+	CallbackUrl string `protobuf:"bytes,3,opt,name=callback_url,json=callbackUrl,proto3" json:"callback_url,omitempty"`
+	// Files uploaded to the executor beforehand (POST /upload,
+	// docs/PROTOCOL.md §5.11), named for the handler. The signature covers
+	// each reference's hash: the executor refuses the request when a
+	// referenced upload is not one of the requester's (NOT_FOUND
+	// upload_not_found), and fails the task (upload_mismatch) when the stored
+	// bytes do not hash to it, before the handler reads any of them.
+	Uploads       []*UploadReference `protobuf:"bytes,4,rep,name=uploads,proto3" json:"uploads,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -528,6 +535,79 @@ func (x *TaskRequestPayload) GetCallbackUrl() string {
 	return ""
 }
 
+func (x *TaskRequestPayload) GetUploads() []*UploadReference {
+	if x != nil {
+		return x.Uploads
+	}
+	return nil
+}
+
+// UploadReference names one uploaded file in a task request.
+type UploadReference struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The name the handler asks for, for example "csv"; unique in a request,
+	// 1 to 64 characters of [A-Za-z0-9_.-].
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// The SHA-256 of the file's bytes, 64 lowercase hex characters, as
+	// POST /upload answered it.
+	Sha256 string `protobuf:"bytes,2,opt,name=sha256,proto3" json:"sha256,omitempty"`
+	// The file's size in bytes, as POST /upload answered it.
+	Size          int64 `protobuf:"varint,3,opt,name=size,proto3" json:"size,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UploadReference) Reset() {
+	*x = UploadReference{}
+	mi := &file_synapse_v1_payloads_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UploadReference) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UploadReference) ProtoMessage() {}
+
+func (x *UploadReference) ProtoReflect() protoreflect.Message {
+	mi := &file_synapse_v1_payloads_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UploadReference.ProtoReflect.Descriptor instead.
+func (*UploadReference) Descriptor() ([]byte, []int) {
+	return file_synapse_v1_payloads_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *UploadReference) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *UploadReference) GetSha256() string {
+	if x != nil {
+		return x.Sha256
+	}
+	return ""
+}
+
+func (x *UploadReference) GetSize() int64 {
+	if x != nil {
+		return x.Size
+	}
+	return 0
+}
+
 // TaskConstraints are the terms the executor accepted the task under.
 type TaskConstraints struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -541,7 +621,7 @@ type TaskConstraints struct {
 
 func (x *TaskConstraints) Reset() {
 	*x = TaskConstraints{}
-	mi := &file_synapse_v1_payloads_proto_msgTypes[3]
+	mi := &file_synapse_v1_payloads_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -553,7 +633,7 @@ func (x *TaskConstraints) String() string {
 func (*TaskConstraints) ProtoMessage() {}
 
 func (x *TaskConstraints) ProtoReflect() protoreflect.Message {
-	mi := &file_synapse_v1_payloads_proto_msgTypes[3]
+	mi := &file_synapse_v1_payloads_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -566,7 +646,7 @@ func (x *TaskConstraints) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskConstraints.ProtoReflect.Descriptor instead.
 func (*TaskConstraints) Descriptor() ([]byte, []int) {
-	return file_synapse_v1_payloads_proto_rawDescGZIP(), []int{3}
+	return file_synapse_v1_payloads_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *TaskConstraints) GetMaxRetries() uint32 {
@@ -604,7 +684,7 @@ type TaskConfirmPayload struct {
 
 func (x *TaskConfirmPayload) Reset() {
 	*x = TaskConfirmPayload{}
-	mi := &file_synapse_v1_payloads_proto_msgTypes[4]
+	mi := &file_synapse_v1_payloads_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -616,7 +696,7 @@ func (x *TaskConfirmPayload) String() string {
 func (*TaskConfirmPayload) ProtoMessage() {}
 
 func (x *TaskConfirmPayload) ProtoReflect() protoreflect.Message {
-	mi := &file_synapse_v1_payloads_proto_msgTypes[4]
+	mi := &file_synapse_v1_payloads_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -629,7 +709,7 @@ func (x *TaskConfirmPayload) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskConfirmPayload.ProtoReflect.Descriptor instead.
 func (*TaskConfirmPayload) Descriptor() ([]byte, []int) {
-	return file_synapse_v1_payloads_proto_rawDescGZIP(), []int{4}
+	return file_synapse_v1_payloads_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *TaskConfirmPayload) GetTaskId() string {
@@ -689,7 +769,7 @@ type Reason struct {
 
 func (x *Reason) Reset() {
 	*x = Reason{}
-	mi := &file_synapse_v1_payloads_proto_msgTypes[5]
+	mi := &file_synapse_v1_payloads_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -701,7 +781,7 @@ func (x *Reason) String() string {
 func (*Reason) ProtoMessage() {}
 
 func (x *Reason) ProtoReflect() protoreflect.Message {
-	mi := &file_synapse_v1_payloads_proto_msgTypes[5]
+	mi := &file_synapse_v1_payloads_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -714,7 +794,7 @@ func (x *Reason) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Reason.ProtoReflect.Descriptor instead.
 func (*Reason) Descriptor() ([]byte, []int) {
-	return file_synapse_v1_payloads_proto_rawDescGZIP(), []int{5}
+	return file_synapse_v1_payloads_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *Reason) GetCode() ErrorCode {
@@ -753,7 +833,7 @@ type Alternatives struct {
 
 func (x *Alternatives) Reset() {
 	*x = Alternatives{}
-	mi := &file_synapse_v1_payloads_proto_msgTypes[6]
+	mi := &file_synapse_v1_payloads_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -765,7 +845,7 @@ func (x *Alternatives) String() string {
 func (*Alternatives) ProtoMessage() {}
 
 func (x *Alternatives) ProtoReflect() protoreflect.Message {
-	mi := &file_synapse_v1_payloads_proto_msgTypes[6]
+	mi := &file_synapse_v1_payloads_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -778,7 +858,7 @@ func (x *Alternatives) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Alternatives.ProtoReflect.Descriptor instead.
 func (*Alternatives) Descriptor() ([]byte, []int) {
-	return file_synapse_v1_payloads_proto_rawDescGZIP(), []int{6}
+	return file_synapse_v1_payloads_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *Alternatives) GetSuggestedAgentId() string {
@@ -817,7 +897,7 @@ type TaskRejectPayload struct {
 
 func (x *TaskRejectPayload) Reset() {
 	*x = TaskRejectPayload{}
-	mi := &file_synapse_v1_payloads_proto_msgTypes[7]
+	mi := &file_synapse_v1_payloads_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -829,7 +909,7 @@ func (x *TaskRejectPayload) String() string {
 func (*TaskRejectPayload) ProtoMessage() {}
 
 func (x *TaskRejectPayload) ProtoReflect() protoreflect.Message {
-	mi := &file_synapse_v1_payloads_proto_msgTypes[7]
+	mi := &file_synapse_v1_payloads_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -842,7 +922,7 @@ func (x *TaskRejectPayload) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskRejectPayload.ProtoReflect.Descriptor instead.
 func (*TaskRejectPayload) Descriptor() ([]byte, []int) {
-	return file_synapse_v1_payloads_proto_rawDescGZIP(), []int{7}
+	return file_synapse_v1_payloads_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *TaskRejectPayload) GetTaskId() string {
@@ -886,7 +966,7 @@ type TaskStatusUpdatePayload struct {
 
 func (x *TaskStatusUpdatePayload) Reset() {
 	*x = TaskStatusUpdatePayload{}
-	mi := &file_synapse_v1_payloads_proto_msgTypes[8]
+	mi := &file_synapse_v1_payloads_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -898,7 +978,7 @@ func (x *TaskStatusUpdatePayload) String() string {
 func (*TaskStatusUpdatePayload) ProtoMessage() {}
 
 func (x *TaskStatusUpdatePayload) ProtoReflect() protoreflect.Message {
-	mi := &file_synapse_v1_payloads_proto_msgTypes[8]
+	mi := &file_synapse_v1_payloads_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -911,7 +991,7 @@ func (x *TaskStatusUpdatePayload) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskStatusUpdatePayload.ProtoReflect.Descriptor instead.
 func (*TaskStatusUpdatePayload) Descriptor() ([]byte, []int) {
-	return file_synapse_v1_payloads_proto_rawDescGZIP(), []int{8}
+	return file_synapse_v1_payloads_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *TaskStatusUpdatePayload) GetTaskId() string {
@@ -967,7 +1047,7 @@ type ResultStream struct {
 
 func (x *ResultStream) Reset() {
 	*x = ResultStream{}
-	mi := &file_synapse_v1_payloads_proto_msgTypes[9]
+	mi := &file_synapse_v1_payloads_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -979,7 +1059,7 @@ func (x *ResultStream) String() string {
 func (*ResultStream) ProtoMessage() {}
 
 func (x *ResultStream) ProtoReflect() protoreflect.Message {
-	mi := &file_synapse_v1_payloads_proto_msgTypes[9]
+	mi := &file_synapse_v1_payloads_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -992,7 +1072,7 @@ func (x *ResultStream) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResultStream.ProtoReflect.Descriptor instead.
 func (*ResultStream) Descriptor() ([]byte, []int) {
-	return file_synapse_v1_payloads_proto_rawDescGZIP(), []int{9}
+	return file_synapse_v1_payloads_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ResultStream) GetStreamId() string {
@@ -1041,7 +1121,7 @@ type TaskResult struct {
 
 func (x *TaskResult) Reset() {
 	*x = TaskResult{}
-	mi := &file_synapse_v1_payloads_proto_msgTypes[10]
+	mi := &file_synapse_v1_payloads_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1053,7 +1133,7 @@ func (x *TaskResult) String() string {
 func (*TaskResult) ProtoMessage() {}
 
 func (x *TaskResult) ProtoReflect() protoreflect.Message {
-	mi := &file_synapse_v1_payloads_proto_msgTypes[10]
+	mi := &file_synapse_v1_payloads_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1066,7 +1146,7 @@ func (x *TaskResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskResult.ProtoReflect.Descriptor instead.
 func (*TaskResult) Descriptor() ([]byte, []int) {
-	return file_synapse_v1_payloads_proto_rawDescGZIP(), []int{10}
+	return file_synapse_v1_payloads_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *TaskResult) GetOutputType() string {
@@ -1112,7 +1192,7 @@ type TaskCompletePayload struct {
 
 func (x *TaskCompletePayload) Reset() {
 	*x = TaskCompletePayload{}
-	mi := &file_synapse_v1_payloads_proto_msgTypes[11]
+	mi := &file_synapse_v1_payloads_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1124,7 +1204,7 @@ func (x *TaskCompletePayload) String() string {
 func (*TaskCompletePayload) ProtoMessage() {}
 
 func (x *TaskCompletePayload) ProtoReflect() protoreflect.Message {
-	mi := &file_synapse_v1_payloads_proto_msgTypes[11]
+	mi := &file_synapse_v1_payloads_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1137,7 +1217,7 @@ func (x *TaskCompletePayload) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskCompletePayload.ProtoReflect.Descriptor instead.
 func (*TaskCompletePayload) Descriptor() ([]byte, []int) {
-	return file_synapse_v1_payloads_proto_rawDescGZIP(), []int{11}
+	return file_synapse_v1_payloads_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *TaskCompletePayload) GetTaskId() string {
@@ -1178,7 +1258,7 @@ type TaskError struct {
 
 func (x *TaskError) Reset() {
 	*x = TaskError{}
-	mi := &file_synapse_v1_payloads_proto_msgTypes[12]
+	mi := &file_synapse_v1_payloads_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1190,7 +1270,7 @@ func (x *TaskError) String() string {
 func (*TaskError) ProtoMessage() {}
 
 func (x *TaskError) ProtoReflect() protoreflect.Message {
-	mi := &file_synapse_v1_payloads_proto_msgTypes[12]
+	mi := &file_synapse_v1_payloads_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1203,7 +1283,7 @@ func (x *TaskError) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskError.ProtoReflect.Descriptor instead.
 func (*TaskError) Descriptor() ([]byte, []int) {
-	return file_synapse_v1_payloads_proto_rawDescGZIP(), []int{12}
+	return file_synapse_v1_payloads_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *TaskError) GetCode() ErrorCode {
@@ -1249,7 +1329,7 @@ type TaskFailedPayload struct {
 
 func (x *TaskFailedPayload) Reset() {
 	*x = TaskFailedPayload{}
-	mi := &file_synapse_v1_payloads_proto_msgTypes[13]
+	mi := &file_synapse_v1_payloads_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1261,7 +1341,7 @@ func (x *TaskFailedPayload) String() string {
 func (*TaskFailedPayload) ProtoMessage() {}
 
 func (x *TaskFailedPayload) ProtoReflect() protoreflect.Message {
-	mi := &file_synapse_v1_payloads_proto_msgTypes[13]
+	mi := &file_synapse_v1_payloads_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1274,7 +1354,7 @@ func (x *TaskFailedPayload) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskFailedPayload.ProtoReflect.Descriptor instead.
 func (*TaskFailedPayload) Descriptor() ([]byte, []int) {
-	return file_synapse_v1_payloads_proto_rawDescGZIP(), []int{13}
+	return file_synapse_v1_payloads_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *TaskFailedPayload) GetTaskId() string {
@@ -1316,7 +1396,7 @@ type TaskNeedInfoPayload struct {
 
 func (x *TaskNeedInfoPayload) Reset() {
 	*x = TaskNeedInfoPayload{}
-	mi := &file_synapse_v1_payloads_proto_msgTypes[14]
+	mi := &file_synapse_v1_payloads_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1328,7 +1408,7 @@ func (x *TaskNeedInfoPayload) String() string {
 func (*TaskNeedInfoPayload) ProtoMessage() {}
 
 func (x *TaskNeedInfoPayload) ProtoReflect() protoreflect.Message {
-	mi := &file_synapse_v1_payloads_proto_msgTypes[14]
+	mi := &file_synapse_v1_payloads_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1341,7 +1421,7 @@ func (x *TaskNeedInfoPayload) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskNeedInfoPayload.ProtoReflect.Descriptor instead.
 func (*TaskNeedInfoPayload) Descriptor() ([]byte, []int) {
-	return file_synapse_v1_payloads_proto_rawDescGZIP(), []int{14}
+	return file_synapse_v1_payloads_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *TaskNeedInfoPayload) GetTaskId() string {
@@ -1388,7 +1468,7 @@ type TaskInfoProvidedPayload struct {
 
 func (x *TaskInfoProvidedPayload) Reset() {
 	*x = TaskInfoProvidedPayload{}
-	mi := &file_synapse_v1_payloads_proto_msgTypes[15]
+	mi := &file_synapse_v1_payloads_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1400,7 +1480,7 @@ func (x *TaskInfoProvidedPayload) String() string {
 func (*TaskInfoProvidedPayload) ProtoMessage() {}
 
 func (x *TaskInfoProvidedPayload) ProtoReflect() protoreflect.Message {
-	mi := &file_synapse_v1_payloads_proto_msgTypes[15]
+	mi := &file_synapse_v1_payloads_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1413,7 +1493,7 @@ func (x *TaskInfoProvidedPayload) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskInfoProvidedPayload.ProtoReflect.Descriptor instead.
 func (*TaskInfoProvidedPayload) Descriptor() ([]byte, []int) {
-	return file_synapse_v1_payloads_proto_rawDescGZIP(), []int{15}
+	return file_synapse_v1_payloads_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *TaskInfoProvidedPayload) GetTaskId() string {
@@ -1450,7 +1530,7 @@ type HumanReason struct {
 
 func (x *HumanReason) Reset() {
 	*x = HumanReason{}
-	mi := &file_synapse_v1_payloads_proto_msgTypes[16]
+	mi := &file_synapse_v1_payloads_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1462,7 +1542,7 @@ func (x *HumanReason) String() string {
 func (*HumanReason) ProtoMessage() {}
 
 func (x *HumanReason) ProtoReflect() protoreflect.Message {
-	mi := &file_synapse_v1_payloads_proto_msgTypes[16]
+	mi := &file_synapse_v1_payloads_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1475,7 +1555,7 @@ func (x *HumanReason) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HumanReason.ProtoReflect.Descriptor instead.
 func (*HumanReason) Descriptor() ([]byte, []int) {
-	return file_synapse_v1_payloads_proto_rawDescGZIP(), []int{16}
+	return file_synapse_v1_payloads_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *HumanReason) GetCode() string {
@@ -1507,7 +1587,7 @@ type HumanContext struct {
 
 func (x *HumanContext) Reset() {
 	*x = HumanContext{}
-	mi := &file_synapse_v1_payloads_proto_msgTypes[17]
+	mi := &file_synapse_v1_payloads_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1519,7 +1599,7 @@ func (x *HumanContext) String() string {
 func (*HumanContext) ProtoMessage() {}
 
 func (x *HumanContext) ProtoReflect() protoreflect.Message {
-	mi := &file_synapse_v1_payloads_proto_msgTypes[17]
+	mi := &file_synapse_v1_payloads_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1532,7 +1612,7 @@ func (x *HumanContext) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HumanContext.ProtoReflect.Descriptor instead.
 func (*HumanContext) Descriptor() ([]byte, []int) {
-	return file_synapse_v1_payloads_proto_rawDescGZIP(), []int{17}
+	return file_synapse_v1_payloads_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *HumanContext) GetTaskSummary() string {
@@ -1573,7 +1653,7 @@ type DecisionOption struct {
 
 func (x *DecisionOption) Reset() {
 	*x = DecisionOption{}
-	mi := &file_synapse_v1_payloads_proto_msgTypes[18]
+	mi := &file_synapse_v1_payloads_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1585,7 +1665,7 @@ func (x *DecisionOption) String() string {
 func (*DecisionOption) ProtoMessage() {}
 
 func (x *DecisionOption) ProtoReflect() protoreflect.Message {
-	mi := &file_synapse_v1_payloads_proto_msgTypes[18]
+	mi := &file_synapse_v1_payloads_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1598,7 +1678,7 @@ func (x *DecisionOption) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DecisionOption.ProtoReflect.Descriptor instead.
 func (*DecisionOption) Descriptor() ([]byte, []int) {
-	return file_synapse_v1_payloads_proto_rawDescGZIP(), []int{18}
+	return file_synapse_v1_payloads_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *DecisionOption) GetField() string {
@@ -1646,14 +1726,20 @@ type TaskNeedHumanPayload struct {
 	// Decide by then, or the task fails.
 	Deadline *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=deadline,proto3" json:"deadline,omitempty"`
 	// The id the decision must quote in HumanDecisionPayload.decision_id.
-	DecisionId    string `protobuf:"bytes,7,opt,name=decision_id,json=decisionId,proto3" json:"decision_id,omitempty"`
+	DecisionId string `protobuf:"bytes,7,opt,name=decision_id,json=decisionId,proto3" json:"decision_id,omitempty"`
+	// The agent ids that may send the p2p:human_decision at this level (the
+	// task type's EscalationPolicy; the requester's id when it may decide).
+	// Empty: only the task's requester may decide. A decision from another
+	// agent that may read the task is refused with PERMISSION_DENIED; from an
+	// agent that may not, with NOT_FOUND task_not_found.
+	Deciders      []string `protobuf:"bytes,8,rep,name=deciders,proto3" json:"deciders,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *TaskNeedHumanPayload) Reset() {
 	*x = TaskNeedHumanPayload{}
-	mi := &file_synapse_v1_payloads_proto_msgTypes[19]
+	mi := &file_synapse_v1_payloads_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1665,7 +1751,7 @@ func (x *TaskNeedHumanPayload) String() string {
 func (*TaskNeedHumanPayload) ProtoMessage() {}
 
 func (x *TaskNeedHumanPayload) ProtoReflect() protoreflect.Message {
-	mi := &file_synapse_v1_payloads_proto_msgTypes[19]
+	mi := &file_synapse_v1_payloads_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1678,7 +1764,7 @@ func (x *TaskNeedHumanPayload) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskNeedHumanPayload.ProtoReflect.Descriptor instead.
 func (*TaskNeedHumanPayload) Descriptor() ([]byte, []int) {
-	return file_synapse_v1_payloads_proto_rawDescGZIP(), []int{19}
+	return file_synapse_v1_payloads_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *TaskNeedHumanPayload) GetTaskId() string {
@@ -1730,6 +1816,13 @@ func (x *TaskNeedHumanPayload) GetDecisionId() string {
 	return ""
 }
 
+func (x *TaskNeedHumanPayload) GetDeciders() []string {
+	if x != nil {
+		return x.Deciders
+	}
+	return nil
+}
+
 // DecidedBy identifies the human (seed 001 §6.9 "decided_by").
 type DecidedBy struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1745,7 +1838,7 @@ type DecidedBy struct {
 
 func (x *DecidedBy) Reset() {
 	*x = DecidedBy{}
-	mi := &file_synapse_v1_payloads_proto_msgTypes[20]
+	mi := &file_synapse_v1_payloads_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1757,7 +1850,7 @@ func (x *DecidedBy) String() string {
 func (*DecidedBy) ProtoMessage() {}
 
 func (x *DecidedBy) ProtoReflect() protoreflect.Message {
-	mi := &file_synapse_v1_payloads_proto_msgTypes[20]
+	mi := &file_synapse_v1_payloads_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1770,7 +1863,7 @@ func (x *DecidedBy) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DecidedBy.ProtoReflect.Descriptor instead.
 func (*DecidedBy) Descriptor() ([]byte, []int) {
-	return file_synapse_v1_payloads_proto_rawDescGZIP(), []int{20}
+	return file_synapse_v1_payloads_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *DecidedBy) GetUserId() string {
@@ -1811,7 +1904,7 @@ type Decision struct {
 
 func (x *Decision) Reset() {
 	*x = Decision{}
-	mi := &file_synapse_v1_payloads_proto_msgTypes[21]
+	mi := &file_synapse_v1_payloads_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1823,7 +1916,7 @@ func (x *Decision) String() string {
 func (*Decision) ProtoMessage() {}
 
 func (x *Decision) ProtoReflect() protoreflect.Message {
-	mi := &file_synapse_v1_payloads_proto_msgTypes[21]
+	mi := &file_synapse_v1_payloads_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1836,7 +1929,7 @@ func (x *Decision) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Decision.ProtoReflect.Descriptor instead.
 func (*Decision) Descriptor() ([]byte, []int) {
-	return file_synapse_v1_payloads_proto_rawDescGZIP(), []int{21}
+	return file_synapse_v1_payloads_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *Decision) GetAction() DecisionAction {
@@ -1891,7 +1984,7 @@ type HumanDecisionPayload struct {
 
 func (x *HumanDecisionPayload) Reset() {
 	*x = HumanDecisionPayload{}
-	mi := &file_synapse_v1_payloads_proto_msgTypes[22]
+	mi := &file_synapse_v1_payloads_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1903,7 +1996,7 @@ func (x *HumanDecisionPayload) String() string {
 func (*HumanDecisionPayload) ProtoMessage() {}
 
 func (x *HumanDecisionPayload) ProtoReflect() protoreflect.Message {
-	mi := &file_synapse_v1_payloads_proto_msgTypes[22]
+	mi := &file_synapse_v1_payloads_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1916,7 +2009,7 @@ func (x *HumanDecisionPayload) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HumanDecisionPayload.ProtoReflect.Descriptor instead.
 func (*HumanDecisionPayload) Descriptor() ([]byte, []int) {
-	return file_synapse_v1_payloads_proto_rawDescGZIP(), []int{22}
+	return file_synapse_v1_payloads_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *HumanDecisionPayload) GetTaskId() string {
@@ -1982,7 +2075,7 @@ type TaskCancelPayload struct {
 
 func (x *TaskCancelPayload) Reset() {
 	*x = TaskCancelPayload{}
-	mi := &file_synapse_v1_payloads_proto_msgTypes[23]
+	mi := &file_synapse_v1_payloads_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1994,7 +2087,7 @@ func (x *TaskCancelPayload) String() string {
 func (*TaskCancelPayload) ProtoMessage() {}
 
 func (x *TaskCancelPayload) ProtoReflect() protoreflect.Message {
-	mi := &file_synapse_v1_payloads_proto_msgTypes[23]
+	mi := &file_synapse_v1_payloads_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2007,7 +2100,7 @@ func (x *TaskCancelPayload) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskCancelPayload.ProtoReflect.Descriptor instead.
 func (*TaskCancelPayload) Descriptor() ([]byte, []int) {
-	return file_synapse_v1_payloads_proto_rawDescGZIP(), []int{23}
+	return file_synapse_v1_payloads_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *TaskCancelPayload) GetTaskId() string {
@@ -2043,7 +2136,7 @@ type TaskAckPayload struct {
 
 func (x *TaskAckPayload) Reset() {
 	*x = TaskAckPayload{}
-	mi := &file_synapse_v1_payloads_proto_msgTypes[24]
+	mi := &file_synapse_v1_payloads_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2055,7 +2148,7 @@ func (x *TaskAckPayload) String() string {
 func (*TaskAckPayload) ProtoMessage() {}
 
 func (x *TaskAckPayload) ProtoReflect() protoreflect.Message {
-	mi := &file_synapse_v1_payloads_proto_msgTypes[24]
+	mi := &file_synapse_v1_payloads_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2068,7 +2161,7 @@ func (x *TaskAckPayload) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskAckPayload.ProtoReflect.Descriptor instead.
 func (*TaskAckPayload) Descriptor() ([]byte, []int) {
-	return file_synapse_v1_payloads_proto_rawDescGZIP(), []int{24}
+	return file_synapse_v1_payloads_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *TaskAckPayload) GetTaskId() string {
@@ -2119,7 +2212,7 @@ type AckPayload struct {
 
 func (x *AckPayload) Reset() {
 	*x = AckPayload{}
-	mi := &file_synapse_v1_payloads_proto_msgTypes[25]
+	mi := &file_synapse_v1_payloads_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2131,7 +2224,7 @@ func (x *AckPayload) String() string {
 func (*AckPayload) ProtoMessage() {}
 
 func (x *AckPayload) ProtoReflect() protoreflect.Message {
-	mi := &file_synapse_v1_payloads_proto_msgTypes[25]
+	mi := &file_synapse_v1_payloads_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2144,7 +2237,7 @@ func (x *AckPayload) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AckPayload.ProtoReflect.Descriptor instead.
 func (*AckPayload) Descriptor() ([]byte, []int) {
-	return file_synapse_v1_payloads_proto_rawDescGZIP(), []int{25}
+	return file_synapse_v1_payloads_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *AckPayload) GetAcknowledgedMessageId() string {
@@ -2174,7 +2267,7 @@ type NackPayload struct {
 
 func (x *NackPayload) Reset() {
 	*x = NackPayload{}
-	mi := &file_synapse_v1_payloads_proto_msgTypes[26]
+	mi := &file_synapse_v1_payloads_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2186,7 +2279,7 @@ func (x *NackPayload) String() string {
 func (*NackPayload) ProtoMessage() {}
 
 func (x *NackPayload) ProtoReflect() protoreflect.Message {
-	mi := &file_synapse_v1_payloads_proto_msgTypes[26]
+	mi := &file_synapse_v1_payloads_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2199,7 +2292,7 @@ func (x *NackPayload) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NackPayload.ProtoReflect.Descriptor instead.
 func (*NackPayload) Descriptor() ([]byte, []int) {
-	return file_synapse_v1_payloads_proto_rawDescGZIP(), []int{26}
+	return file_synapse_v1_payloads_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *NackPayload) GetRefusedMessageId() string {
@@ -2231,7 +2324,7 @@ type HeartbeatPayload struct {
 
 func (x *HeartbeatPayload) Reset() {
 	*x = HeartbeatPayload{}
-	mi := &file_synapse_v1_payloads_proto_msgTypes[27]
+	mi := &file_synapse_v1_payloads_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2243,7 +2336,7 @@ func (x *HeartbeatPayload) String() string {
 func (*HeartbeatPayload) ProtoMessage() {}
 
 func (x *HeartbeatPayload) ProtoReflect() protoreflect.Message {
-	mi := &file_synapse_v1_payloads_proto_msgTypes[27]
+	mi := &file_synapse_v1_payloads_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2256,7 +2349,7 @@ func (x *HeartbeatPayload) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeartbeatPayload.ProtoReflect.Descriptor instead.
 func (*HeartbeatPayload) Descriptor() ([]byte, []int) {
-	return file_synapse_v1_payloads_proto_rawDescGZIP(), []int{27}
+	return file_synapse_v1_payloads_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *HeartbeatPayload) GetStatus() AgentStatus {
@@ -2294,7 +2387,7 @@ type CapabilityQueryPayload struct {
 
 func (x *CapabilityQueryPayload) Reset() {
 	*x = CapabilityQueryPayload{}
-	mi := &file_synapse_v1_payloads_proto_msgTypes[28]
+	mi := &file_synapse_v1_payloads_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2306,7 +2399,7 @@ func (x *CapabilityQueryPayload) String() string {
 func (*CapabilityQueryPayload) ProtoMessage() {}
 
 func (x *CapabilityQueryPayload) ProtoReflect() protoreflect.Message {
-	mi := &file_synapse_v1_payloads_proto_msgTypes[28]
+	mi := &file_synapse_v1_payloads_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2319,7 +2412,7 @@ func (x *CapabilityQueryPayload) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CapabilityQueryPayload.ProtoReflect.Descriptor instead.
 func (*CapabilityQueryPayload) Descriptor() ([]byte, []int) {
-	return file_synapse_v1_payloads_proto_rawDescGZIP(), []int{28}
+	return file_synapse_v1_payloads_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *CapabilityQueryPayload) GetTaskTypes() []string {
@@ -2350,7 +2443,7 @@ type CapabilityResponsePayload struct {
 
 func (x *CapabilityResponsePayload) Reset() {
 	*x = CapabilityResponsePayload{}
-	mi := &file_synapse_v1_payloads_proto_msgTypes[29]
+	mi := &file_synapse_v1_payloads_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2362,7 +2455,7 @@ func (x *CapabilityResponsePayload) String() string {
 func (*CapabilityResponsePayload) ProtoMessage() {}
 
 func (x *CapabilityResponsePayload) ProtoReflect() protoreflect.Message {
-	mi := &file_synapse_v1_payloads_proto_msgTypes[29]
+	mi := &file_synapse_v1_payloads_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2375,7 +2468,7 @@ func (x *CapabilityResponsePayload) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CapabilityResponsePayload.ProtoReflect.Descriptor instead.
 func (*CapabilityResponsePayload) Descriptor() ([]byte, []int) {
-	return file_synapse_v1_payloads_proto_rawDescGZIP(), []int{29}
+	return file_synapse_v1_payloads_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *CapabilityResponsePayload) GetCapabilities() *AgentCapabilities {
@@ -2420,6 +2513,20 @@ type Payload struct {
 	//	*Payload_HumanDecision
 	//	*Payload_RegistryRegister
 	//	*Payload_RegistryDeregister
+	//	*Payload_A2NGroupCreate
+	//	*Payload_A2NGroupDissolve
+	//	*Payload_A2NMemberInvite
+	//	*Payload_A2NMemberJoin
+	//	*Payload_A2NMemberApprove
+	//	*Payload_A2NMemberLeave
+	//	*Payload_A2NMemberRemove
+	//	*Payload_A2NGroupTaskSubmit
+	//	*Payload_A2NGroupTaskAnswer
+	//	*Payload_A2NGroupTaskCancel
+	//	*Payload_A2NVoteStart
+	//	*Payload_A2NVoteCast
+	//	*Payload_A2NVoteClose
+	//	*Payload_A2NGroupEvent
 	Body          isPayload_Body `protobuf_oneof:"body"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -2427,7 +2534,7 @@ type Payload struct {
 
 func (x *Payload) Reset() {
 	*x = Payload{}
-	mi := &file_synapse_v1_payloads_proto_msgTypes[30]
+	mi := &file_synapse_v1_payloads_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2439,7 +2546,7 @@ func (x *Payload) String() string {
 func (*Payload) ProtoMessage() {}
 
 func (x *Payload) ProtoReflect() protoreflect.Message {
-	mi := &file_synapse_v1_payloads_proto_msgTypes[30]
+	mi := &file_synapse_v1_payloads_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2452,7 +2559,7 @@ func (x *Payload) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Payload.ProtoReflect.Descriptor instead.
 func (*Payload) Descriptor() ([]byte, []int) {
-	return file_synapse_v1_payloads_proto_rawDescGZIP(), []int{30}
+	return file_synapse_v1_payloads_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *Payload) GetBody() isPayload_Body {
@@ -2633,6 +2740,132 @@ func (x *Payload) GetRegistryDeregister() *AgentDeregistrationPayload {
 	return nil
 }
 
+func (x *Payload) GetA2NGroupCreate() *GroupCreatePayload {
+	if x != nil {
+		if x, ok := x.Body.(*Payload_A2NGroupCreate); ok {
+			return x.A2NGroupCreate
+		}
+	}
+	return nil
+}
+
+func (x *Payload) GetA2NGroupDissolve() *GroupDissolvePayload {
+	if x != nil {
+		if x, ok := x.Body.(*Payload_A2NGroupDissolve); ok {
+			return x.A2NGroupDissolve
+		}
+	}
+	return nil
+}
+
+func (x *Payload) GetA2NMemberInvite() *MemberInvitePayload {
+	if x != nil {
+		if x, ok := x.Body.(*Payload_A2NMemberInvite); ok {
+			return x.A2NMemberInvite
+		}
+	}
+	return nil
+}
+
+func (x *Payload) GetA2NMemberJoin() *MemberJoinPayload {
+	if x != nil {
+		if x, ok := x.Body.(*Payload_A2NMemberJoin); ok {
+			return x.A2NMemberJoin
+		}
+	}
+	return nil
+}
+
+func (x *Payload) GetA2NMemberApprove() *MemberApprovePayload {
+	if x != nil {
+		if x, ok := x.Body.(*Payload_A2NMemberApprove); ok {
+			return x.A2NMemberApprove
+		}
+	}
+	return nil
+}
+
+func (x *Payload) GetA2NMemberLeave() *MemberLeavePayload {
+	if x != nil {
+		if x, ok := x.Body.(*Payload_A2NMemberLeave); ok {
+			return x.A2NMemberLeave
+		}
+	}
+	return nil
+}
+
+func (x *Payload) GetA2NMemberRemove() *MemberRemovePayload {
+	if x != nil {
+		if x, ok := x.Body.(*Payload_A2NMemberRemove); ok {
+			return x.A2NMemberRemove
+		}
+	}
+	return nil
+}
+
+func (x *Payload) GetA2NGroupTaskSubmit() *GroupTaskSubmitPayload {
+	if x != nil {
+		if x, ok := x.Body.(*Payload_A2NGroupTaskSubmit); ok {
+			return x.A2NGroupTaskSubmit
+		}
+	}
+	return nil
+}
+
+func (x *Payload) GetA2NGroupTaskAnswer() *GroupTaskAnswerPayload {
+	if x != nil {
+		if x, ok := x.Body.(*Payload_A2NGroupTaskAnswer); ok {
+			return x.A2NGroupTaskAnswer
+		}
+	}
+	return nil
+}
+
+func (x *Payload) GetA2NGroupTaskCancel() *GroupTaskCancelPayload {
+	if x != nil {
+		if x, ok := x.Body.(*Payload_A2NGroupTaskCancel); ok {
+			return x.A2NGroupTaskCancel
+		}
+	}
+	return nil
+}
+
+func (x *Payload) GetA2NVoteStart() *VoteStartPayload {
+	if x != nil {
+		if x, ok := x.Body.(*Payload_A2NVoteStart); ok {
+			return x.A2NVoteStart
+		}
+	}
+	return nil
+}
+
+func (x *Payload) GetA2NVoteCast() *VoteCastPayload {
+	if x != nil {
+		if x, ok := x.Body.(*Payload_A2NVoteCast); ok {
+			return x.A2NVoteCast
+		}
+	}
+	return nil
+}
+
+func (x *Payload) GetA2NVoteClose() *VoteClosePayload {
+	if x != nil {
+		if x, ok := x.Body.(*Payload_A2NVoteClose); ok {
+			return x.A2NVoteClose
+		}
+	}
+	return nil
+}
+
+func (x *Payload) GetA2NGroupEvent() *GroupEventPayload {
+	if x != nil {
+		if x, ok := x.Body.(*Payload_A2NGroupEvent); ok {
+			return x.A2NGroupEvent
+		}
+	}
+	return nil
+}
+
 type isPayload_Body interface {
 	isPayload_Body()
 }
@@ -2732,6 +2965,76 @@ type Payload_RegistryDeregister struct {
 	RegistryDeregister *AgentDeregistrationPayload `protobuf:"bytes,101,opt,name=registry_deregister,json=registryDeregister,proto3,oneof"`
 }
 
+type Payload_A2NGroupCreate struct {
+	// a2n:group_create.
+	A2NGroupCreate *GroupCreatePayload `protobuf:"bytes,200,opt,name=a2n_group_create,json=a2nGroupCreate,proto3,oneof"`
+}
+
+type Payload_A2NGroupDissolve struct {
+	// a2n:group_dissolve.
+	A2NGroupDissolve *GroupDissolvePayload `protobuf:"bytes,201,opt,name=a2n_group_dissolve,json=a2nGroupDissolve,proto3,oneof"`
+}
+
+type Payload_A2NMemberInvite struct {
+	// a2n:member_invite.
+	A2NMemberInvite *MemberInvitePayload `protobuf:"bytes,202,opt,name=a2n_member_invite,json=a2nMemberInvite,proto3,oneof"`
+}
+
+type Payload_A2NMemberJoin struct {
+	// a2n:member_join.
+	A2NMemberJoin *MemberJoinPayload `protobuf:"bytes,203,opt,name=a2n_member_join,json=a2nMemberJoin,proto3,oneof"`
+}
+
+type Payload_A2NMemberApprove struct {
+	// a2n:member_approve.
+	A2NMemberApprove *MemberApprovePayload `protobuf:"bytes,204,opt,name=a2n_member_approve,json=a2nMemberApprove,proto3,oneof"`
+}
+
+type Payload_A2NMemberLeave struct {
+	// a2n:member_leave.
+	A2NMemberLeave *MemberLeavePayload `protobuf:"bytes,205,opt,name=a2n_member_leave,json=a2nMemberLeave,proto3,oneof"`
+}
+
+type Payload_A2NMemberRemove struct {
+	// a2n:member_remove.
+	A2NMemberRemove *MemberRemovePayload `protobuf:"bytes,206,opt,name=a2n_member_remove,json=a2nMemberRemove,proto3,oneof"`
+}
+
+type Payload_A2NGroupTaskSubmit struct {
+	// a2n:group_task_submit.
+	A2NGroupTaskSubmit *GroupTaskSubmitPayload `protobuf:"bytes,207,opt,name=a2n_group_task_submit,json=a2nGroupTaskSubmit,proto3,oneof"`
+}
+
+type Payload_A2NGroupTaskAnswer struct {
+	// a2n:group_task_answer.
+	A2NGroupTaskAnswer *GroupTaskAnswerPayload `protobuf:"bytes,208,opt,name=a2n_group_task_answer,json=a2nGroupTaskAnswer,proto3,oneof"`
+}
+
+type Payload_A2NGroupTaskCancel struct {
+	// a2n:group_task_cancel.
+	A2NGroupTaskCancel *GroupTaskCancelPayload `protobuf:"bytes,209,opt,name=a2n_group_task_cancel,json=a2nGroupTaskCancel,proto3,oneof"`
+}
+
+type Payload_A2NVoteStart struct {
+	// a2n:vote_start.
+	A2NVoteStart *VoteStartPayload `protobuf:"bytes,210,opt,name=a2n_vote_start,json=a2nVoteStart,proto3,oneof"`
+}
+
+type Payload_A2NVoteCast struct {
+	// a2n:vote_cast.
+	A2NVoteCast *VoteCastPayload `protobuf:"bytes,211,opt,name=a2n_vote_cast,json=a2nVoteCast,proto3,oneof"`
+}
+
+type Payload_A2NVoteClose struct {
+	// a2n:vote_close.
+	A2NVoteClose *VoteClosePayload `protobuf:"bytes,212,opt,name=a2n_vote_close,json=a2nVoteClose,proto3,oneof"`
+}
+
+type Payload_A2NGroupEvent struct {
+	// a2n:group_event.
+	A2NGroupEvent *GroupEventPayload `protobuf:"bytes,213,opt,name=a2n_group_event,json=a2nGroupEvent,proto3,oneof"`
+}
+
 func (*Payload_TaskRequest) isPayload_Body() {}
 
 func (*Payload_TaskConfirm) isPayload_Body() {}
@@ -2770,12 +3073,40 @@ func (*Payload_RegistryRegister) isPayload_Body() {}
 
 func (*Payload_RegistryDeregister) isPayload_Body() {}
 
+func (*Payload_A2NGroupCreate) isPayload_Body() {}
+
+func (*Payload_A2NGroupDissolve) isPayload_Body() {}
+
+func (*Payload_A2NMemberInvite) isPayload_Body() {}
+
+func (*Payload_A2NMemberJoin) isPayload_Body() {}
+
+func (*Payload_A2NMemberApprove) isPayload_Body() {}
+
+func (*Payload_A2NMemberLeave) isPayload_Body() {}
+
+func (*Payload_A2NMemberRemove) isPayload_Body() {}
+
+func (*Payload_A2NGroupTaskSubmit) isPayload_Body() {}
+
+func (*Payload_A2NGroupTaskAnswer) isPayload_Body() {}
+
+func (*Payload_A2NGroupTaskCancel) isPayload_Body() {}
+
+func (*Payload_A2NVoteStart) isPayload_Body() {}
+
+func (*Payload_A2NVoteCast) isPayload_Body() {}
+
+func (*Payload_A2NVoteClose) isPayload_Body() {}
+
+func (*Payload_A2NGroupEvent) isPayload_Body() {}
+
 var File_synapse_v1_payloads_proto protoreflect.FileDescriptor
 
 const file_synapse_v1_payloads_proto_rawDesc = "" +
 	"\n" +
 	"\x19synapse/v1/payloads.proto\x12\n" +
-	"synapse.v1\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1dsynapse/v1/capabilities.proto\x1a\x19synapse/v1/envelope.proto\x1a\x17synapse/v1/errors.proto\x1a\x19synapse/v1/registry.proto\"\xcf\x01\n" +
+	"synapse.v1\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x14synapse/v1/a2n.proto\x1a\x1dsynapse/v1/capabilities.proto\x1a\x19synapse/v1/envelope.proto\x1a\x17synapse/v1/errors.proto\x1a\x19synapse/v1/registry.proto\"\xcf\x01\n" +
 	"\bTaskSpec\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04type\x18\x02 \x01(\tR\x04type\x124\n" +
@@ -2787,11 +3118,16 @@ const file_synapse_v1_payloads_proto_rawDesc = "" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12$\n" +
 	"\x0eparent_task_id\x18\x02 \x01(\tR\fparentTaskId\x12%\n" +
 	"\x0ecorrelation_id\x18\x03 \x01(\tR\rcorrelationId\x123\n" +
-	"\bmetadata\x18\x04 \x01(\v2\x17.google.protobuf.StructR\bmetadata\"\x94\x01\n" +
+	"\bmetadata\x18\x04 \x01(\v2\x17.google.protobuf.StructR\bmetadata\"\xcb\x01\n" +
 	"\x12TaskRequestPayload\x12(\n" +
 	"\x04task\x18\x01 \x01(\v2\x14.synapse.v1.TaskSpecR\x04task\x121\n" +
 	"\acontext\x18\x02 \x01(\v2\x17.synapse.v1.TaskContextR\acontext\x12!\n" +
-	"\fcallback_url\x18\x03 \x01(\tR\vcallbackUrl\"]\n" +
+	"\fcallback_url\x18\x03 \x01(\tR\vcallbackUrl\x125\n" +
+	"\auploads\x18\x04 \x03(\v2\x1b.synapse.v1.UploadReferenceR\auploads\"Q\n" +
+	"\x0fUploadReference\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x16\n" +
+	"\x06sha256\x18\x02 \x01(\tR\x06sha256\x12\x12\n" +
+	"\x04size\x18\x03 \x01(\x03R\x04size\"]\n" +
 	"\x0fTaskConstraints\x12\x1f\n" +
 	"\vmax_retries\x18\x01 \x01(\rR\n" +
 	"maxRetries\x12)\n" +
@@ -2870,7 +3206,7 @@ const file_synapse_v1_payloads_proto_rawDesc = "" +
 	"\tpros_cons\x18\x03 \x01(\tR\bprosCons\x12\x1e\n" +
 	"\n" +
 	"confidence\x18\x04 \x01(\rR\n" +
-	"confidence\"\xce\x02\n" +
+	"confidence\"\xea\x02\n" +
 	"\x14TaskNeedHumanPayload\x12\x17\n" +
 	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12/\n" +
 	"\x06reason\x18\x02 \x01(\v2\x17.synapse.v1.HumanReasonR\x06reason\x122\n" +
@@ -2879,7 +3215,8 @@ const file_synapse_v1_payloads_proto_rawDesc = "" +
 	"\x10escalation_level\x18\x05 \x01(\rR\x0fescalationLevel\x126\n" +
 	"\bdeadline\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\bdeadline\x12\x1f\n" +
 	"\vdecision_id\x18\a \x01(\tR\n" +
-	"decisionId\"U\n" +
+	"decisionId\x12\x1a\n" +
+	"\bdeciders\x18\b \x03(\tR\bdeciders\"U\n" +
 	"\tDecidedBy\x12\x17\n" +
 	"\auser_id\x18\x01 \x01(\tR\x06userId\x12\x1b\n" +
 	"\tuser_name\x18\x02 \x01(\tR\buserName\x12\x12\n" +
@@ -2927,8 +3264,7 @@ const file_synapse_v1_payloads_proto_rawDesc = "" +
 	"\fcapabilities\x18\x01 \x01(\v2\x1d.synapse.v1.AgentCapabilitiesR\fcapabilities\x12@\n" +
 	"\n" +
 	"interfaces\x18\x02 \x03(\v2 .synapse.v1.ImplementedInterfaceR\n" +
-	"interfaces\"\xe0\n" +
-	"\n" +
+	"interfaces\"\xb4\x13\n" +
 	"\aPayload\x12C\n" +
 	"\ftask_request\x18\x01 \x01(\v2\x1e.synapse.v1.TaskRequestPayloadH\x00R\vtaskRequest\x12C\n" +
 	"\ftask_confirm\x18\x02 \x01(\v2\x1e.synapse.v1.TaskConfirmPayloadH\x00R\vtaskConfirm\x12@\n" +
@@ -2952,7 +3288,21 @@ const file_synapse_v1_payloads_proto_rawDesc = "" +
 	"\x0ftask_need_human\x18\x10 \x01(\v2 .synapse.v1.TaskNeedHumanPayloadH\x00R\rtaskNeedHuman\x12I\n" +
 	"\x0ehuman_decision\x18\x11 \x01(\v2 .synapse.v1.HumanDecisionPayloadH\x00R\rhumanDecision\x12S\n" +
 	"\x11registry_register\x18d \x01(\v2$.synapse.v1.AgentRegistrationPayloadH\x00R\x10registryRegister\x12Y\n" +
-	"\x13registry_deregister\x18e \x01(\v2&.synapse.v1.AgentDeregistrationPayloadH\x00R\x12registryDeregisterB\x06\n" +
+	"\x13registry_deregister\x18e \x01(\v2&.synapse.v1.AgentDeregistrationPayloadH\x00R\x12registryDeregister\x12K\n" +
+	"\x10a2n_group_create\x18\xc8\x01 \x01(\v2\x1e.synapse.v1.GroupCreatePayloadH\x00R\x0ea2nGroupCreate\x12Q\n" +
+	"\x12a2n_group_dissolve\x18\xc9\x01 \x01(\v2 .synapse.v1.GroupDissolvePayloadH\x00R\x10a2nGroupDissolve\x12N\n" +
+	"\x11a2n_member_invite\x18\xca\x01 \x01(\v2\x1f.synapse.v1.MemberInvitePayloadH\x00R\x0fa2nMemberInvite\x12H\n" +
+	"\x0fa2n_member_join\x18\xcb\x01 \x01(\v2\x1d.synapse.v1.MemberJoinPayloadH\x00R\ra2nMemberJoin\x12Q\n" +
+	"\x12a2n_member_approve\x18\xcc\x01 \x01(\v2 .synapse.v1.MemberApprovePayloadH\x00R\x10a2nMemberApprove\x12K\n" +
+	"\x10a2n_member_leave\x18\xcd\x01 \x01(\v2\x1e.synapse.v1.MemberLeavePayloadH\x00R\x0ea2nMemberLeave\x12N\n" +
+	"\x11a2n_member_remove\x18\xce\x01 \x01(\v2\x1f.synapse.v1.MemberRemovePayloadH\x00R\x0fa2nMemberRemove\x12X\n" +
+	"\x15a2n_group_task_submit\x18\xcf\x01 \x01(\v2\".synapse.v1.GroupTaskSubmitPayloadH\x00R\x12a2nGroupTaskSubmit\x12X\n" +
+	"\x15a2n_group_task_answer\x18\xd0\x01 \x01(\v2\".synapse.v1.GroupTaskAnswerPayloadH\x00R\x12a2nGroupTaskAnswer\x12X\n" +
+	"\x15a2n_group_task_cancel\x18\xd1\x01 \x01(\v2\".synapse.v1.GroupTaskCancelPayloadH\x00R\x12a2nGroupTaskCancel\x12E\n" +
+	"\x0ea2n_vote_start\x18\xd2\x01 \x01(\v2\x1c.synapse.v1.VoteStartPayloadH\x00R\fa2nVoteStart\x12B\n" +
+	"\ra2n_vote_cast\x18\xd3\x01 \x01(\v2\x1b.synapse.v1.VoteCastPayloadH\x00R\va2nVoteCast\x12E\n" +
+	"\x0ea2n_vote_close\x18\xd4\x01 \x01(\v2\x1c.synapse.v1.VoteClosePayloadH\x00R\fa2nVoteClose\x12H\n" +
+	"\x0fa2n_group_event\x18\xd5\x01 \x01(\v2\x1d.synapse.v1.GroupEventPayloadH\x00R\ra2nGroupEventB\x06\n" +
 	"\x04body*\x9e\x03\n" +
 	"\tTaskState\x12\x1a\n" +
 	"\x16TASK_STATE_UNSPECIFIED\x10\x00\x12\x13\n" +
@@ -3004,7 +3354,7 @@ func file_synapse_v1_payloads_proto_rawDescGZIP() []byte {
 }
 
 var file_synapse_v1_payloads_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_synapse_v1_payloads_proto_msgTypes = make([]protoimpl.MessageInfo, 31)
+var file_synapse_v1_payloads_proto_msgTypes = make([]protoimpl.MessageInfo, 32)
 var file_synapse_v1_payloads_proto_goTypes = []any{
 	(TaskState)(0),                     // 0: synapse.v1.TaskState
 	(TaskPriority)(0),                  // 1: synapse.v1.TaskPriority
@@ -3013,113 +3363,143 @@ var file_synapse_v1_payloads_proto_goTypes = []any{
 	(*TaskSpec)(nil),                   // 4: synapse.v1.TaskSpec
 	(*TaskContext)(nil),                // 5: synapse.v1.TaskContext
 	(*TaskRequestPayload)(nil),         // 6: synapse.v1.TaskRequestPayload
-	(*TaskConstraints)(nil),            // 7: synapse.v1.TaskConstraints
-	(*TaskConfirmPayload)(nil),         // 8: synapse.v1.TaskConfirmPayload
-	(*Reason)(nil),                     // 9: synapse.v1.Reason
-	(*Alternatives)(nil),               // 10: synapse.v1.Alternatives
-	(*TaskRejectPayload)(nil),          // 11: synapse.v1.TaskRejectPayload
-	(*TaskStatusUpdatePayload)(nil),    // 12: synapse.v1.TaskStatusUpdatePayload
-	(*ResultStream)(nil),               // 13: synapse.v1.ResultStream
-	(*TaskResult)(nil),                 // 14: synapse.v1.TaskResult
-	(*TaskCompletePayload)(nil),        // 15: synapse.v1.TaskCompletePayload
-	(*TaskError)(nil),                  // 16: synapse.v1.TaskError
-	(*TaskFailedPayload)(nil),          // 17: synapse.v1.TaskFailedPayload
-	(*TaskNeedInfoPayload)(nil),        // 18: synapse.v1.TaskNeedInfoPayload
-	(*TaskInfoProvidedPayload)(nil),    // 19: synapse.v1.TaskInfoProvidedPayload
-	(*HumanReason)(nil),                // 20: synapse.v1.HumanReason
-	(*HumanContext)(nil),               // 21: synapse.v1.HumanContext
-	(*DecisionOption)(nil),             // 22: synapse.v1.DecisionOption
-	(*TaskNeedHumanPayload)(nil),       // 23: synapse.v1.TaskNeedHumanPayload
-	(*DecidedBy)(nil),                  // 24: synapse.v1.DecidedBy
-	(*Decision)(nil),                   // 25: synapse.v1.Decision
-	(*HumanDecisionPayload)(nil),       // 26: synapse.v1.HumanDecisionPayload
-	(*TaskCancelPayload)(nil),          // 27: synapse.v1.TaskCancelPayload
-	(*TaskAckPayload)(nil),             // 28: synapse.v1.TaskAckPayload
-	(*AckPayload)(nil),                 // 29: synapse.v1.AckPayload
-	(*NackPayload)(nil),                // 30: synapse.v1.NackPayload
-	(*HeartbeatPayload)(nil),           // 31: synapse.v1.HeartbeatPayload
-	(*CapabilityQueryPayload)(nil),     // 32: synapse.v1.CapabilityQueryPayload
-	(*CapabilityResponsePayload)(nil),  // 33: synapse.v1.CapabilityResponsePayload
-	(*Payload)(nil),                    // 34: synapse.v1.Payload
-	(*timestamppb.Timestamp)(nil),      // 35: google.protobuf.Timestamp
-	(*structpb.Struct)(nil),            // 36: google.protobuf.Struct
-	(ErrorCode)(0),                     // 37: synapse.v1.ErrorCode
-	(*structpb.Value)(nil),             // 38: google.protobuf.Value
-	(*MissingField)(nil),               // 39: synapse.v1.MissingField
-	(MessageType)(0),                   // 40: synapse.v1.MessageType
-	(*ErrorDetail)(nil),                // 41: synapse.v1.ErrorDetail
-	(*AgentCapabilities)(nil),          // 42: synapse.v1.AgentCapabilities
-	(*ImplementedInterface)(nil),       // 43: synapse.v1.ImplementedInterface
-	(*AgentRegistrationPayload)(nil),   // 44: synapse.v1.AgentRegistrationPayload
-	(*AgentDeregistrationPayload)(nil), // 45: synapse.v1.AgentDeregistrationPayload
+	(*UploadReference)(nil),            // 7: synapse.v1.UploadReference
+	(*TaskConstraints)(nil),            // 8: synapse.v1.TaskConstraints
+	(*TaskConfirmPayload)(nil),         // 9: synapse.v1.TaskConfirmPayload
+	(*Reason)(nil),                     // 10: synapse.v1.Reason
+	(*Alternatives)(nil),               // 11: synapse.v1.Alternatives
+	(*TaskRejectPayload)(nil),          // 12: synapse.v1.TaskRejectPayload
+	(*TaskStatusUpdatePayload)(nil),    // 13: synapse.v1.TaskStatusUpdatePayload
+	(*ResultStream)(nil),               // 14: synapse.v1.ResultStream
+	(*TaskResult)(nil),                 // 15: synapse.v1.TaskResult
+	(*TaskCompletePayload)(nil),        // 16: synapse.v1.TaskCompletePayload
+	(*TaskError)(nil),                  // 17: synapse.v1.TaskError
+	(*TaskFailedPayload)(nil),          // 18: synapse.v1.TaskFailedPayload
+	(*TaskNeedInfoPayload)(nil),        // 19: synapse.v1.TaskNeedInfoPayload
+	(*TaskInfoProvidedPayload)(nil),    // 20: synapse.v1.TaskInfoProvidedPayload
+	(*HumanReason)(nil),                // 21: synapse.v1.HumanReason
+	(*HumanContext)(nil),               // 22: synapse.v1.HumanContext
+	(*DecisionOption)(nil),             // 23: synapse.v1.DecisionOption
+	(*TaskNeedHumanPayload)(nil),       // 24: synapse.v1.TaskNeedHumanPayload
+	(*DecidedBy)(nil),                  // 25: synapse.v1.DecidedBy
+	(*Decision)(nil),                   // 26: synapse.v1.Decision
+	(*HumanDecisionPayload)(nil),       // 27: synapse.v1.HumanDecisionPayload
+	(*TaskCancelPayload)(nil),          // 28: synapse.v1.TaskCancelPayload
+	(*TaskAckPayload)(nil),             // 29: synapse.v1.TaskAckPayload
+	(*AckPayload)(nil),                 // 30: synapse.v1.AckPayload
+	(*NackPayload)(nil),                // 31: synapse.v1.NackPayload
+	(*HeartbeatPayload)(nil),           // 32: synapse.v1.HeartbeatPayload
+	(*CapabilityQueryPayload)(nil),     // 33: synapse.v1.CapabilityQueryPayload
+	(*CapabilityResponsePayload)(nil),  // 34: synapse.v1.CapabilityResponsePayload
+	(*Payload)(nil),                    // 35: synapse.v1.Payload
+	(*timestamppb.Timestamp)(nil),      // 36: google.protobuf.Timestamp
+	(*structpb.Struct)(nil),            // 37: google.protobuf.Struct
+	(ErrorCode)(0),                     // 38: synapse.v1.ErrorCode
+	(*structpb.Value)(nil),             // 39: google.protobuf.Value
+	(*MissingField)(nil),               // 40: synapse.v1.MissingField
+	(MessageType)(0),                   // 41: synapse.v1.MessageType
+	(*ErrorDetail)(nil),                // 42: synapse.v1.ErrorDetail
+	(*AgentCapabilities)(nil),          // 43: synapse.v1.AgentCapabilities
+	(*ImplementedInterface)(nil),       // 44: synapse.v1.ImplementedInterface
+	(*AgentRegistrationPayload)(nil),   // 45: synapse.v1.AgentRegistrationPayload
+	(*AgentDeregistrationPayload)(nil), // 46: synapse.v1.AgentDeregistrationPayload
+	(*GroupCreatePayload)(nil),         // 47: synapse.v1.GroupCreatePayload
+	(*GroupDissolvePayload)(nil),       // 48: synapse.v1.GroupDissolvePayload
+	(*MemberInvitePayload)(nil),        // 49: synapse.v1.MemberInvitePayload
+	(*MemberJoinPayload)(nil),          // 50: synapse.v1.MemberJoinPayload
+	(*MemberApprovePayload)(nil),       // 51: synapse.v1.MemberApprovePayload
+	(*MemberLeavePayload)(nil),         // 52: synapse.v1.MemberLeavePayload
+	(*MemberRemovePayload)(nil),        // 53: synapse.v1.MemberRemovePayload
+	(*GroupTaskSubmitPayload)(nil),     // 54: synapse.v1.GroupTaskSubmitPayload
+	(*GroupTaskAnswerPayload)(nil),     // 55: synapse.v1.GroupTaskAnswerPayload
+	(*GroupTaskCancelPayload)(nil),     // 56: synapse.v1.GroupTaskCancelPayload
+	(*VoteStartPayload)(nil),           // 57: synapse.v1.VoteStartPayload
+	(*VoteCastPayload)(nil),            // 58: synapse.v1.VoteCastPayload
+	(*VoteClosePayload)(nil),           // 59: synapse.v1.VoteClosePayload
+	(*GroupEventPayload)(nil),          // 60: synapse.v1.GroupEventPayload
 }
 var file_synapse_v1_payloads_proto_depIdxs = []int32{
 	1,  // 0: synapse.v1.TaskSpec.priority:type_name -> synapse.v1.TaskPriority
-	35, // 1: synapse.v1.TaskSpec.deadline:type_name -> google.protobuf.Timestamp
-	36, // 2: synapse.v1.TaskSpec.payload:type_name -> google.protobuf.Struct
-	36, // 3: synapse.v1.TaskContext.metadata:type_name -> google.protobuf.Struct
+	36, // 1: synapse.v1.TaskSpec.deadline:type_name -> google.protobuf.Timestamp
+	37, // 2: synapse.v1.TaskSpec.payload:type_name -> google.protobuf.Struct
+	37, // 3: synapse.v1.TaskContext.metadata:type_name -> google.protobuf.Struct
 	4,  // 4: synapse.v1.TaskRequestPayload.task:type_name -> synapse.v1.TaskSpec
 	5,  // 5: synapse.v1.TaskRequestPayload.context:type_name -> synapse.v1.TaskContext
-	35, // 6: synapse.v1.TaskConfirmPayload.expected_completion:type_name -> google.protobuf.Timestamp
-	7,  // 7: synapse.v1.TaskConfirmPayload.constraints:type_name -> synapse.v1.TaskConstraints
-	37, // 8: synapse.v1.Reason.code:type_name -> synapse.v1.ErrorCode
-	38, // 9: synapse.v1.Reason.details:type_name -> google.protobuf.Value
-	9,  // 10: synapse.v1.TaskRejectPayload.reason:type_name -> synapse.v1.Reason
-	10, // 11: synapse.v1.TaskRejectPayload.alternatives:type_name -> synapse.v1.Alternatives
-	0,  // 12: synapse.v1.TaskStatusUpdatePayload.status:type_name -> synapse.v1.TaskState
-	38, // 13: synapse.v1.TaskStatusUpdatePayload.intermediate_result:type_name -> google.protobuf.Value
-	38, // 14: synapse.v1.TaskResult.output:type_name -> google.protobuf.Value
-	36, // 15: synapse.v1.TaskResult.metadata:type_name -> google.protobuf.Struct
-	13, // 16: synapse.v1.TaskResult.stream:type_name -> synapse.v1.ResultStream
-	14, // 17: synapse.v1.TaskCompletePayload.result:type_name -> synapse.v1.TaskResult
-	37, // 18: synapse.v1.TaskError.code:type_name -> synapse.v1.ErrorCode
-	38, // 19: synapse.v1.TaskError.details:type_name -> google.protobuf.Value
-	16, // 20: synapse.v1.TaskFailedPayload.error:type_name -> synapse.v1.TaskError
-	38, // 21: synapse.v1.TaskFailedPayload.partial_result:type_name -> google.protobuf.Value
-	39, // 22: synapse.v1.TaskNeedInfoPayload.missing_fields:type_name -> synapse.v1.MissingField
-	35, // 23: synapse.v1.TaskNeedInfoPayload.required_by:type_name -> google.protobuf.Timestamp
-	36, // 24: synapse.v1.TaskInfoProvidedPayload.fields:type_name -> google.protobuf.Struct
-	38, // 25: synapse.v1.DecisionOption.value:type_name -> google.protobuf.Value
-	20, // 26: synapse.v1.TaskNeedHumanPayload.reason:type_name -> synapse.v1.HumanReason
-	21, // 27: synapse.v1.TaskNeedHumanPayload.context:type_name -> synapse.v1.HumanContext
-	22, // 28: synapse.v1.TaskNeedHumanPayload.options:type_name -> synapse.v1.DecisionOption
-	35, // 29: synapse.v1.TaskNeedHumanPayload.deadline:type_name -> google.protobuf.Timestamp
-	2,  // 30: synapse.v1.Decision.action:type_name -> synapse.v1.DecisionAction
-	36, // 31: synapse.v1.Decision.approved_fields:type_name -> google.protobuf.Struct
-	36, // 32: synapse.v1.Decision.modified_fields:type_name -> google.protobuf.Struct
-	24, // 33: synapse.v1.HumanDecisionPayload.decided_by:type_name -> synapse.v1.DecidedBy
-	25, // 34: synapse.v1.HumanDecisionPayload.decision:type_name -> synapse.v1.Decision
-	35, // 35: synapse.v1.HumanDecisionPayload.timestamp:type_name -> google.protobuf.Timestamp
-	40, // 36: synapse.v1.TaskAckPayload.acknowledged_type:type_name -> synapse.v1.MessageType
-	0,  // 37: synapse.v1.TaskAckPayload.state:type_name -> synapse.v1.TaskState
-	41, // 38: synapse.v1.NackPayload.error:type_name -> synapse.v1.ErrorDetail
-	3,  // 39: synapse.v1.HeartbeatPayload.status:type_name -> synapse.v1.AgentStatus
-	42, // 40: synapse.v1.CapabilityResponsePayload.capabilities:type_name -> synapse.v1.AgentCapabilities
-	43, // 41: synapse.v1.CapabilityResponsePayload.interfaces:type_name -> synapse.v1.ImplementedInterface
-	6,  // 42: synapse.v1.Payload.task_request:type_name -> synapse.v1.TaskRequestPayload
-	8,  // 43: synapse.v1.Payload.task_confirm:type_name -> synapse.v1.TaskConfirmPayload
-	11, // 44: synapse.v1.Payload.task_reject:type_name -> synapse.v1.TaskRejectPayload
-	18, // 45: synapse.v1.Payload.task_need_info:type_name -> synapse.v1.TaskNeedInfoPayload
-	19, // 46: synapse.v1.Payload.task_info_provided:type_name -> synapse.v1.TaskInfoProvidedPayload
-	12, // 47: synapse.v1.Payload.task_status_update:type_name -> synapse.v1.TaskStatusUpdatePayload
-	15, // 48: synapse.v1.Payload.task_complete:type_name -> synapse.v1.TaskCompletePayload
-	17, // 49: synapse.v1.Payload.task_failed:type_name -> synapse.v1.TaskFailedPayload
-	27, // 50: synapse.v1.Payload.task_cancel:type_name -> synapse.v1.TaskCancelPayload
-	28, // 51: synapse.v1.Payload.task_ack:type_name -> synapse.v1.TaskAckPayload
-	29, // 52: synapse.v1.Payload.ack:type_name -> synapse.v1.AckPayload
-	30, // 53: synapse.v1.Payload.nack:type_name -> synapse.v1.NackPayload
-	31, // 54: synapse.v1.Payload.heartbeat:type_name -> synapse.v1.HeartbeatPayload
-	32, // 55: synapse.v1.Payload.capability_query:type_name -> synapse.v1.CapabilityQueryPayload
-	33, // 56: synapse.v1.Payload.capability_response:type_name -> synapse.v1.CapabilityResponsePayload
-	23, // 57: synapse.v1.Payload.task_need_human:type_name -> synapse.v1.TaskNeedHumanPayload
-	26, // 58: synapse.v1.Payload.human_decision:type_name -> synapse.v1.HumanDecisionPayload
-	44, // 59: synapse.v1.Payload.registry_register:type_name -> synapse.v1.AgentRegistrationPayload
-	45, // 60: synapse.v1.Payload.registry_deregister:type_name -> synapse.v1.AgentDeregistrationPayload
-	61, // [61:61] is the sub-list for method output_type
-	61, // [61:61] is the sub-list for method input_type
-	61, // [61:61] is the sub-list for extension type_name
-	61, // [61:61] is the sub-list for extension extendee
-	0,  // [0:61] is the sub-list for field type_name
+	7,  // 6: synapse.v1.TaskRequestPayload.uploads:type_name -> synapse.v1.UploadReference
+	36, // 7: synapse.v1.TaskConfirmPayload.expected_completion:type_name -> google.protobuf.Timestamp
+	8,  // 8: synapse.v1.TaskConfirmPayload.constraints:type_name -> synapse.v1.TaskConstraints
+	38, // 9: synapse.v1.Reason.code:type_name -> synapse.v1.ErrorCode
+	39, // 10: synapse.v1.Reason.details:type_name -> google.protobuf.Value
+	10, // 11: synapse.v1.TaskRejectPayload.reason:type_name -> synapse.v1.Reason
+	11, // 12: synapse.v1.TaskRejectPayload.alternatives:type_name -> synapse.v1.Alternatives
+	0,  // 13: synapse.v1.TaskStatusUpdatePayload.status:type_name -> synapse.v1.TaskState
+	39, // 14: synapse.v1.TaskStatusUpdatePayload.intermediate_result:type_name -> google.protobuf.Value
+	39, // 15: synapse.v1.TaskResult.output:type_name -> google.protobuf.Value
+	37, // 16: synapse.v1.TaskResult.metadata:type_name -> google.protobuf.Struct
+	14, // 17: synapse.v1.TaskResult.stream:type_name -> synapse.v1.ResultStream
+	15, // 18: synapse.v1.TaskCompletePayload.result:type_name -> synapse.v1.TaskResult
+	38, // 19: synapse.v1.TaskError.code:type_name -> synapse.v1.ErrorCode
+	39, // 20: synapse.v1.TaskError.details:type_name -> google.protobuf.Value
+	17, // 21: synapse.v1.TaskFailedPayload.error:type_name -> synapse.v1.TaskError
+	39, // 22: synapse.v1.TaskFailedPayload.partial_result:type_name -> google.protobuf.Value
+	40, // 23: synapse.v1.TaskNeedInfoPayload.missing_fields:type_name -> synapse.v1.MissingField
+	36, // 24: synapse.v1.TaskNeedInfoPayload.required_by:type_name -> google.protobuf.Timestamp
+	37, // 25: synapse.v1.TaskInfoProvidedPayload.fields:type_name -> google.protobuf.Struct
+	39, // 26: synapse.v1.DecisionOption.value:type_name -> google.protobuf.Value
+	21, // 27: synapse.v1.TaskNeedHumanPayload.reason:type_name -> synapse.v1.HumanReason
+	22, // 28: synapse.v1.TaskNeedHumanPayload.context:type_name -> synapse.v1.HumanContext
+	23, // 29: synapse.v1.TaskNeedHumanPayload.options:type_name -> synapse.v1.DecisionOption
+	36, // 30: synapse.v1.TaskNeedHumanPayload.deadline:type_name -> google.protobuf.Timestamp
+	2,  // 31: synapse.v1.Decision.action:type_name -> synapse.v1.DecisionAction
+	37, // 32: synapse.v1.Decision.approved_fields:type_name -> google.protobuf.Struct
+	37, // 33: synapse.v1.Decision.modified_fields:type_name -> google.protobuf.Struct
+	25, // 34: synapse.v1.HumanDecisionPayload.decided_by:type_name -> synapse.v1.DecidedBy
+	26, // 35: synapse.v1.HumanDecisionPayload.decision:type_name -> synapse.v1.Decision
+	36, // 36: synapse.v1.HumanDecisionPayload.timestamp:type_name -> google.protobuf.Timestamp
+	41, // 37: synapse.v1.TaskAckPayload.acknowledged_type:type_name -> synapse.v1.MessageType
+	0,  // 38: synapse.v1.TaskAckPayload.state:type_name -> synapse.v1.TaskState
+	42, // 39: synapse.v1.NackPayload.error:type_name -> synapse.v1.ErrorDetail
+	3,  // 40: synapse.v1.HeartbeatPayload.status:type_name -> synapse.v1.AgentStatus
+	43, // 41: synapse.v1.CapabilityResponsePayload.capabilities:type_name -> synapse.v1.AgentCapabilities
+	44, // 42: synapse.v1.CapabilityResponsePayload.interfaces:type_name -> synapse.v1.ImplementedInterface
+	6,  // 43: synapse.v1.Payload.task_request:type_name -> synapse.v1.TaskRequestPayload
+	9,  // 44: synapse.v1.Payload.task_confirm:type_name -> synapse.v1.TaskConfirmPayload
+	12, // 45: synapse.v1.Payload.task_reject:type_name -> synapse.v1.TaskRejectPayload
+	19, // 46: synapse.v1.Payload.task_need_info:type_name -> synapse.v1.TaskNeedInfoPayload
+	20, // 47: synapse.v1.Payload.task_info_provided:type_name -> synapse.v1.TaskInfoProvidedPayload
+	13, // 48: synapse.v1.Payload.task_status_update:type_name -> synapse.v1.TaskStatusUpdatePayload
+	16, // 49: synapse.v1.Payload.task_complete:type_name -> synapse.v1.TaskCompletePayload
+	18, // 50: synapse.v1.Payload.task_failed:type_name -> synapse.v1.TaskFailedPayload
+	28, // 51: synapse.v1.Payload.task_cancel:type_name -> synapse.v1.TaskCancelPayload
+	29, // 52: synapse.v1.Payload.task_ack:type_name -> synapse.v1.TaskAckPayload
+	30, // 53: synapse.v1.Payload.ack:type_name -> synapse.v1.AckPayload
+	31, // 54: synapse.v1.Payload.nack:type_name -> synapse.v1.NackPayload
+	32, // 55: synapse.v1.Payload.heartbeat:type_name -> synapse.v1.HeartbeatPayload
+	33, // 56: synapse.v1.Payload.capability_query:type_name -> synapse.v1.CapabilityQueryPayload
+	34, // 57: synapse.v1.Payload.capability_response:type_name -> synapse.v1.CapabilityResponsePayload
+	24, // 58: synapse.v1.Payload.task_need_human:type_name -> synapse.v1.TaskNeedHumanPayload
+	27, // 59: synapse.v1.Payload.human_decision:type_name -> synapse.v1.HumanDecisionPayload
+	45, // 60: synapse.v1.Payload.registry_register:type_name -> synapse.v1.AgentRegistrationPayload
+	46, // 61: synapse.v1.Payload.registry_deregister:type_name -> synapse.v1.AgentDeregistrationPayload
+	47, // 62: synapse.v1.Payload.a2n_group_create:type_name -> synapse.v1.GroupCreatePayload
+	48, // 63: synapse.v1.Payload.a2n_group_dissolve:type_name -> synapse.v1.GroupDissolvePayload
+	49, // 64: synapse.v1.Payload.a2n_member_invite:type_name -> synapse.v1.MemberInvitePayload
+	50, // 65: synapse.v1.Payload.a2n_member_join:type_name -> synapse.v1.MemberJoinPayload
+	51, // 66: synapse.v1.Payload.a2n_member_approve:type_name -> synapse.v1.MemberApprovePayload
+	52, // 67: synapse.v1.Payload.a2n_member_leave:type_name -> synapse.v1.MemberLeavePayload
+	53, // 68: synapse.v1.Payload.a2n_member_remove:type_name -> synapse.v1.MemberRemovePayload
+	54, // 69: synapse.v1.Payload.a2n_group_task_submit:type_name -> synapse.v1.GroupTaskSubmitPayload
+	55, // 70: synapse.v1.Payload.a2n_group_task_answer:type_name -> synapse.v1.GroupTaskAnswerPayload
+	56, // 71: synapse.v1.Payload.a2n_group_task_cancel:type_name -> synapse.v1.GroupTaskCancelPayload
+	57, // 72: synapse.v1.Payload.a2n_vote_start:type_name -> synapse.v1.VoteStartPayload
+	58, // 73: synapse.v1.Payload.a2n_vote_cast:type_name -> synapse.v1.VoteCastPayload
+	59, // 74: synapse.v1.Payload.a2n_vote_close:type_name -> synapse.v1.VoteClosePayload
+	60, // 75: synapse.v1.Payload.a2n_group_event:type_name -> synapse.v1.GroupEventPayload
+	76, // [76:76] is the sub-list for method output_type
+	76, // [76:76] is the sub-list for method input_type
+	76, // [76:76] is the sub-list for extension type_name
+	76, // [76:76] is the sub-list for extension extendee
+	0,  // [0:76] is the sub-list for field type_name
 }
 
 func init() { file_synapse_v1_payloads_proto_init() }
@@ -3127,11 +3507,12 @@ func file_synapse_v1_payloads_proto_init() {
 	if File_synapse_v1_payloads_proto != nil {
 		return
 	}
+	file_synapse_v1_a2n_proto_init()
 	file_synapse_v1_capabilities_proto_init()
 	file_synapse_v1_envelope_proto_init()
 	file_synapse_v1_errors_proto_init()
 	file_synapse_v1_registry_proto_init()
-	file_synapse_v1_payloads_proto_msgTypes[30].OneofWrappers = []any{
+	file_synapse_v1_payloads_proto_msgTypes[31].OneofWrappers = []any{
 		(*Payload_TaskRequest)(nil),
 		(*Payload_TaskConfirm)(nil),
 		(*Payload_TaskReject)(nil),
@@ -3151,6 +3532,20 @@ func file_synapse_v1_payloads_proto_init() {
 		(*Payload_HumanDecision)(nil),
 		(*Payload_RegistryRegister)(nil),
 		(*Payload_RegistryDeregister)(nil),
+		(*Payload_A2NGroupCreate)(nil),
+		(*Payload_A2NGroupDissolve)(nil),
+		(*Payload_A2NMemberInvite)(nil),
+		(*Payload_A2NMemberJoin)(nil),
+		(*Payload_A2NMemberApprove)(nil),
+		(*Payload_A2NMemberLeave)(nil),
+		(*Payload_A2NMemberRemove)(nil),
+		(*Payload_A2NGroupTaskSubmit)(nil),
+		(*Payload_A2NGroupTaskAnswer)(nil),
+		(*Payload_A2NGroupTaskCancel)(nil),
+		(*Payload_A2NVoteStart)(nil),
+		(*Payload_A2NVoteCast)(nil),
+		(*Payload_A2NVoteClose)(nil),
+		(*Payload_A2NGroupEvent)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -3158,7 +3553,7 @@ func file_synapse_v1_payloads_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_synapse_v1_payloads_proto_rawDesc), len(file_synapse_v1_payloads_proto_rawDesc)),
 			NumEnums:      4,
-			NumMessages:   31,
+			NumMessages:   32,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

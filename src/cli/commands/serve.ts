@@ -15,6 +15,7 @@ import { REFERENCE_TASK_TYPES } from "../../agent/reference/task-types.js";
 import { loadOrCreateIdentity, PINNED_KEYS_FILE } from "../../agent/identity.js";
 import { createLogger, type Logger } from "../../log.js";
 import { OutboundPolicy } from "../../net/outbound-policy.js";
+import { installTracing, otlpTracesUrl } from "../../observability/tracing.js";
 import { startServer } from "../../server/server.js";
 import { readPinFile } from "../../store/file-pins.js";
 import { openStorage } from "../../store/open.js";
@@ -27,7 +28,7 @@ export const serveUsage = `usage: synapse serve [--host H] [--port P] [--data-di
                      [--store sqlite|sqlite:PATH|postgres://...|memory] [--fsync normal|full] [--retention DURATION] [--run-lease SECONDS]
                      [--trust-store FILE [--tofu]] [--trust-registry URL] [--agent-id ID] [--agent-name NAME] [--system-id ID]
                      [--registry [--lease SECONDS] [--registry-admin KEY_ID]... [--registry-open-names]]
-                     [--join URL [--advertise-url URL]]
+                     [--join URL [--advertise-url URL]] [--operator KEY_ID]...
                      [--allow-outbound CIDR|IP|HOST|*.DOMAIN]...
                      [--max-file-size BYTES] [--max-concurrent-tasks N] [--max-task-duration SECONDS]
                      [--max-upload-size BYTES] [--upload-quota BYTES] [--upload-ttl DURATION]
@@ -35,6 +36,7 @@ export const serveUsage = `usage: synapse serve [--host H] [--port P] [--data-di
                      [--task-timeout SECONDS] [--heartbeat-interval SECONDS] [--clock-skew SECONDS]
                      [--max-connections N] [--header-timeout SECONDS] [--body-timeout SECONDS]
                      [--idle-timeout SECONDS] [--write-timeout SECONDS] [--log-level LEVEL]
+                     [--no-metrics] [--otlp-endpoint URL]
 
 Serves the reference agent (CapabilitiesService, P2PService and GroupService) as
 gRPC, gRPC-web and Connect on one port. HOST and PORT environment variables are used when the
@@ -49,6 +51,13 @@ SQLite commit survive power loss (normal: a process crash loses nothing
 acknowledged). Finished tasks are kept for --retention (default 7d). A task's run
 is leased for --run-lease seconds (default 15): another instance takes over a
 dead one's tasks after that.
+
+--operator KEY_ID (repeatable) names an operator key by its key id (the
+43-character thumbprint \`synapse keygen\` prints): a bearer token signed by it
+may read every task (GetTask, ListTasks, Watch, ReadResult), as the console
+does for an operator. It steers nothing: cancelling, answering and deciding
+stay with each task's requester. Everyone else reads only the tasks they
+requested, and cannot tell another requester's task exists.
 
 Files larger than --max-file-size travel as uploads: POST /upload
 (multipart/form-data, bearer token; \`synapse upload\`) streams one into the
@@ -109,7 +118,15 @@ Connections are bounded so that slow or stalled clients cannot hold the port:
                             this (default 60); long streams are not idle
   --write-timeout SECONDS   a response that cannot write anything for this long
                             (its client stopped reading) is cut (default 60)
-A timeout of 0 turns it off.`;
+A timeout of 0 turns it off.
+
+Observability: GET /metrics on the same port answers the server's metrics in
+the Prometheus text format (--no-metrics turns it off). --otlp-endpoint URL
+exports OpenTelemetry traces over OTLP/HTTP to a collector (its base URL,
+http://host:4318, or the full .../v1/traces URL); without the flag,
+OTEL_EXPORTER_OTLP_TRACES_ENDPOINT or OTEL_EXPORTER_OTLP_ENDPOINT do the same,
+and with none of them no spans are made. Every log line about a message
+carries trace_id, message_id, message_type, task_id, sender, receiver and state.`;
 
 /**
  * Pinning on first use by default (self-certifying ids only); a trust-store
@@ -187,8 +204,11 @@ export async function serve(argv: string[]): Promise<number> {
       "run-lease": { type: "string" },
       join: { type: "string" },
       "advertise-url": { type: "string" },
+      operator: { type: "string", multiple: true },
       "allow-outbound": { type: "string", multiple: true },
       "log-level": { type: "string" },
+      "no-metrics": { type: "boolean" },
+      "otlp-endpoint": { type: "string" },
     },
     serveUsage,
   );
@@ -206,6 +226,18 @@ export async function serve(argv: string[]): Promise<number> {
     if (!isKeyId(admin)) {
       throw new UsageError(`--registry-admin takes a key id (43 characters, as \`synapse keygen\` prints), not ${JSON.stringify(admin)}\n\n${serveUsage}`);
     }
+  }
+  const operators = values.operator ?? [];
+  for (const operator of operators) {
+    if (!isKeyId(operator)) {
+      throw new UsageError(`--operator takes a key id (43 characters, as \`synapse keygen\` prints), not ${JSON.stringify(operator)}\n\n${serveUsage}`);
+    }
+  }
+  let tracesUrl: string | undefined;
+  try {
+    tracesUrl = otlpTracesUrl(values["otlp-endpoint"]);
+  } catch {
+    throw new UsageError(`--otlp-endpoint (or OTEL_EXPORTER_OTLP_ENDPOINT) must be a URL such as http://127.0.0.1:4318\n\n${serveUsage}`);
   }
   const logger = createLogger({ level: values["log-level"] });
   let outbound: OutboundPolicy;
@@ -256,6 +288,8 @@ export async function serve(argv: string[]): Promise<number> {
   const trustStore = values["trust-store"] === undefined ? undefined : await TrustStore.load(values["trust-store"]);
   const storage: Storage = await openStorage(values.store ?? process.env.SYNAPSE_STORE, { dataDir, fsync, logger });
   logger.info({ store: storage.kind, location: storage.location }, "state store open");
+  const tracing = tracesUrl === undefined ? undefined : await installTracing({ url: tracesUrl, attributes: { "synapse.agent.id": identity.agentId } });
+  if (tracing !== undefined) logger.info({ otlp_traces_url: tracing.url }, "exporting traces");
   try {
     await importPinFile(dataDir, storage.pins, logger);
     // A registry this server hosts vouches for the agents registered with it.
@@ -274,8 +308,10 @@ export async function serve(argv: string[]): Promise<number> {
       leaseMs: seconds("run-lease"),
       logger,
       outbound,
+      operators,
       groups: true,
     });
+    if (operators.length > 0) logger.info({ operators }, "operator keys may read every task");
     const groups = createGroupHost({ agent, storage: storage.groups, logger, retentionMs });
     const registry = values.registry
       ? new Registry({
@@ -305,9 +341,12 @@ export async function serve(argv: string[]): Promise<number> {
       bodyTimeoutMs: seconds("body-timeout"),
       idleTimeoutMs: seconds("idle-timeout"),
       writeTimeoutMs: seconds("write-timeout"),
+      metrics: !values["no-metrics"],
     });
     await serveUntilSignalled(server, registry !== undefined, values.join, values["advertise-url"], identity, agent.provider, logger);
   } finally {
+    // The last spans leave before the process does.
+    await tracing?.shutdown().catch((error: unknown) => logger.warn({ err: error }, "could not export the last traces"));
     await storage.close();
   }
   return 0;

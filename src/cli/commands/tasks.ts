@@ -6,10 +6,12 @@ import { printJson, printLine } from "../output.js";
 import { taskJson } from "../task-output.js";
 import { stateName } from "../../protocol/state-machine.js";
 
-export const tasksUsage = `usage: synapse tasks URL [--state STATE ...] [--page-size N] [--page-token T] [--home DIR] [--protocol P] [--json]
+export const tasksUsage = `usage: synapse tasks URL [--state STATE ...] [--type TASK_TYPE ...] [--page-size N] [--page-token T] [--home DIR] [--protocol P] [--json]
 
-Lists your tasks (ListTasks), newest first. STATE is a task state such as
-completed, failed or info_needed; repeat --state for several.`;
+Lists your tasks (ListTasks), newest first (every requester's when your key is
+one of the agent's --operator keys). STATE is a task state such as completed,
+failed or info_needed; repeat --state for several, --type for several task
+types. Pass the same filters with --page-token.`;
 
 function parseState(name: string): TaskState {
   const key = name.trim().toUpperCase().replace(/^TASK_STATE_/, "") as keyof typeof TaskState;
@@ -21,7 +23,7 @@ function parseState(name: string): TaskState {
 export async function tasks(argv: string[]): Promise<number> {
   const { values, positionals } = parse(
     argv,
-    { ...clientOptions, state: { type: "string", multiple: true }, "page-size": { type: "string" }, "page-token": { type: "string" } },
+    { ...clientOptions, state: { type: "string", multiple: true }, type: { type: "string", multiple: true }, "page-size": { type: "string" }, "page-token": { type: "string" } },
     tasksUsage,
   );
   if (values.help) {
@@ -32,6 +34,7 @@ export async function tasks(argv: string[]): Promise<number> {
   const client = await openClient(url, values);
   const page = await client.listTasks({
     states: (values.state ?? []).map(parseState),
+    taskTypes: values.type ?? [],
     pageSize: integerOption(values["page-size"], "--page-size"),
     pageToken: values["page-token"],
   });

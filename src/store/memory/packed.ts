@@ -14,7 +14,7 @@ import { isRequestPayload, rowBytes, rowFrom } from "./packed-row.js";
 import { packSections, section, sectionCount, type Allocate } from "./sections.js";
 
 /**
- * Strings many packed tasks hold alike (who asked), held once. Bounded: past
+ * Strings many packed tasks hold alike (who asked, the task type), held once. Bounded: past
  * MAX_NAMES it starts again, costing only a copy per task, as without it.
  */
 export class Names {
@@ -41,6 +41,7 @@ export class Names {
 export class PackedTask {
   constructor(
     readonly taskId: string,
+    readonly taskType: string,
     readonly requesterAgentId: string,
     readonly state: TaskState,
     readonly createdAtMs: number,
@@ -59,6 +60,7 @@ export class PackedTask {
     const bytes = packSections([row, ...signed], allocate);
     return new PackedTask(
       task.taskId,
+      names.intern(task.taskType),
       names.intern(task.requester.agentId),
       task.state,
       task.createdAtMs,

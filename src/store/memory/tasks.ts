@@ -60,6 +60,7 @@ type Held = LiveTask | PackedTask;
 /** What listing, counting and pruning look at, without decoding a packed task. */
 interface Summary {
   readonly taskId: string;
+  readonly taskType: string;
   readonly requesterAgentId: string;
   readonly state: TaskState;
   readonly createdAtMs: number;
@@ -68,8 +69,8 @@ interface Summary {
 
 function summary(held: Held): Summary {
   if (held instanceof PackedTask) return held;
-  const { taskId, requester, state, createdAtMs, updatedAtMs } = held.record;
-  return { taskId, requesterAgentId: requester.agentId, state, createdAtMs, updatedAtMs };
+  const { taskId, taskType, requester, state, createdAtMs, updatedAtMs } = held.record;
+  return { taskId, taskType, requesterAgentId: requester.agentId, state, createdAtMs, updatedAtMs };
 }
 
 const recordOf = (held: Held): TaskRecord => (held instanceof PackedTask ? held.record() : held.record);
@@ -193,11 +194,13 @@ export class MemoryTaskStore extends ChangeEmitter implements TaskStore {
 
   async listTasks(query: ListTasksQuery): Promise<TaskPage> {
     const states = query.states && query.states.length > 0 ? new Set(query.states) : undefined;
+    const types = query.taskTypes && query.taskTypes.length > 0 ? new Set(query.taskTypes) : undefined;
     const cursor = query.pageToken ? decodeTaskCursor(query.pageToken) : undefined;
     const candidates: Summary[] = [];
     for (const held of this.tasks.values()) {
       const task = summary(held);
-      if (task.requesterAgentId !== query.requesterAgentId || (states !== undefined && !states.has(task.state))) continue;
+      if (query.requesterAgentId !== undefined && task.requesterAgentId !== query.requesterAgentId) continue;
+      if ((states !== undefined && !states.has(task.state)) || (types !== undefined && !types.has(task.taskType))) continue;
       if (cursor === undefined || task.createdAtMs < cursor.createdAtMs || (task.createdAtMs === cursor.createdAtMs && task.taskId < cursor.taskId)) candidates.push(task);
     }
     candidates.sort(newerFirst);

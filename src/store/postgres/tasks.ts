@@ -222,9 +222,11 @@ export class PostgresTaskStore extends ChangeEmitter implements TaskStore {
 
   async listTasks(query: ListTasksQuery): Promise<TaskPage> {
     const params = new Params();
-    const filters = [`requester_agent_id = ${params.add(query.requesterAgentId)}`];
+    const filters = query.requesterAgentId === undefined ? ["TRUE"] : [`requester_agent_id = ${params.add(query.requesterAgentId)}`];
     const states = [...new Set(query.states ?? [])];
     if (states.length > 0) filters.push(`state = ANY(${params.add(states, "integer[]")})`);
+    const types = [...new Set(query.taskTypes ?? [])];
+    if (types.length > 0) filters.push(`task_type = ANY(${params.add(types, "text[]")})`);
     if (query.pageToken) {
       const cursor = decodeTaskCursor(query.pageToken);
       const at = params.add(cursor.createdAtMs, "bigint");

@@ -236,4 +236,14 @@ CREATE TABLE upload_users (
 ) WITHOUT ROWID;
 `,
   },
+  {
+    version: 5,
+    description: "the trace context, session and correlation ids a task's request carried, for its events and replies",
+    sql: `
+ALTER TABLE tasks ADD COLUMN traceparent TEXT NOT NULL DEFAULT '';
+ALTER TABLE tasks ADD COLUMN tracestate TEXT NOT NULL DEFAULT '';
+ALTER TABLE tasks ADD COLUMN session_id TEXT NOT NULL DEFAULT '';
+ALTER TABLE tasks ADD COLUMN correlation_id TEXT NOT NULL DEFAULT '';
+`,
+  },
 ];

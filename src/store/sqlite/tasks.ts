@@ -195,14 +195,17 @@ export class SqliteTaskStore extends ChangeEmitter implements TaskStore {
 
   async listTasks(query: ListTasksQuery): Promise<TaskPage> {
     const states = [...new Set(query.states ?? [])];
+    const types = [...new Set(query.taskTypes ?? [])];
+    const requester = query.requesterAgentId;
     const cursor = query.pageToken ? decodeTaskCursor(query.pageToken) : undefined;
-    const statement = this.statement(`list:${states.length}:${cursor ? 1 : 0}`, () => {
-      const filters = ["requester_agent_id = ?"];
+    const statement = this.statement(`list:${requester === undefined ? 0 : 1}:${states.length}:${types.length}:${cursor ? 1 : 0}`, () => {
+      const filters = requester === undefined ? ["1 = 1"] : ["requester_agent_id = ?"];
       if (states.length > 0) filters.push(`state IN (${placeholders(states.length)})`);
+      if (types.length > 0) filters.push(`task_type IN (${placeholders(types.length)})`);
       if (cursor) filters.push("(created_at_ms < ? OR (created_at_ms = ? AND task_id < ?))");
       return `SELECT * FROM tasks WHERE ${filters.join(" AND ")} ORDER BY created_at_ms DESC, task_id DESC LIMIT ?`;
     });
-    const params: Array<string | number> = [query.requesterAgentId, ...states];
+    const params: Array<string | number> = [...(requester === undefined ? [] : [requester]), ...states, ...types];
     if (cursor) params.push(cursor.createdAtMs, cursor.createdAtMs, cursor.taskId);
     const rows = statement.all(...params, query.pageSize + 1) as TaskRow[];
     const tasks = rows.slice(0, query.pageSize).map((row) => this.cache.get(row.task_id) ?? taskFromRow(row));
