@@ -2,7 +2,8 @@
 // keep the same rules: versioned atomic commits, gapless event sequences,
 // messages remembered once and atomically with their effect, the
 // concurrency limit checked in the commit that admits, leases, the callback
-// outbox, results in chunks, retention, change notifications, and the
+// outbox, results in chunks, retention, change notifications, finished
+// tasks read back as committed (store-contract/finished.ts), and the
 // groups a host keeps (store-contract/groups.ts).
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { TaskState } from "../gen/synapse/v1/payloads_pb.js";
@@ -10,6 +11,7 @@ import type { StoreChange } from "../src/store/changes.js";
 import type { Storage } from "../src/store/storage.js";
 import { DeliveryStatus, StoreConflictError, StoreLimitError, type TaskStore } from "../src/store/store.js";
 import { decisionWithDeadline, newTask, requester, sameEnvelope, signedEvent, signedReply, storeKinds } from "./store-contract/fixtures.js";
+import { finishedTaskCases } from "./store-contract/finished.js";
 import { groupContractCases } from "./store-contract/groups.js";
 
 const conflict = (reason: StoreConflictError["reason"]) => expect.objectContaining({ name: "StoreConflictError", reason });
@@ -382,6 +384,8 @@ for (const kind of storeKinds()) {
         }
       }
     });
+
+    finishedTaskCases(() => store);
 
     groupContractCases({
       storage: () => storage,

@@ -14,10 +14,11 @@ import type { Logger } from "../log.js";
 import type { AgentObserver } from "../observability/agent-observer.js";
 import { eventLogFields } from "../observability/log-fields.js";
 import { delivering } from "../observability/spans.js";
-import { createOutboundTransport, type OutboundTransport } from "../net/outbound-client.js";
+import { createOutboundTransport } from "../net/outbound-client.js";
 import type { OutboundPolicy } from "../net/outbound-policy.js";
 import { isTerminal } from "../protocol/state-machine.js";
 import { DeliveryStatus, type DeliveryRecord, type StoredEvent, type TaskStore } from "../store/store.js";
+import { CallbackClients } from "./callback-clients.js";
 import type { TaskEventBus } from "./events.js";
 
 const TRANSIENT = new Set([Code.Unavailable, Code.DeadlineExceeded, Code.Internal, Code.Unknown, Code.ResourceExhausted, Code.Aborted]);
@@ -54,13 +55,18 @@ interface Held {
 
 export class CallbackSender {
   private readonly held = new Map<string, Held>();
-  private readonly clients = new Map<string, { client: Client<typeof P2PService>; transport: OutboundTransport }>();
+  private readonly clients: CallbackClients<{ client: Client<typeof P2PService>; close(): void }>;
   private readonly now: () => number;
   private timer: NodeJS.Timeout | undefined;
   private closed = false;
 
   constructor(private readonly options: CallbackOptions) {
     this.now = options.now ?? Date.now;
+    this.clients = new CallbackClients((url) => {
+      const { outbound: policy, logger } = this.options;
+      const transport = createOutboundTransport(url, { policy, logger, purpose: "callback", keepAlive: true });
+      return { client: createClient(P2PService, transport), close: () => transport.close() };
+    });
   }
 
   /**
@@ -135,19 +141,11 @@ export class CallbackSender {
     const ids = [...this.held.keys()];
     for (const id of ids) this.drop(id);
     await Promise.all(ids.map((id) => this.options.store.updateDelivery(id, this.options.instanceId, { release: true }).catch(() => false)));
-    for (const { transport } of this.clients.values()) transport.close();
-    this.clients.clear();
+    this.clients.closeAll();
   }
 
   private client(url: string): Client<typeof P2PService> {
-    let entry = this.clients.get(url);
-    if (entry === undefined) {
-      const { outbound: policy, logger } = this.options;
-      const transport = createOutboundTransport(url, { policy, logger, purpose: "callback", keepAlive: true });
-      entry = { client: createClient(P2PService, transport), transport };
-      this.clients.set(url, entry);
-    }
-    return entry.client;
+    return this.clients.get(url, () => new Set([...this.held.values()].map((entry) => entry.record.url))).client;
   }
 
   private pump(entry: Held): void {

@@ -77,7 +77,7 @@ export function sameEnvelope(a: StoredReply, b: StoredReply): boolean {
 }
 
 export interface StoreKind {
-  name: "memory" | "sqlite" | "postgres";
+  name: "memory" | "memory-packed" | "sqlite" | "postgres";
   available: () => boolean;
   /** A fresh, empty storage. */
   open(): Promise<Storage>;
@@ -90,6 +90,8 @@ export function storeKinds(): StoreKind[] {
   let postgresUrl = "";
   return [
     { name: "memory", available: () => true, open: async () => memoryStorage() },
+    // Finished tasks packed into bytes at their terminal commit, not after the newest few.
+    { name: "memory-packed", available: () => true, open: async () => memoryStorage(undefined, { keepFinished: 0 }) },
     {
       name: "sqlite",
       available: () => true,

@@ -2,15 +2,15 @@
 import type { Storage } from "../storage.js";
 import { MemoryGroupStorage } from "./groups.js";
 import { MemoryCatalogueStorage, MemoryDirectoryStorage, MemoryPinStore } from "./registry.js";
-import { MemoryTaskStore } from "./tasks.js";
+import { MemoryTaskStore, type MemoryTaskStoreOptions } from "./tasks.js";
 import { MemoryUploadStore } from "./uploads.js";
 
-export { MemoryTaskStore } from "./tasks.js";
+export { MemoryTaskStore, type MemoryTaskStoreOptions } from "./tasks.js";
 export { MemoryUploadStore } from "./uploads.js";
 export { MemoryCatalogueStorage, MemoryDirectoryStorage, MemoryPinStore } from "./registry.js";
 
-export function memoryStorage(now?: () => number): Storage {
-  const tasks = new MemoryTaskStore(now);
+export function memoryStorage(now?: () => number, options?: MemoryTaskStoreOptions): Storage {
+  const tasks = new MemoryTaskStore(now, options);
   return {
     kind: "memory",
     location: "memory",

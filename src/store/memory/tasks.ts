@@ -1,13 +1,15 @@
 // The in-memory TaskStore, for tests and embedding: everything is lost when
 // the process exits, but it honours every rule a durable store must (the
-// contract suite in test/store-contract runs against it too).
+// contract suite in test/store-contract runs against it too). A task is
+// held as objects while it runs; once finished it is packed into bytes
+// (packed.ts), since a store that keeps every task must not keep each at
+// several times its encoded size.
 import { timestampMs } from "@bufbuild/protobuf/wkt";
 import { TaskState } from "../../../gen/synapse/v1/payloads_pb.js";
 import { isTerminal } from "../../protocol/state-machine.js";
 import { ChangeEmitter } from "../changes.js";
 import { decodeTaskCursor, encodeTaskCursor } from "../cursor.js";
 import {
-  DeliveryStatus,
   StoreConflictError,
   StoreLimitError,
   type CommitOptions,
@@ -25,79 +27,115 @@ import {
   type TaskRecord,
   type TaskStore,
 } from "../store.js";
-
-/** Newest first; ties broken by task id so pages never overlap. */
-function newerFirst(a: TaskRecord, b: TaskRecord): number {
-  return b.createdAtMs - a.createdAtMs || (a.taskId < b.taskId ? 1 : a.taskId > b.taskId ? -1 : 0);
-}
+import { MemoryMessages } from "./messages.js";
+import { Names, PackedTask } from "./packed.js";
+import { Slabs } from "./sections.js";
+import { MemorySideTables } from "./side-tables.js";
 
 const DECIDING = new Set([TaskState.NEED_HUMAN, TaskState.HUMAN_DECIDING]);
 
-interface OutboundEntry {
-  task: OutboundTask;
-  events: StoredEvent[];
-  updatedAtMs: number;
+/**
+ * Finished tasks held as objects before the oldest is packed. Reads follow
+ * an ending closely (the waiting Send, GetTask polls, Watch streams
+ * catching up, the run releasing its lease): these find the same objects,
+ * with their encoded bytes cached, instead of decoding.
+ */
+export const KEEP_FINISHED = 64;
+
+export interface MemoryTaskStoreOptions {
+  /** Finished tasks kept as objects before being packed (default KEEP_FINISHED; 0 packs at the terminal commit). */
+  keepFinished?: number;
 }
+
+/** A task held as objects: while it runs, and for a short while after it ends. */
+interface LiveTask {
+  record: TaskRecord;
+  events: StoredEvent[];
+  /** The messages remembered with it, packed with it. */
+  messages: SeenMessage[];
+}
+
+type Held = LiveTask | PackedTask;
+
+/** What listing, counting and pruning look at, without decoding a packed task. */
+interface Summary {
+  readonly taskId: string;
+  readonly taskType: string;
+  readonly requesterAgentId: string;
+  readonly state: TaskState;
+  readonly createdAtMs: number;
+  readonly updatedAtMs: number;
+}
+
+function summary(held: Held): Summary {
+  if (held instanceof PackedTask) return held;
+  const { taskId, taskType, requester, state, createdAtMs, updatedAtMs } = held.record;
+  return { taskId, taskType, requesterAgentId: requester.agentId, state, createdAtMs, updatedAtMs };
+}
+
+const recordOf = (held: Held): TaskRecord => (held instanceof PackedTask ? held.record() : held.record);
+
+/** Newest first; ties broken by task id so pages never overlap. */
+function newerFirst(a: Summary, b: Summary): number {
+  return b.createdAtMs - a.createdAtMs || (a.taskId < b.taskId ? 1 : a.taskId > b.taskId ? -1 : 0);
+}
+
+const idempotencyKeyOf = (requesterAgentId: string, key: string) => `${requesterAgentId}\u0000${key}`;
 
 export class MemoryTaskStore extends ChangeEmitter implements TaskStore {
   readonly exclusive = true;
-  private readonly tasks = new Map<string, TaskRecord>();
+  private readonly tasks = new Map<string, Held>();
   /** Non-terminal task ids: what lease scans and the concurrency limit look at. */
   private readonly active = new Set<string>();
-  private readonly events = new Map<string, StoredEvent[]>();
+  /** Finished tasks still held as objects, oldest first. */
+  private readonly finished = new Set<string>();
   private readonly idempotency = new Map<string, string>();
-  private readonly messages = new Map<string, SeenMessage>();
-  private readonly results = new Map<string, Uint8Array>();
-  private readonly outbound = new Map<string, OutboundEntry>();
-  private readonly deliveries = new Map<string, DeliveryRecord>();
+  private readonly messages = new MemoryMessages();
+  private readonly slabs = new Slabs();
+  private readonly names = new Names();
+  private readonly side: MemorySideTables;
+  private readonly keepFinished: number;
 
-  constructor(private readonly now: () => number = Date.now) {
+  constructor(now: () => number = Date.now, options: MemoryTaskStoreOptions = {}) {
     super();
+    this.side = new MemorySideTables(now, this.slabs.allocate);
+    this.keepFinished = options.keepFinished ?? KEEP_FINISHED;
   }
 
   async createTask(task: NewTask, firstEvent: StoredEvent, options: CreateOptions = {}): Promise<TaskRecord> {
     if (this.tasks.has(task.taskId)) throw new StoreConflictError("task_exists", `task ${task.taskId} exists`);
-    const idempotencyKey = task.idempotencyKey ? `${task.requester.agentId}\u0000${task.idempotencyKey}` : undefined;
+    const idempotencyKey = task.idempotencyKey ? idempotencyKeyOf(task.requester.agentId, task.idempotencyKey) : undefined;
     if (idempotencyKey !== undefined && this.idempotency.has(idempotencyKey)) {
       throw new StoreConflictError("idempotency_key", `idempotency key ${task.idempotencyKey} is in use`);
     }
     if (firstEvent.sequence !== 1) throw new StoreConflictError("sequence", "the first event must have sequence 1");
-    if (options.message !== undefined && this.messages.has(messageKey(options.message.scope, options.message.messageId))) {
+    if (options.message !== undefined && this.messages.has(options.message.scope, options.message.messageId)) {
       throw new StoreConflictError("message", `message ${options.message.messageId} was already processed`);
     }
     if (options.maxActive !== undefined && !isTerminal(task.state) && this.active.size >= options.maxActive) {
       throw new StoreLimitError(this.active.size, options.maxActive);
     }
     const record: TaskRecord = { ...task, version: 1, lastSequence: 1 };
-    this.tasks.set(task.taskId, record);
+    const entry: LiveTask = { record, events: [firstEvent], messages: [] };
+    this.tasks.set(task.taskId, entry);
     if (!isTerminal(record.state)) this.active.add(task.taskId);
-    this.events.set(task.taskId, [firstEvent]);
     if (idempotencyKey !== undefined) this.idempotency.set(idempotencyKey, task.taskId);
-    if (options.message !== undefined) this.messages.set(messageKey(options.message.scope, options.message.messageId), options.message);
-    if (options.callbackUrl) {
-      this.deliveries.set(task.taskId, {
-        taskId: task.taskId,
-        url: options.callbackUrl,
-        nextSequence: 1,
-        attempts: 0,
-        nextAttemptAtMs: 0,
-        status: DeliveryStatus.ACTIVE,
-        lastError: "",
-        owner: "",
-        ownerUntilMs: 0,
-      });
-    }
+    if (options.message !== undefined) this.remember(options.message, entry);
+    if (options.callbackUrl) this.side.startDelivery(task.taskId, options.callbackUrl);
     this.emit({ kind: "task", taskId: task.taskId, sequence: 1, event: firstEvent, task: record });
+    if (isTerminal(record.state)) this.finish(task.taskId);
     return record;
   }
 
   async getTask(taskId: string): Promise<TaskRecord | undefined> {
-    return this.tasks.get(taskId);
+    const held = this.tasks.get(taskId);
+    return held === undefined ? undefined : recordOf(held);
   }
 
   async commit(taskId: string, expectedVersion: number, patch: TaskPatch, event?: StoredEvent, options: CommitOptions = {}): Promise<TaskRecord> {
-    const current = this.tasks.get(taskId);
-    if (current === undefined) throw new StoreConflictError("missing", `task ${taskId} does not exist`);
+    const held = this.tasks.get(taskId);
+    if (held === undefined) throw new StoreConflictError("missing", `task ${taskId} does not exist`);
+    const current = recordOf(held);
     if (current.version !== expectedVersion) {
       throw new StoreConflictError("version", `task ${taskId} is at version ${current.version}, not ${expectedVersion}`);
     }
@@ -110,33 +148,63 @@ export class MemoryTaskStore extends ChangeEmitter implements TaskStore {
     if (options.claim !== undefined && !claimable(current, patch.leaseOwner ?? "", options.claim)) {
       throw new StoreConflictError("lease", `task ${taskId} is leased to ${current.leaseOwner}`);
     }
-    if (options.message !== undefined && this.messages.has(messageKey(options.message.scope, options.message.messageId))) {
+    if (options.message !== undefined && this.messages.has(options.message.scope, options.message.messageId)) {
       throw new StoreConflictError("message", `message ${options.message.messageId} was already processed`);
     }
     const next: TaskRecord = { ...current, ...patch, version: current.version + 1, lastSequence: event ? event.sequence : current.lastSequence };
-    this.tasks.set(taskId, next);
+    // A packed task that changes again is held as objects until it is packed anew.
+    const entry: LiveTask = held instanceof PackedTask ? { record: current, events: held.events(1), messages: [] } : held;
+    this.tasks.set(taskId, entry);
+    entry.record = next;
+    if (event) entry.events.push(event);
     if (isTerminal(next.state)) this.active.delete(taskId);
-    else this.active.add(taskId);
-    if (event) this.events.get(taskId)!.push(event);
-    if (options.message !== undefined) this.messages.set(messageKey(options.message.scope, options.message.messageId), options.message);
+    else {
+      this.active.add(taskId);
+      this.finished.delete(taskId);
+    }
+    if (options.message !== undefined) this.remember(options.message, entry);
     if (event) this.emit({ kind: "task", taskId, sequence: event.sequence, event, task: next });
+    if (isTerminal(next.state)) this.finish(taskId);
     return next;
+  }
+
+  /** A finished task joins the newest finished ones; the oldest beyond the bound is packed. */
+  private finish(taskId: string): void {
+    this.finished.delete(taskId);
+    this.finished.add(taskId);
+    while (this.finished.size > this.keepFinished) {
+      const oldest = this.finished.values().next().value!;
+      this.finished.delete(oldest);
+      this.pack(oldest);
+    }
+  }
+
+  private pack(taskId: string): void {
+    const held = this.tasks.get(taskId);
+    if (held === undefined || held instanceof PackedTask || !isTerminal(held.record.state)) return;
+    let packed: PackedTask;
+    try {
+      packed = PackedTask.pack(held.record, held.events, this.slabs.allocate, this.names);
+    } catch {
+      return; // kept as objects: larger, but as correct (the commit that finished it has happened)
+    }
+    this.tasks.set(taskId, packed);
+    this.messages.packWith(held.messages, packed, held.events);
   }
 
   async listTasks(query: ListTasksQuery): Promise<TaskPage> {
     const states = query.states && query.states.length > 0 ? new Set(query.states) : undefined;
     const types = query.taskTypes && query.taskTypes.length > 0 ? new Set(query.taskTypes) : undefined;
     const cursor = query.pageToken ? decodeTaskCursor(query.pageToken) : undefined;
-    const candidates = [...this.tasks.values()]
-      .filter(
-        (task) =>
-          (query.requesterAgentId === undefined || task.requester.agentId === query.requesterAgentId) &&
-          (states === undefined || states.has(task.state)) &&
-          (types === undefined || types.has(task.taskType)) &&
-          (cursor === undefined || task.createdAtMs < cursor.createdAtMs || (task.createdAtMs === cursor.createdAtMs && task.taskId < cursor.taskId)),
-      )
-      .sort(newerFirst);
-    const page = candidates.slice(0, query.pageSize);
+    const candidates: Summary[] = [];
+    for (const held of this.tasks.values()) {
+      const task = summary(held);
+      if (query.requesterAgentId !== undefined && task.requesterAgentId !== query.requesterAgentId) continue;
+      if ((states !== undefined && !states.has(task.state)) || (types !== undefined && !types.has(task.taskType))) continue;
+      if (cursor === undefined || task.createdAtMs < cursor.createdAtMs || (task.createdAtMs === cursor.createdAtMs && task.taskId < cursor.taskId)) candidates.push(task);
+    }
+    candidates.sort(newerFirst);
+    const page = candidates.slice(0, query.pageSize).map((task) => recordOf(this.tasks.get(task.taskId)!));
     const more = candidates.length > page.length;
     return { tasks: page, nextPageToken: more ? encodeTaskCursor(page[page.length - 1]!) : "" };
   }
@@ -145,202 +213,174 @@ export class MemoryTaskStore extends ChangeEmitter implements TaskStore {
     const wanted = new Set(states);
     let count = 0;
     if ([...wanted].every((state) => !isTerminal(state))) {
-      for (const id of this.active) if (wanted.has(this.tasks.get(id)!.state)) count++;
+      for (const id of this.active) if (wanted.has(this.liveRecord(id).state)) count++;
       return count;
     }
-    for (const task of this.tasks.values()) if (wanted.has(task.state)) count++;
+    for (const held of this.tasks.values()) if (wanted.has(summary(held).state)) count++;
     return count;
   }
 
+  /** An active task's record (active tasks are never packed). */
+  private liveRecord(taskId: string): TaskRecord {
+    return recordOf(this.tasks.get(taskId)!);
+  }
+
   async findTaskByIdempotencyKey(requesterAgentId: string, key: string): Promise<TaskRecord | undefined> {
-    const taskId = this.idempotency.get(`${requesterAgentId}\u0000${key}`);
-    return taskId === undefined ? undefined : this.tasks.get(taskId);
+    const taskId = this.idempotency.get(idempotencyKeyOf(requesterAgentId, key));
+    return taskId === undefined ? undefined : this.getTask(taskId);
   }
 
   async listEvents(taskId: string, fromSequence: number, limit?: number): Promise<StoredEvent[]> {
-    const log = this.events.get(taskId) ?? [];
+    const held = this.tasks.get(taskId);
+    if (held === undefined) return [];
+    if (held instanceof PackedTask) return held.events(fromSequence, limit);
     // Sequences start at 1 without gaps, so the index is sequence - 1.
     const start = Math.max(0, fromSequence - 1);
-    return log.slice(start, limit === undefined ? undefined : start + limit);
+    return held.events.slice(start, limit === undefined ? undefined : start + limit);
   }
 
   async listUnleased(states: readonly TaskState[], nowMs: number, limit: number, force = false): Promise<TaskRecord[]> {
     const wanted = new Set(states);
     const found: TaskRecord[] = [];
     for (const id of this.active) {
-      const task = this.tasks.get(id)!;
+      const task = this.liveRecord(id);
       if (wanted.has(task.state) && (force || task.leaseOwner === "" || task.leaseUntilMs < nowMs)) found.push(task);
     }
     return found.sort((a, b) => a.updatedAtMs - b.updatedAtMs).slice(0, limit);
   }
 
   async renewLeases(owner: string, taskIds: readonly string[], untilMs: number): Promise<string[]> {
-    const held: string[] = [];
-    for (const id of taskIds) {
-      const task = this.tasks.get(id);
-      if (task === undefined || task.leaseOwner !== owner) continue;
-      this.tasks.set(id, { ...task, leaseUntilMs: untilMs });
-      held.push(id);
-    }
-    return held;
+    return taskIds.filter((id) => this.patchLease(id, owner, { leaseUntilMs: untilMs }));
   }
 
   async releaseLeases(owner: string, taskIds: readonly string[]): Promise<void> {
-    for (const id of taskIds) {
-      const task = this.tasks.get(id);
-      if (task !== undefined && task.leaseOwner === owner) this.tasks.set(id, { ...task, leaseOwner: "", leaseUntilMs: 0 });
+    for (const id of taskIds) this.patchLease(id, owner, { leaseOwner: "", leaseUntilMs: 0 });
+  }
+
+  /** Lease fields change without a new version; a packed task keeps them outside its bytes. */
+  private patchLease(taskId: string, owner: string, fields: { leaseOwner?: string; leaseUntilMs: number }): boolean {
+    const held = this.tasks.get(taskId);
+    if (held instanceof PackedTask) {
+      if (held.leaseOwner !== owner) return false;
+      held.leaseOwner = fields.leaseOwner ?? held.leaseOwner;
+      held.leaseUntilMs = fields.leaseUntilMs;
+      return true;
     }
+    if (held === undefined || held.record.leaseOwner !== owner) return false;
+    held.record = { ...held.record, ...fields };
+    return true;
   }
 
   async listDecisionDeadlines(atMs: number, limit: number): Promise<TaskRecord[]> {
     const due: TaskRecord[] = [];
     for (const id of this.active) {
-      const task = this.tasks.get(id)!;
+      const task = this.liveRecord(id);
       const deadline = task.pendingDecision?.deadline;
       if (DECIDING.has(task.state) && deadline !== undefined && timestampMs(deadline) <= atMs) due.push(task);
     }
     return due.slice(0, limit);
   }
 
+  // ── messages already processed ─────────────────────────────────────────
+
+  /** Keeps a message; one tied to a task held as objects is packed with that task. */
+  private remember(entry: SeenMessage, task?: LiveTask): void {
+    const held = task ?? (entry.taskId === undefined ? undefined : this.tasks.get(entry.taskId));
+    const live = held !== undefined && !(held instanceof PackedTask) && held.record.taskId === entry.taskId ? held : undefined;
+    this.messages.put(entry, live !== undefined);
+    live?.messages.push(entry);
+  }
+
   async rememberMessage(entry: SeenMessage): Promise<SeenMessage | undefined> {
-    const key = messageKey(entry.scope, entry.messageId);
-    const existing = this.messages.get(key);
+    const existing = this.messages.get(entry.scope, entry.messageId);
     if (existing !== undefined) return existing;
-    this.messages.set(key, entry);
+    this.remember(entry);
     return undefined;
   }
 
   async getMessage(scope: MessageScope, messageId: string): Promise<SeenMessage | undefined> {
-    return this.messages.get(messageKey(scope, messageId));
+    return this.messages.get(scope, messageId);
   }
 
   /** Whether a message is remembered, synchronously: for stores that commit beside this one (groups). */
   hasMessage(scope: MessageScope, messageId: string): boolean {
-    return this.messages.has(messageKey(scope, messageId));
+    return this.messages.has(scope, messageId);
   }
 
   /** Remembers a message synchronously (the caller checked hasMessage in the same turn). */
   putMessage(entry: SeenMessage): void {
-    this.messages.set(messageKey(entry.scope, entry.messageId), entry);
+    this.remember(entry);
   }
 
   async pruneMessages(nowMs: number): Promise<number> {
-    let dropped = 0;
-    for (const [key, entry] of this.messages) {
-      if (entry.keepUntilMs <= nowMs) {
-        this.messages.delete(key);
-        dropped++;
-      }
-    }
-    return dropped;
+    return this.messages.prune(nowMs);
   }
 
+  // ── results, outbound tasks, the callback outbox ───────────────────────
+
   async putResult(taskId: string, bytes: Uint8Array): Promise<void> {
-    this.results.set(taskId, bytes);
+    this.side.putResult(taskId, bytes);
   }
 
   async readResult(taskId: string, offset: number, length: number): Promise<Uint8Array> {
-    const bytes = this.results.get(taskId);
-    if (bytes === undefined) throw new RangeError(`task ${taskId} has no result stream`);
-    return bytes.subarray(offset, Math.min(bytes.byteLength, offset + length));
+    return this.side.readResult(taskId, offset, length);
   }
 
   async expectOutbound(task: OutboundTask): Promise<void> {
-    const key = outboundKey(task.executorAgentId, task.taskId);
-    if (!this.outbound.has(key)) this.outbound.set(key, { task, events: [], updatedAtMs: this.now() });
+    this.side.expectOutbound(task);
   }
 
   async getOutbound(executorAgentId: string, taskId: string): Promise<OutboundTask | undefined> {
-    return this.outbound.get(outboundKey(executorAgentId, taskId))?.task;
+    return this.side.getOutbound(executorAgentId, taskId);
   }
 
   async appendOutboundEvent(executorAgentId: string, event: StoredEvent, state: TaskState): Promise<OutboundTask> {
-    const entry = this.outbound.get(outboundKey(executorAgentId, event.taskId));
-    if (entry === undefined) throw new StoreConflictError("missing", `no outbound task ${event.taskId} at ${executorAgentId}`);
-    if (event.sequence !== entry.task.lastSequence + 1) {
-      throw new StoreConflictError("sequence", `event sequence ${event.sequence} does not follow ${entry.task.lastSequence}`);
-    }
-    entry.events.push(event);
-    entry.task = { ...entry.task, state, lastSequence: event.sequence };
-    entry.updatedAtMs = this.now();
-    this.emit({ kind: "outbound", executorAgentId, taskId: event.taskId, sequence: event.sequence, event, task: entry.task });
-    return entry.task;
+    const task = this.side.appendOutboundEvent(executorAgentId, event, state);
+    this.emit({ kind: "outbound", executorAgentId, taskId: event.taskId, sequence: event.sequence, event, task });
+    return task;
   }
 
   async listOutboundEvents(executorAgentId: string, taskId: string, fromSequence: number): Promise<StoredEvent[]> {
-    return (this.outbound.get(outboundKey(executorAgentId, taskId))?.events ?? []).slice(Math.max(0, fromSequence - 1));
+    return this.side.listOutboundEvents(executorAgentId, taskId, fromSequence);
   }
 
   async getDelivery(taskId: string): Promise<DeliveryRecord | undefined> {
-    return this.deliveries.get(taskId);
+    return this.side.getDelivery(taskId);
   }
 
   async claimDeliveries(owner: string, nowMs: number, untilMs: number, limit: number, taskId?: string): Promise<DeliveryRecord[]> {
-    const claimed: DeliveryRecord[] = [];
-    const candidates = taskId === undefined ? this.deliveries.values() : [this.deliveries.get(taskId)].filter((d) => d !== undefined);
-    for (const delivery of candidates) {
-      if (claimed.length >= limit) break;
-      if (delivery.status !== DeliveryStatus.ACTIVE || delivery.nextAttemptAtMs > nowMs) continue;
-      if (delivery.owner !== "" && delivery.owner !== owner && delivery.ownerUntilMs >= nowMs) continue;
-      const next = { ...delivery, owner, ownerUntilMs: untilMs };
-      this.deliveries.set(delivery.taskId, next);
-      claimed.push(next);
-    }
-    return claimed;
+    return this.side.claimDeliveries(owner, nowMs, untilMs, limit, taskId);
   }
 
   async updateDelivery(taskId: string, owner: string, patch: DeliveryPatch): Promise<boolean> {
-    const delivery = this.deliveries.get(taskId);
-    if (delivery === undefined || delivery.owner !== owner) return false;
-    const { release, ...fields } = patch;
-    this.deliveries.set(taskId, { ...delivery, ...fields, ...(release ? { owner: "", ownerUntilMs: 0 } : {}) });
-    return true;
+    return this.side.updateDelivery(taskId, owner, patch);
   }
 
   async renewDeliveries(owner: string, taskIds: readonly string[], untilMs: number): Promise<string[]> {
-    const held: string[] = [];
-    for (const id of taskIds) {
-      const delivery = this.deliveries.get(id);
-      if (delivery === undefined || delivery.owner !== owner) continue;
-      this.deliveries.set(id, { ...delivery, ownerUntilMs: untilMs });
-      held.push(id);
-    }
-    return held;
+    return this.side.renewDeliveries(owner, taskIds, untilMs);
   }
+
+  // ── retention ──────────────────────────────────────────────────────────
 
   async pruneTasks(beforeMs: number, limit: number): Promise<number> {
     let dropped = 0;
-    for (const task of this.tasks.values()) {
+    for (const held of this.tasks.values()) {
       if (dropped >= limit) break;
+      const task = summary(held);
       if (!isTerminal(task.state) || task.updatedAtMs >= beforeMs) continue;
+      const idempotencyKey = held instanceof PackedTask ? held.idempotencyKey : held.record.idempotencyKey;
       this.tasks.delete(task.taskId);
-      this.events.delete(task.taskId);
-      this.results.delete(task.taskId);
-      this.deliveries.delete(task.taskId);
-      if (task.idempotencyKey) this.idempotency.delete(`${task.requester.agentId}\u0000${task.idempotencyKey}`);
+      this.finished.delete(task.taskId);
+      this.side.forgetTask(task.taskId);
+      if (idempotencyKey) this.idempotency.delete(idempotencyKeyOf(task.requesterAgentId, idempotencyKey));
       dropped++;
     }
-    for (const [key, entry] of this.outbound) {
-      if (dropped >= limit) break;
-      if (isTerminal(entry.task.state) && entry.updatedAtMs < beforeMs) {
-        this.outbound.delete(key);
-        dropped++;
-      }
-    }
-    return dropped;
+    return dropped + this.side.pruneOutbound(beforeMs, limit - dropped);
   }
 
   async close(): Promise<void> {
     // Nothing to release.
   }
-}
-
-function messageKey(scope: MessageScope, messageId: string): string {
-  return `${scope}\u0000${messageId}`;
-}
-
-function outboundKey(executorAgentId: string, taskId: string): string {
-  return `${executorAgentId}\u0000${taskId}`;
 }
 
 /** Whether `owner` may take the task's lease. */
