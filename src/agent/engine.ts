@@ -24,9 +24,8 @@ import type { AgentObserver } from "../observability/agent-observer.js";
 import { messageLogFields } from "../observability/log-fields.js";
 import { ATTR, receiving } from "../observability/spans.js";
 import { protocolError, taskNotFound } from "../protocol/errors.js";
-import { wireName } from "../protocol/message-types.js";
 import { isTerminal, stateName, WAITING_STATES } from "../protocol/state-machine.js";
-import { StoreConflictError, type SeenMessage, type StoredReply, type TaskRecord, type TaskStore } from "../store/store.js";
+import type { SeenMessage, StoredReply, TaskRecord, TaskStore } from "../store/store.js";
 import type { CallbackSender } from "./callbacks.js";
 import type { TaskEventBus } from "./events.js";
 import type { TaskHandler } from "./handler.js";
@@ -35,6 +34,7 @@ import { TaskIntake } from "./intake.js";
 import { TaskSteering } from "./steering.js";
 import type { EventRecorder } from "./recorder.js";
 import type { ExecutionRunner } from "./runner.js";
+import { isRedelivery, MessageGate, replayed, type MessageCause } from "./message-gate.js";
 import type { TaskSchemas } from "./schemas.js";
 import type { AgentUploads } from "./uploads.js";
 
@@ -69,10 +69,10 @@ export interface SendOutcome {
 }
 
 /** The inbound message as it will be remembered (its reply is added where it is committed). */
-export type Cause = Omit<SeenMessage, "reply">;
+export type Cause = MessageCause;
 
 export class TaskEngine {
-  private readonly inflight = new Map<string, { digest: string; work: Promise<SendOutcome> }>();
+  private readonly gate: MessageGate<SendOutcome>;
   private draining = false;
   private readonly intake: TaskIntake;
   private readonly steering: TaskSteering;
@@ -80,6 +80,7 @@ export class TaskEngine {
   constructor(private readonly options: EngineOptions) {
     this.intake = new TaskIntake({ ...options, draining: () => this.draining });
     this.steering = new TaskSteering(options);
+    this.gate = new MessageGate({ scope: "p2p", messages: options.store, clockSkewMs: options.clockSkewMs, now: options.now });
   }
 
   // ── inbound ────────────────────────────────────────────────────────────
@@ -103,42 +104,16 @@ export class TaskEngine {
     });
   }
 
-  private async take(opened: OpenedEnvelope): Promise<SendOutcome> {
-    const { header } = opened;
-    const seen = await this.options.store.getMessage("p2p", header.messageId);
-    if (seen !== undefined) return this.redelivered(opened, seen);
-    const pending = this.inflight.get(header.messageId);
-    if (pending !== undefined) {
-      if (pending.digest !== opened.digest) throw replayed(header.messageId);
-      return pending.work;
-    }
-    const expiresAtMs = header.expiresAt ? Number(header.expiresAt.seconds) * 1000 : this.options.now() + this.options.clockSkewMs;
-    const cause: Cause = {
-      scope: "p2p",
-      messageId: header.messageId,
-      senderAgentId: header.sender!.agentId,
-      digest: opened.digest,
-      keepUntilMs: expiresAtMs + this.options.clockSkewMs,
-      taskId: header.taskId || undefined,
-    };
-    const work = this.dispatch(opened, cause);
-    this.inflight.set(header.messageId, { digest: opened.digest, work });
-    try {
-      return await work;
-    } catch (error) {
-      // Another delivery of the same id got there first (here or at another instance).
-      if (error instanceof StoreConflictError && error.reason === "message") {
-        const first = await this.options.store.getMessage("p2p", header.messageId);
-        if (first !== undefined) return this.redelivered(opened, first);
-      }
-      throw error;
-    } finally {
-      this.inflight.delete(header.messageId);
-    }
+  private take(opened: OpenedEnvelope): Promise<SendOutcome> {
+    return this.gate.take(
+      opened,
+      (cause) => this.dispatch(opened, cause),
+      (seen) => this.redelivered(opened, seen),
+    );
   }
 
   private async redelivered(opened: OpenedEnvelope, seen: SeenMessage): Promise<SendOutcome> {
-    if (seen.digest !== opened.digest || seen.senderAgentId !== opened.header.sender!.agentId) throw replayed(opened.header.messageId);
+    if (!isRedelivery(opened, seen)) throw replayed(opened.header.messageId);
     return { reply: seen.reply, task: seen.taskId ? await this.options.store.getTask(seen.taskId) : undefined };
   }
 
@@ -279,7 +254,4 @@ export class TaskEngine {
   }
 }
 
-function replayed(messageId: string) {
-  return protocolError(ErrorCode.REPLAY_DETECTED, `message id ${messageId} was already used by another message`);
-}
 

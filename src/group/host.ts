@@ -16,6 +16,7 @@ import {
   type VoteStartPayload,
 } from "../../gen/synapse/v1/a2n_pb.js";
 import { VoteState, type Group, type GroupTask, type Vote } from "../../gen/synapse/v1/group_pb.js";
+import { isRedelivery, MessageGate, replayed } from "../agent/message-gate.js";
 import type { OpenedEnvelope } from "../envelope/open.js";
 import { protocolError } from "../protocol/errors.js";
 import type { GroupRecord, GroupStorage } from "../store/group-storage.js";
@@ -56,48 +57,26 @@ interface Subject {
 const groupIdOf = (opened: OpenedEnvelope) => (opened.payload as { groupId?: string }).groupId ?? "";
 
 export class GroupHandler {
-  private readonly inflight = new Map<string, { digest: string; work: Promise<GroupOutcome> }>();
+  private readonly gate: MessageGate<GroupOutcome>;
 
-  constructor(private readonly parts: GroupHostParts) {}
+  constructor(private readonly parts: GroupHostParts) {
+    this.gate = new MessageGate({ scope: "a2n", messages: parts.messages, clockSkewMs: parts.clockSkewMs, now: parts.now });
+  }
 
   async receive(opened: OpenedEnvelope): Promise<GroupOutcome> {
     const { header, info } = opened;
     if (!info.wireName.startsWith("a2n:") || header.messageType === MessageType.A2N_GROUP_EVENT) {
       throw protocolError(ErrorCode.MESSAGE_FORMAT_INVALID, `GroupService.Send takes a2n:* messages a member sends, not ${info.wireName}`);
     }
-    const seen = await this.parts.messages.getMessage("a2n", header.messageId);
-    if (seen !== undefined) return this.redelivered(opened, seen);
-    const pending = this.inflight.get(header.messageId);
-    if (pending !== undefined) {
-      if (pending.digest !== opened.digest) throw replayed(header.messageId);
-      return pending.work;
-    }
-    const expiresAtMs = header.expiresAt ? Number(header.expiresAt.seconds) * 1000 : this.parts.now() + this.parts.clockSkewMs;
-    const cause: GroupCause = {
-      scope: "a2n",
-      messageId: header.messageId,
-      senderAgentId: header.sender!.agentId,
-      digest: opened.digest,
-      keepUntilMs: expiresAtMs + this.parts.clockSkewMs,
-      taskId: header.taskId || undefined,
-    };
-    const work = this.dispatch(opened, cause);
-    this.inflight.set(header.messageId, { digest: opened.digest, work });
-    try {
-      return await work;
-    } catch (error) {
-      if (error instanceof StoreConflictError && error.reason === "message") {
-        const first = await this.parts.messages.getMessage("a2n", header.messageId);
-        if (first !== undefined) return this.redelivered(opened, first);
-      }
-      throw error;
-    } finally {
-      this.inflight.delete(header.messageId);
-    }
+    return this.gate.take(
+      opened,
+      (cause) => this.dispatch(opened, cause),
+      (seen) => this.redelivered(opened, seen),
+    );
   }
 
   private async redelivered(opened: OpenedEnvelope, seen: SeenMessage): Promise<GroupOutcome> {
-    if (seen.digest !== opened.digest || seen.senderAgentId !== opened.header.sender!.agentId || seen.reply === undefined) throw replayed(opened.header.messageId);
+    if (!isRedelivery(opened, seen) || seen.reply === undefined) throw replayed(opened.header.messageId);
     const groupId = groupIdOf(opened);
     const { storage } = this.parts;
     const payload = opened.payload as { voteId?: string };
@@ -278,6 +257,3 @@ export class GroupHandler {
   }
 }
 
-function replayed(messageId: string) {
-  return protocolError(ErrorCode.REPLAY_DETECTED, `message id ${messageId} was already used by another message`);
-}

@@ -10,11 +10,12 @@ import { GroupEventPayloadSchema } from "../../gen/synapse/v1/a2n_pb.js";
 import { MessageType, type Envelope } from "../../gen/synapse/v1/envelope_pb.js";
 import { GroupSchema, type Group, type GroupTask, type Vote } from "../../gen/synapse/v1/group_pb.js";
 import type { AgentIdentity } from "../agent/identity.js";
+import type { MessageCause } from "../agent/message-gate.js";
 import type { OpenedEnvelope } from "../envelope/open.js";
 import type { AgentObserver } from "../observability/agent-observer.js";
 import { seal } from "../envelope/seal.js";
 import type { GroupChange, GroupRecord, GroupStorage, StoredGroupEvent } from "../store/group-storage.js";
-import { StoreConflictError, type SeenMessage } from "../store/store.js";
+import { StoreConflictError } from "../store/store.js";
 
 /** An event to record, before it is numbered and signed. */
 export type EventDraft = Omit<MessageInitShape<typeof GroupEventPayloadSchema>, "groupId" | "$typeName">;
@@ -29,7 +30,7 @@ export interface Mutation<T> {
 }
 
 /** The message that caused a change, as it will be remembered (its reply is the first event). */
-export type GroupCause = Omit<SeenMessage, "reply">;
+export type GroupCause = MessageCause;
 
 export interface Committed<T> {
   record: GroupRecord;
