@@ -6,7 +6,6 @@ import { durationMs } from "@bufbuild/protobuf/wkt";
 import { Code, ConnectError, type ServiceImpl } from "@connectrpc/connect";
 import type { GroupTaskAnswerPayload } from "../../gen/synapse/v1/a2n_pb.js";
 import { MessageType } from "../../gen/synapse/v1/envelope_pb.js";
-import { ErrorCode } from "../../gen/synapse/v1/errors_pb.js";
 import {
   GetGroupResponseSchema,
   GetGroupTaskResponseSchema,
@@ -19,13 +18,11 @@ import {
   WatchGroupResponseSchema,
 } from "../../gen/synapse/v1/group_pb.js";
 import type { Agent } from "../agent/agent.js";
-import { open } from "../envelope/open.js";
 import { signedMessage } from "../envelope/view.js";
 import type { GroupHost } from "../group/group-host.js";
-import { protocolError } from "../protocol/errors.js";
 import type { StoredReply } from "../store/store.js";
 import { authenticate } from "./auth.js";
-import { callStatusKey } from "./call-status.js";
+import { openSent } from "./open-sent.js";
 
 const signed = (stored: StoredReply) => signedMessage(stored.envelope, stored.header, stored.payload);
 
@@ -36,16 +33,8 @@ export function groupService(host: GroupHost, agent: Agent, draining: AbortSigna
   const bearer = { audience: agent.identity.agentId, trust: agent.trust };
   return {
     async send(request, ctx) {
-      if (request.envelope === undefined) throw protocolError(ErrorCode.MESSAGE_FORMAT_INVALID, "envelope is required");
-      const opened = await open(request.envelope, {
-        trust: agent.trust,
-        self: agent.identity.agentId,
-        selfKeyId: agent.identity.key.keyId,
-        clockSkewMs: agent.clockSkewMs,
-      });
-      // The call's log line is about this message; the server's metrics count it.
-      const status = ctx.values.get(callStatusKey);
-      if (status !== undefined) status.envelope = opened.header;
+      const opened = await openSent(request.envelope, { trust: agent.trust, self: agent.identity.agentId, selfKeyId: agent.identity.key.keyId, clockSkewMs: agent.clockSkewMs }, ctx);
+      // The server's metrics count it.
       agent.observers.messageReceived(opened.header.messageType);
       const outcome = await host.receive(opened);
       let groupTask = outcome.groupTask;

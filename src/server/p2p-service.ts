@@ -5,7 +5,6 @@
 import { create } from "@bufbuild/protobuf";
 import { durationMs } from "@bufbuild/protobuf/wkt";
 import { Code, ConnectError, type ServiceImpl } from "@connectrpc/connect";
-import { ErrorCode } from "../../gen/synapse/v1/errors_pb.js";
 import {
   GetTaskResponseSchema,
   ListTasksResponseSchema,
@@ -19,12 +18,11 @@ import {
 import type { Agent } from "../agent/agent.js";
 import type { TaskReaderCaller } from "../agent/reader.js";
 import { taskView } from "../agent/task-view.js";
-import { open } from "../envelope/open.js";
 import { signedMessage } from "../envelope/view.js";
-import { protocolError } from "../protocol/errors.js";
 import type { StoredReply, TaskRecord } from "../store/store.js";
 import { authenticate } from "./auth.js";
 import { callStatusKey } from "./call-status.js";
+import { openSent } from "./open-sent.js";
 import { fitTasks, replyFormat, type ReplyFormat } from "./reply-fit.js";
 import { signedMessageBytes, taskEventBytes } from "./signed-bytes.js";
 import { knownEncoding, withEncodedField } from "../protocol/encoded.js";
@@ -60,22 +58,14 @@ export function p2pService(agent: Agent, draining: AbortSignal, replyLimit: numb
   };
   return {
     async send(request, ctx) {
-      if (request.envelope === undefined) throw protocolError(ErrorCode.MESSAGE_FORMAT_INVALID, "envelope is required");
-      const opened = await open(request.envelope, {
-        trust: agent.trust,
-        self: agent.identity.agentId,
-        selfKeyId: agent.identity.key.keyId,
-        clockSkewMs: agent.clockSkewMs,
-      });
-      // The call's log line is about this message.
-      const status = ctx.values.get(callStatusKey);
-      if (status !== undefined) status.envelope = opened.header;
+      const opened = await openSent(request.envelope, { trust: agent.trust, self: agent.identity.agentId, selfKeyId: agent.identity.key.keyId, clockSkewMs: agent.clockSkewMs }, ctx);
       const outcome = await agent.engine.receive(opened);
       let task = outcome.task;
       if (request.wait !== undefined && task !== undefined) {
         const waitMs = Math.min(Math.max(0, durationMs(request.wait)), maxWaitMs());
         task = (await agent.engine.waitForOutcome(task.taskId, waitMs, [ctx.signal, draining])) ?? task;
       }
+      const status = ctx.values.get(callStatusKey);
       if (status !== undefined) status.taskState = task?.state ?? outcome.state;
       // The sender has its request: the task shown leaves it out (GetTask shows it).
       const format = replyFormat(ctx);

@@ -27,14 +27,14 @@ import {
   type AgentDeregistrationPayload,
 } from "../../gen/synapse/v1/registry_pb.js";
 import { evaluateCompliance } from "../capabilities/compliance.js";
-import { open, type OpenedEnvelope } from "../envelope/open.js";
+import type { OpenedEnvelope } from "../envelope/open.js";
 import { TrustChain } from "../envelope/trust-sources.js";
 import type { TrustPolicy } from "../envelope/trust.js";
 import { clip, protocolError } from "../protocol/errors.js";
 import { wireName } from "../protocol/message-types.js";
 import type { Registry } from "../registry/registry.js";
 import { authenticate } from "./auth.js";
-import { callStatusKey } from "./call-status.js";
+import { openSent } from "./open-sent.js";
 
 export interface RegistryHost {
   /** The hosting agent's id: registry envelopes and tokens are addressed to it. */
@@ -58,19 +58,10 @@ export function registryService(registry: Registry, host: RegistryHost): Service
 
   /** Opens a registry envelope of the expected type, addressed to this registry, never seen before. */
   async function openRegistryMessage(envelope: Envelope | undefined, type: MessageType, ctx: HandlerContext): Promise<OpenedEnvelope> {
-    if (envelope === undefined) throw protocolError(ErrorCode.MESSAGE_FORMAT_INVALID, "envelope is required");
-    const opened = await open(envelope, {
-      trust: registry.directory.registrationTrust,
-      self: host.agentId,
-      selfKeyId: host.keyId,
-      clockSkewMs: host.clockSkewMs,
-    });
+    const opened = await openSent(envelope, { trust: registry.directory.registrationTrust, self: host.agentId, selfKeyId: host.keyId, clockSkewMs: host.clockSkewMs }, ctx);
     if (opened.header.messageType !== type) {
       throw protocolError(ErrorCode.MESSAGE_FORMAT_INVALID, `expected ${wireName(type)}, got ${opened.info.wireName}`);
     }
-    // The call's log line is about this message.
-    const status = ctx.values.get(callStatusKey);
-    if (status !== undefined) status.envelope = opened.header;
     await registry.remember(opened);
     host.onMessage?.(opened.header.messageType);
     return opened;
