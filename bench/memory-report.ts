@@ -77,7 +77,7 @@ function verdict(rows: MemoryRow[]): string[] {
     }
   }
   if (rows.some((r) => r.store === "memory")) {
-    lines.push("memory store: keeps every task, event log and seen message until --retention (default 7d) passes; its growth is expected (it is for tests)");
+    lines.push("memory store: keeps every task, event log and seen message until --retention (default 7d) passes, finished tasks packed into bytes; its growth is expected (it is for tests)");
   }
   return lines;
 }
