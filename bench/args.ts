@@ -1,6 +1,7 @@
 // Command-line options of the benchmark:
 //   npm run bench [-- --seconds N --concurrency N --json]            signed vs bare calls, Ed25519
-//   npm run bench -- memory [--tasks 0,10000,50000,100000] [--stores memory,sqlite,postgres] [--concurrency N] [--json]
+//   npm run bench -- memory [--tasks 0,10000,50000,100000] [--stores memory,sqlite,postgres] [--concurrency N]
+//                           [--node-flags "FLAGS"] [--serve-flags "FLAGS"] [--json]
 //   npm run bench -- stores [--rounds 5] [--seconds 3] [--stores ...] [--concurrency N] [--json]
 //   npm run bench -- peer [--rounds 3] [--seconds 5] [--concurrency 64] [--tasks 50000] [--watchers 10000] [--json]   (or --peer)
 import { parseArgs } from "node:util";
@@ -29,9 +30,13 @@ export interface BenchOptions {
   peerTasks: number;
   /** Watch streams of the peer bench's fan-out. */
   watchers: number;
+  /** Extra node flags for the memory bench's servers (--max-semi-space-size=8, say). */
+  nodeFlags: string[];
+  /** Extra `synapse serve` flags for the memory bench's servers (--heap-growth 0, say). */
+  serveFlags: string[];
 }
 
-export const BENCH_USAGE = `usage: npm run bench [-- [memory|stores|peer] [--seconds N] [--concurrency N] [--tasks N,N,...] [--rounds N] [--stores NAME,...] [--watchers N] [--json]]`;
+export const BENCH_USAGE = `usage: npm run bench [-- [memory|stores|peer] [--seconds N] [--concurrency N] [--tasks N,N,...] [--rounds N] [--stores NAME,...] [--watchers N] [--node-flags "FLAGS"] [--serve-flags "FLAGS"] [--json]]`;
 
 const DEFAULT_CONCURRENCY: Record<BenchMode, number> = { rpc: 16, memory: 32, stores: 32, peer: 64 };
 // The stores bench takes more, shorter turns: on a shared machine the load drifts within a round.
@@ -63,6 +68,8 @@ function checkpoints(value: string | undefined): number[] {
   return sorted;
 }
 
+const words = (value: string | undefined): string[] => (value ?? "").split(/\s+/).filter((word) => word !== "");
+
 function parse(argv: readonly string[]) {
   try {
     return parseArgs({
@@ -75,6 +82,8 @@ function parse(argv: readonly string[]) {
         rounds: { type: "string" },
         stores: { type: "string" },
         watchers: { type: "string" },
+        "node-flags": { type: "string" },
+        "serve-flags": { type: "string" },
         peer: { type: "boolean", default: false },
       },
       allowPositionals: true,
@@ -99,6 +108,8 @@ export function parseBenchArgs(argv: readonly string[]): BenchOptions {
     ["--stores", values.stores !== undefined && (mode === "rpc" || mode === "peer")],
     ["--seconds", values.seconds !== undefined && mode === "memory"],
     ["--watchers", values.watchers !== undefined && mode !== "peer"],
+    ["--node-flags", values["node-flags"] !== undefined && mode !== "memory"],
+    ["--serve-flags", values["serve-flags"] !== undefined && mode !== "memory"],
   ] as const;
   for (const [flag, wrong] of misplaced) if (wrong) throw new BenchUsageError(`${flag} does not apply to ${mode === "rpc" ? "the default bench" : `the ${mode} bench`}`);
   return {
@@ -111,5 +122,7 @@ export function parseBenchArgs(argv: readonly string[]): BenchOptions {
     stores: values.stores === undefined ? DEFAULT_STORES[mode] : parseStores(values.stores, "--stores"),
     peerTasks: positive(mode === "peer" ? values.tasks : undefined, 50_000, "--tasks", true),
     watchers: positive(values.watchers, 10_000, "--watchers", true),
+    nodeFlags: words(values["node-flags"]),
+    serveFlags: words(values["serve-flags"]),
   };
 }

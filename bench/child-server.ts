@@ -25,6 +25,8 @@ export interface ChildServerOptions {
    * available, so the last report is not held in a pipe buffer.
    */
   traceGc?: boolean;
+  /** Flags for node itself, before the CLI (--max-semi-space-size=8, say). */
+  nodeFlags?: readonly string[];
 }
 
 export interface HeapReport {
@@ -89,7 +91,7 @@ export function readSample(pid: number): ProcessSample {
 
 export async function startChildServer(options: ChildServerOptions): Promise<ChildServer> {
   const dataDir = mkdtempSync(join(tmpdir(), `synapse-bench-${options.label.replace(/[^a-z0-9]+/gi, "-")}-`));
-  const serve = [CLI, "serve", "--host", "127.0.0.1", "--port", "0", "--data-dir", dataDir, "--log-level", "warn", ...options.args];
+  const serve = [...(options.nodeFlags ?? []), CLI, "serve", "--host", "127.0.0.1", "--port", "0", "--data-dir", dataDir, "--log-level", "warn", ...options.args];
   // stdbuf execs node in the same process, so the pid is the server's.
   const [file, args] = !options.traceGc
     ? [process.execPath, serve]

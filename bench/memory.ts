@@ -30,7 +30,7 @@ async function measureStore(
   let completed = 0;
   let loadSeconds = 0;
   try {
-    server = await startStoreServer(store, postgres, progress, { traceGc: true });
+    server = await startStoreServer(store, postgres, progress, { traceGc: true, nodeFlags: options.nodeFlags, serveFlags: options.serveFlags });
     row.pid = server.pid;
     const submit = await signedCall(server.url, "grpc", identity);
     const counted: Call = async () => {
@@ -95,7 +95,7 @@ export async function memoryBench(options: BenchOptions, progress: Progress): Pr
       concurrency: options.concurrency,
       protocol: "grpc",
       task: `text_analysis, ${TEXT.length} chars, each waited to completion`,
-      server: "synapse serve child process, node --trace-gc, --log-level warn, --max-concurrent-tasks 10000 --idle-timeout 0, default --retention 7d",
+      server: `synapse serve child process, node --trace-gc${options.nodeFlags.map((flag) => ` ${flag}`).join("")}, --log-level warn, --max-concurrent-tasks 10000 --idle-timeout 0${options.serveFlags.map((flag) => ` ${flag}`).join("")}, default --retention 7d`,
       ...(postgres ? { postgres: postgres.where } : {}),
       node: process.version,
     },

@@ -106,7 +106,7 @@ export async function startStoreServer(
   store: StoreName,
   postgres: BenchPostgres | undefined,
   progress: (message: string) => void,
-  options: { traceGc?: boolean } = {},
+  options: { traceGc?: boolean; nodeFlags?: readonly string[]; serveFlags?: readonly string[] } = {},
 ): Promise<ChildServer> {
   let storeArgs: string[];
   if (isPostgres(store)) {
@@ -117,9 +117,10 @@ export async function startStoreServer(
   }
   const server = await startChildServer({
     label: store,
-    args: [...storeArgs, ...COMMON_SERVE_ARGS],
+    args: [...storeArgs, ...COMMON_SERVE_ARGS, ...(options.serveFlags ?? [])],
     onStderr: (line) => progress(`[${store} server] ${line}`),
     traceGc: options.traceGc,
+    nodeFlags: options.nodeFlags,
   });
   progress(`${store}: synapse serve pid ${server.pid} at ${server.url}`);
   return server;

@@ -15,7 +15,9 @@ import { callStatusKey, observeStatus } from "./call-status.js";
 import { clampDeadlineHeaders } from "./deadline.js";
 import { shapeResponseErrors } from "./request-errors.js";
 import { callStatusFor } from "./request-log.js";
-import { unaryCall, type UnaryCall } from "./unary.js";
+import { serverStreamCall } from "./server-stream.js";
+import type { ShortCall } from "./short-call.js";
+import { unaryCall } from "./unary.js";
 
 /** Replies smaller than this are sent uncompressed, whatever the client accepts. */
 export const COMPRESS_MIN_BYTES = 32 * 1024;
@@ -52,12 +54,13 @@ export function createRequestHandler(options: AdapterOptions): RequestHandler {
   // compressing the small replies of a task's calls cost more CPU than everything else they do.
   const routerOptions = { acceptCompression: [compressionGzip, compressionBrotli], compressMinBytes: COMPRESS_MIN_BYTES, ...options };
   const router = createConnectRouter(routerOptions);
-  const unaryOptions = validateUniversalHandlerOptions(routerOptions);
-  const unary = new Map<string, UnaryCall>();
+  const shortOptions = validateUniversalHandlerOptions(routerOptions);
+  // The short paths (unary.ts, server-stream.ts) by request path.
+  const short = new Map<string, ShortCall>();
   options.routes(
     recordingRouter(router, (spec) => {
-      const call = unaryCall(spec, unaryOptions);
-      if (call !== undefined) unary.set(createMethodUrl("/", spec.method), call);
+      const call = unaryCall(spec, shortOptions) ?? serverStreamCall(spec, shortOptions);
+      if (call !== undefined) short.set(createMethodUrl("/", spec.method), call);
     }),
   );
   const paths = new Map<string, UniversalHandler>();
@@ -103,30 +106,30 @@ export function createRequestHandler(options: AdapterOptions): RequestHandler {
     clampDeadlineHeaders(req.headers);
     // The path as the router holds it: the same string for every call, so metrics key their cells by it.
     callStatusFor(req).procedure = handler.requestPath;
-    const fast = unary.get(path);
+    const fast = short.get(path);
     if (fast !== undefined) fast(req, res, (alreadyRead) => standard(req, res, handler, alreadyRead));
     else standard(req, res, handler, []);
   };
 }
 
 /**
- * The router, telling `onUnary` each method implementation registered on it
- * (for the fast unary path, unary.ts). A service registered with options of
- * its own (interceptors, limits) is left to the standard path alone.
+ * The router, telling `onMethod` each method implementation registered on it
+ * (for the short paths). A service registered with options of its own
+ * (interceptors, limits) is left to the standard path alone.
  */
-function recordingRouter(router: ConnectRouter, onUnary: (spec: MethodImplSpec) => void): ConnectRouter {
+function recordingRouter(router: ConnectRouter, onMethod: (spec: MethodImplSpec) => void): ConnectRouter {
   const recording: ConnectRouter = {
     get handlers() {
       return router.handlers;
     },
     service(service, implementation, options) {
       router.service(service, implementation, options);
-      if (options === undefined) Object.values(createServiceImplSpec(service, implementation).methods).forEach(onUnary);
+      if (options === undefined) Object.values(createServiceImplSpec(service, implementation).methods).forEach(onMethod);
       return recording;
     },
     rpc(method, implementation, options) {
       router.rpc(method, implementation, options);
-      if (options === undefined) onUnary(createMethodImplSpec(method, implementation));
+      if (options === undefined) onMethod(createMethodImplSpec(method, implementation));
       return recording;
     },
   };

@@ -23,110 +23,8 @@ import type { PinStore } from "../../store/pins.js";
 import type { Storage } from "../../store/storage.js";
 import { durationOption, integerOption, parse, UsageError } from "../args.js";
 import { escalationPolicy } from "../escalation-options.js";
-
-export const serveUsage = `usage: synapse serve [--host H] [--port P] [--data-dir DIR] [--tls-cert FILE --tls-key FILE]
-                     [--store sqlite|sqlite:PATH|postgres://...|memory] [--fsync normal|full] [--retention DURATION] [--run-lease SECONDS]
-                     [--trust-store FILE [--tofu]] [--trust-registry URL] [--agent-id ID] [--agent-name NAME] [--system-id ID]
-                     [--registry [--lease SECONDS] [--registry-admin KEY_ID]... [--registry-open-names]]
-                     [--join URL [--advertise-url URL]] [--operator KEY_ID]...
-                     [--allow-outbound CIDR|IP|HOST|*.DOMAIN]...
-                     [--max-file-size BYTES] [--max-concurrent-tasks N] [--max-task-duration SECONDS]
-                     [--max-upload-size BYTES] [--upload-quota BYTES] [--upload-ttl DURATION]
-                     [--escalate-after DURATION [--escalation-contact LEVEL=AGENT_ID]...]
-                     [--task-timeout SECONDS] [--heartbeat-interval SECONDS] [--clock-skew SECONDS]
-                     [--max-connections N] [--header-timeout SECONDS] [--body-timeout SECONDS]
-                     [--idle-timeout SECONDS] [--write-timeout SECONDS] [--log-level LEVEL]
-                     [--no-metrics] [--otlp-endpoint URL]
-
-Serves the reference agent (CapabilitiesService, P2PService and GroupService) as
-gRPC, gRPC-web and Connect on one port. HOST and PORT environment variables are used when the
-flags are absent. The agent's identity (agent.key, identity.json) is created in
-the data dir on first start and kept.
-
-State (tasks, event logs, seen messages, results, pending callbacks, pinned
-keys, the registry) is kept in --store: by default SQLite in <data-dir>/synapse.db
-(one process at a time); postgres://user:password@host:port/db (or SYNAPSE_STORE)
-for several instances of one agent; memory for tests. --fsync full makes every
-SQLite commit survive power loss (normal: a process crash loses nothing
-acknowledged). Finished tasks are kept for --retention (default 7d). A task's run
-is leased for --run-lease seconds (default 15): another instance takes over a
-dead one's tasks after that.
-
---operator KEY_ID (repeatable) names an operator key by its key id (the
-43-character thumbprint \`synapse keygen\` prints): a bearer token signed by it
-may read every task (GetTask, ListTasks, Watch, ReadResult), as the console
-does for an operator. It steers nothing: cancelling, answering and deciding
-stay with each task's requester. Everyone else reads only the tasks they
-requested, and cannot tell another requester's task exists.
-
-Files larger than --max-file-size travel as uploads: POST /upload
-(multipart/form-data, bearer token; \`synapse upload\`) streams one into the
-store, at most --max-upload-size bytes (default 1 GiB); one sender's uploads may
-hold --upload-quota bytes (default 4 GiB); an upload no running task uses is
-dropped --upload-ttl after its last use (default 24h).
-
-A task that asks a human (the reference tasks do with "require_approval": true)
-waits for its requester's decision. With --escalate-after each level of the
-decision waits DURATION; then it escalates to the contacts named for the next
-level (--escalation-contact 2=AGENT_ID, 3=AGENT_ID; repeatable), who alone may
-decide there and may read the task from then on; after the last level the task
-fails (execution_timeout). Task types declare this policy (GetTaskTypeCapabilities).
-
-Senders' keys are pinned on first use (in the store). With
---trust-store only the agents listed there are trusted ({"agents": [{"agent_id",
-"public_key" (base64url)}]}); add --tofu to also pin agents it does not list.
---trust-registry URL (implied by --join) also trusts the keys of the agents
-registered there.
-
---registry hosts RegistryService (agent directory and capability catalogue)
-beside the agent; agents must heartbeat within --lease (default 30 s).
---registry-admin KEY_ID (repeatable) names an operator key: the key id (the
-43-character RFC 7638 thumbprint \`synapse keygen\` prints), never an agent id.
-Admins may add static capabilities, change any capability and grant the
-permissions matching counts (\`synapse permissions\`); everyone else may change
-only the capabilities it registered. An agent id the registry does not hold
-yet is registered only with the key it is derived from (agent_ and 32 hex
-digits of SHA-256 of the public key, every agent's default id) or with the key
---trust-store binds it to (add --tofu to keep pinning the senders it does not
-list); any other name is refused, so nobody claims a name before its owner.
---registry-open-names lets anyone register any name not yet held (and not
-bound by --trust-store) with whatever key signs first: for closed or
-development networks only. --join URL
-registers this agent at that registry on start (reachable at --advertise-url,
-default the listening URL), keeps the lease, and deregisters on shutdown.
-
-Callbacks (a task's callback_url) and the registry's confirmation calls go to
-public addresses, and to loopback only while the server listens on loopback
-only. Private, link-local, multicast and other special-purpose addresses, and
-loopback when listening beyond it, are refused unless allowed with
---allow-outbound (repeatable): a CIDR block (10.0.0.0/8), an address, a host
-name, or *.domain. Names are checked by every address they resolve to.
-
-Connections are bounded so that slow or stalled clients cannot hold the port:
-  --max-connections N       open connections at most (default: 3/4 of the
-                            open-file limit, at most 10000; 0: no cap). At the
-                            cap the connection waiting longest on its client
-                            (still sending headers, then idle, then still
-                            sending a body) is closed for the new one; if every
-                            connection is being answered, the new one is closed.
-  --header-timeout SECONDS  a new connection must send its first request's
-                            headers (TLS handshake included) within this, a
-                            kept-alive one its next request's (default 20)
-  --body-timeout SECONDS    a request body must arrive within this after its
-                            headers (default 60)
-  --idle-timeout SECONDS    a connection with no call in flight is closed after
-                            this (default 60); long streams are not idle
-  --write-timeout SECONDS   a response that cannot write anything for this long
-                            (its client stopped reading) is cut (default 60)
-A timeout of 0 turns it off.
-
-Observability: GET /metrics on the same port answers the server's metrics in
-the Prometheus text format (--no-metrics turns it off). --otlp-endpoint URL
-exports OpenTelemetry traces over OTLP/HTTP to a collector (its base URL,
-http://host:4318, or the full .../v1/traces URL); without the flag,
-OTEL_EXPORTER_OTLP_TRACES_ENDPOINT or OTEL_EXPORTER_OTLP_ENDPOINT do the same,
-and with none of them no spans are made. Every log line about a message
-carries trace_id, message_id, message_type, task_id, sender, receiver and state.`;
+import { boundHeapGrowth, DEFAULT_HEAP_GROWTH_PERCENT } from "../heap.js";
+import { serveUsage } from "./serve-usage.js";
 
 /**
  * Pinning on first use by default (self-certifying ids only); a trust-store
@@ -209,6 +107,7 @@ export async function serve(argv: string[]): Promise<number> {
       "log-level": { type: "string" },
       "no-metrics": { type: "boolean" },
       "otlp-endpoint": { type: "string" },
+      "heap-growth": { type: "string" },
     },
     serveUsage,
   );
@@ -239,6 +138,7 @@ export async function serve(argv: string[]): Promise<number> {
   } catch {
     throw new UsageError(`--otlp-endpoint (or OTEL_EXPORTER_OTLP_ENDPOINT) must be a URL such as http://127.0.0.1:4318\n\n${serveUsage}`);
   }
+  boundHeapGrowth(integerOption(values["heap-growth"], "--heap-growth") ?? DEFAULT_HEAP_GROWTH_PERCENT);
   const logger = createLogger({ level: values["log-level"] });
   let outbound: OutboundPolicy;
   try {

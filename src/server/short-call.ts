@@ -1,0 +1,204 @@
+// What the short call paths share (unary.ts, server-stream.ts): reading a
+// request body of one message, the request's headers both ways, a call's
+// signal without connect-es's per-call abort, and the HandlerContext that
+// connect-es would build for the call.
+import type { IncomingHttpHeaders } from "node:http";
+import { Code, ConnectError, createContextValues, type HandlerContext, type MethodImplSpec } from "@connectrpc/connect";
+import type { UniversalHandlerOptions } from "@connectrpc/connect/protocol";
+import type { RequestHandler } from "./listener.js";
+import { callStatusKey, refusalOf, type CallStatus } from "./call-status.js";
+import { shapeError } from "./error-shape.js";
+
+export type NodeRequest = Parameters<RequestHandler>[0];
+export type NodeResponse = Parameters<RequestHandler>[1];
+
+/** The router's options, as connect-es completes them (validateUniversalHandlerOptions). */
+export type ShortOptions = UniversalHandlerOptions;
+
+/** Hands a request to the standard path, with the body bytes a short path already read (and the rest still unread). */
+export type HandOver = (alreadyRead: Uint8Array[]) => void;
+
+/** A short path for one method: answers the request, or hands it over. */
+export type ShortCall = (req: NodeRequest, res: NodeResponse, handOver: HandOver) => void;
+
+export const identityEncoding = (encoding: string | string[] | undefined) => encoding === undefined || encoding === "identity";
+
+/** The request headers as a Headers object, as connect-node builds them (HTTP/2 pseudo-headers left out). */
+export function webHeaders(headers: IncomingHttpHeaders): Headers {
+  const out = new Headers();
+  for (const key in headers) {
+    if (key.startsWith(":")) continue;
+    const value = headers[key];
+    if (typeof value === "string") out.append(key, value);
+    else if (Array.isArray(value)) for (const item of value) out.append(key, item);
+  }
+  return out;
+}
+
+export function nodeHeaders(headers: Headers): Record<string, string> {
+  const out: Record<string, string> = {};
+  headers.forEach((value, key) => {
+    out[key] = value;
+  });
+  return out;
+}
+
+/**
+ * Reads the whole body, up to `limit` bytes. Past the limit it stops
+ * reading, pauses the request and reports `over` with what it read, so the
+ * standard path can read on and refuse it in its own words.
+ */
+export function readBody(req: NodeRequest, limit: number): Promise<{ chunks: Buffer[]; size: number; over: boolean }> {
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    let size = 0;
+    const stop = () => {
+      req.off("data", onData);
+      req.off("end", onEnd);
+      req.off("error", onError);
+      req.off("close", onClose);
+    };
+    const onData = (chunk: Buffer) => {
+      chunks.push(chunk);
+      size += chunk.byteLength;
+      if (size > limit) {
+        stop();
+        req.pause();
+        resolve({ chunks, size, over: true });
+      }
+    };
+    const onEnd = () => {
+      stop();
+      resolve({ chunks, size, over: false });
+    };
+    const onError = (error: Error) => {
+      stop();
+      reject(error);
+    };
+    const onClose = () => {
+      stop();
+      reject(new ConnectError("the client went away before its request ended", Code.Canceled));
+    };
+    req.on("data", onData);
+    req.once("end", onEnd);
+    req.once("error", onError);
+    req.once("close", onClose);
+  });
+}
+
+export const GRPC_FRAME_HEADER = 5;
+
+/** One frame: the flags byte, the length, the data. */
+export function frame(flags: number, data: Uint8Array): Buffer {
+  const out = Buffer.allocUnsafe(GRPC_FRAME_HEADER + data.byteLength);
+  out[0] = flags;
+  out.writeUInt32BE(data.byteLength, 1);
+  out.set(data, GRPC_FRAME_HEADER);
+  return out;
+}
+
+/** The message of a gRPC body that is exactly one uncompressed frame; undefined otherwise. */
+export function singleFrame(body: Buffer): Buffer | undefined {
+  if (body.byteLength < GRPC_FRAME_HEADER || body[0] !== 0) return undefined;
+  return body.readUInt32BE(1) === body.byteLength - GRPC_FRAME_HEADER ? body.subarray(GRPC_FRAME_HEADER) : undefined;
+}
+
+/** A call's signal: aborted by its deadline, by the server shutting down, or by the client going away — never when it simply ends. */
+export class CallSignal {
+  private readonly controller = new AbortController();
+  private timer: NodeJS.Timeout | undefined;
+  private readonly onShutdown = () => this.abort(this.shutdown?.reason);
+
+  constructor(
+    private readonly shutdown: AbortSignal | undefined,
+    timeoutMs: number | undefined,
+    res: NodeResponse,
+  ) {
+    if (timeoutMs !== undefined) this.timer = setTimeout(() => this.abort(new ConnectError("the operation timed out", Code.DeadlineExceeded)), timeoutMs);
+    if (shutdown?.aborted) this.onShutdown();
+    else shutdown?.addEventListener("abort", this.onShutdown);
+    res.once("close", () => {
+      // Closed before the answer ended (an HTTP/2 stream reset by its client reads as writableFinished).
+      if (!res.writableEnded) this.abort(new ConnectError("the client went away", Code.Canceled));
+    });
+  }
+
+  get signal(): AbortSignal {
+    return this.controller.signal;
+  }
+
+  private abort(reason: unknown): void {
+    if (!this.controller.signal.aborted) this.controller.abort(reason);
+  }
+
+  /** The call is over: nothing is aborted, the timer and listener go. */
+  release(): void {
+    clearTimeout(this.timer);
+    this.shutdown?.removeEventListener("abort", this.onShutdown);
+  }
+}
+
+
+export function headerValue(value: string | string[] | undefined): string | null {
+  return value === undefined ? null : Array.isArray(value) ? value.join(", ") : value;
+}
+
+/** The context connect-es gives a handler, for a call answered on a short path. */
+export function callContext(spec: MethodImplSpec, req: NodeRequest, protocolName: string, signal: AbortSignal, timeoutMs: number | undefined, status: CallStatus): HandlerContext {
+  const deadline = timeoutMs === undefined ? undefined : Date.now() + timeoutMs;
+  const authority = req.headers[":authority"] ?? req.headers.host ?? "localhost";
+  const scheme = "encrypted" in req.socket && req.socket.encrypted ? "https" : "http";
+  return {
+    method: spec.method,
+    service: spec.method.parent,
+    signal,
+    timeoutMs: () => (deadline === undefined ? undefined : deadline - Date.now()),
+    requestMethod: "POST",
+    requestHeader: webHeaders(req.headers),
+    responseHeader: new Headers(),
+    responseTrailer: new Headers(),
+    protocolName,
+    values: createContextValues().set(callStatusKey, status),
+    url: `${scheme}://${authority}${req.url ?? ""}`,
+  };
+}
+
+/**
+ * Reads a body of at most `limit` bytes and hands `answer` the one message it
+ * holds (the body itself, or its one uncompressed frame when `framed`); a body
+ * over the limit, or not exactly one frame, goes the standard way.
+ */
+export function readOneMessage(req: NodeRequest, res: NodeResponse, handOver: HandOver, limit: number, framed: boolean, answer: (message: Buffer) => Promise<void>): void {
+  readBody(req, limit)
+    .then(
+      ({ chunks, size, over }) => {
+        if (over) return handOver(chunks);
+        const body = chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, size);
+        const message = framed ? singleFrame(body) : body;
+        if (message === undefined) return handOver([body]);
+        return answer(message);
+      },
+      () => {
+        // The request broke off while being read: nobody is left to answer.
+        if (!res.destroyed) res.destroy();
+      },
+    )
+    .catch((error: unknown) => {
+      // A write that failed: the connection is gone.
+      if (!res.destroyed) res.destroy(error instanceof Error ? error : undefined);
+    });
+}
+
+/** A call's failure as clients see it: the interceptors shaped what the method threw; errors reading the request are shaped here. */
+export function failureOf(error: unknown): ConnectError {
+  return shapeError(error instanceof ConnectError ? error : new ConnectError("internal error", Code.Internal, undefined, undefined, error));
+}
+
+/** The call's final status, for the request log and the metrics. */
+export function recordOutcome(status: CallStatus, failure: ConnectError | undefined): void {
+  status.code = failure === undefined ? null : failure.code;
+  if (failure !== undefined) {
+    status.message = failure.rawMessage;
+    status.refusal = refusalOf(failure);
+  }
+}
