@@ -51,6 +51,7 @@ function streamWireOf(req: NodeRequest): StreamWire | undefined {
 /** Resolves when the response can take more, or is gone. */
 function drained(res: NodeResponse): Promise<void> {
   return new Promise((resolve) => {
+    if (res.destroyed) return resolve();
     const done = () => {
       res.off("drain", done);
       res.off("close", done);
