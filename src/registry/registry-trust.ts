@@ -22,20 +22,41 @@ export class DirectoryTrust implements TrustPolicy {
   }
 }
 
+interface Known {
+  /** The key the registry holds for the id; undefined: not registered there. */
+  keyId: string | undefined;
+  publicKey?: Uint8Array;
+  until: number;
+}
+
+/**
+ * A remote registry's directory, asked over RPC. What it answered is kept for
+ * `ttlMs`, for at most `maxEntries` agent ids (expired answers go first, then
+ * the oldest): senders with made-up ids must not grow the cache without bound.
+ * Concurrent lookups of one id share one call to the registry.
+ */
 export class RegistryTrust implements TrustPolicy {
   private readonly client: Client<typeof RegistryService>;
-  private readonly cache = new Map<string, { keyId: string | undefined; publicKey?: Uint8Array; until: number }>();
+  private readonly known = new Map<string, Known>();
+  private readonly byKeyId = new Map<string, { agentId: string; publicKey: Uint8Array }>();
+  private readonly asking = new Map<string, Promise<string | undefined>>();
 
   constructor(
     registryUrl: string,
     private readonly ttlMs = 10_000,
+    private readonly maxEntries = 10_000,
   ) {
     this.client = createClient(RegistryService, createTransport(registryUrl));
   }
 
+  /** Agent ids whose answer is held now. */
+  get size(): number {
+    return this.known.size;
+  }
+
   publicKeyFor(keyId: string): Uint8Array | undefined {
-    for (const entry of this.cache.values()) if (entry.keyId === keyId && entry.until > Date.now()) return entry.publicKey;
-    return undefined;
+    const entry = this.byKeyId.get(keyId);
+    return entry !== undefined && this.fresh(this.known.get(entry.agentId)) ? entry.publicKey : undefined;
   }
 
   async check(agentId: string, keyId: string): Promise<TrustVerdict> {
@@ -44,18 +65,52 @@ export class RegistryTrust implements TrustPolicy {
     return known === keyId ? { kind: "trusted" } : { kind: "conflict", expectedKeyId: known };
   }
 
-  private async lookup(agentId: string): Promise<string | undefined> {
-    const cached = this.cache.get(agentId);
-    if (cached && cached.until > Date.now()) return cached.keyId;
+  private fresh(entry: Known | undefined): entry is Known {
+    return entry !== undefined && entry.until > Date.now();
+  }
+
+  private lookup(agentId: string): Promise<string | undefined> {
+    const cached = this.known.get(agentId);
+    if (this.fresh(cached)) return Promise.resolve(cached.keyId);
+    let asking = this.asking.get(agentId);
+    if (asking === undefined) {
+      asking = this.ask(agentId).finally(() => this.asking.delete(agentId));
+      this.asking.set(agentId, asking);
+    }
+    return asking;
+  }
+
+  private async ask(agentId: string): Promise<string | undefined> {
     try {
       const { agent } = await this.client.getAgent({ agentId }, { timeoutMs: 3000 });
       const caps = agent?.capabilities;
-      this.cache.set(agentId, { keyId: caps?.keyId, publicKey: caps?.publicKey, until: Date.now() + this.ttlMs });
+      this.remember(agentId, { keyId: caps?.keyId, publicKey: caps?.publicKey, until: Date.now() + this.ttlMs });
       return caps?.keyId;
     } catch (error) {
       // Not registered: the registry has no opinion. Unreachable: neither.
-      if (ConnectError.from(error).code === Code.NotFound) this.cache.set(agentId, { keyId: undefined, until: Date.now() + this.ttlMs });
+      if (ConnectError.from(error).code === Code.NotFound) this.remember(agentId, { keyId: undefined, until: Date.now() + this.ttlMs });
       return undefined;
     }
+  }
+
+  private remember(agentId: string, entry: Known): void {
+    this.forget(agentId);
+    // A Map iterates in insertion order, which is expiry order (one TTL for all):
+    // expired answers go from the front, then the oldest while the cache is full.
+    const now = Date.now();
+    for (const [id, held] of this.known) {
+      if (held.until > now && this.known.size < this.maxEntries) break;
+      this.forget(id);
+    }
+    if (this.maxEntries <= 0) return;
+    this.known.set(agentId, entry);
+    if (entry.keyId !== undefined && entry.publicKey !== undefined) this.byKeyId.set(entry.keyId, { agentId, publicKey: entry.publicKey });
+  }
+
+  private forget(agentId: string): void {
+    const held = this.known.get(agentId);
+    if (held === undefined) return;
+    this.known.delete(agentId);
+    if (held.keyId !== undefined && this.byKeyId.get(held.keyId)?.agentId === agentId) this.byKeyId.delete(held.keyId);
   }
 }
