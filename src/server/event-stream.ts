@@ -22,6 +22,7 @@ import type { Envelope } from "../../gen/synapse/v1/envelope_pb.js";
 import type { StoredEvent } from "../store/store.js";
 import { authenticateHeader, authenticateToken, type BearerPolicy } from "./auth.js";
 import { replyError, type HttpRequest, type HttpResponse } from "./http-reply.js";
+import { writeWaiting } from "./write-waiting.js";
 
 const EVENTS_PATH = /^\/tasks\/([^/]+)\/events$/;
 export const DEFAULT_SSE_HEARTBEAT_MS = 15_000;
@@ -124,34 +125,19 @@ async function serve(req: HttpRequest, res: HttpResponse, taskId: string, signal
     "X-Accel-Buffering": "no",
     "Referrer-Policy": "no-referrer",
   });
-  const heartbeat = setInterval(() => void write(res, ": heartbeat\n\n"), heartbeatMs);
+  const heartbeat = setInterval(() => void writeWaiting(res, ": heartbeat\n\n"), heartbeatMs);
   try {
-    await write(res, `retry: ${RETRY_MS}\nevent: snapshot\ndata: ${JSON.stringify(toJson(TaskSchema, taskView(snapshot)))}\n\n`);
+    await writeWaiting(res, `retry: ${RETRY_MS}\nevent: snapshot\ndata: ${JSON.stringify(toJson(TaskSchema, taskView(snapshot)))}\n\n`);
     for await (const item of items as AsyncIterable<WatchItem>) {
-      if (item.kind === "event") await write(res, `id: ${item.event.sequence}\ndata: ${dataOf(item.event)}\n\n`);
+      if (item.kind === "event") await writeWaiting(res, `id: ${item.event.sequence}\ndata: ${dataOf(item.event)}\n\n`);
     }
     // The watch ended after the terminal event (or the stream is closing): say which, so a browser can close() its EventSource.
     const final = signal.aborted ? undefined : await options.agent.store.getTask(taskId);
     if (final !== undefined && isTerminal(final.state)) {
-      await write(res, `event: end\ndata: ${JSON.stringify({ state: `TASK_STATE_${TaskState[final.state]}`, lastSequence: String(final.lastSequence) })}\n\n`);
+      await writeWaiting(res, `event: end\ndata: ${JSON.stringify({ state: `TASK_STATE_${TaskState[final.state]}`, lastSequence: String(final.lastSequence) })}\n\n`);
     }
   } finally {
     clearInterval(heartbeat);
     res.end();
   }
-}
-
-/** Writes, waiting for the client to take what is buffered (a stuck one is cut by the write timeout). */
-function write(res: HttpResponse, text: string): Promise<void> {
-  if (res.writableEnded || res.destroyed) return Promise.resolve();
-  if ((res as { write(chunk: string): boolean }).write(text)) return Promise.resolve();
-  return new Promise((resolve) => {
-    const done = () => {
-      res.off("drain", done);
-      res.off("close", done);
-      resolve();
-    };
-    res.once("drain", done);
-    res.once("close", done);
-  });
 }

@@ -24,6 +24,7 @@ import { compressionNegotiate, createAsyncIterable, createMethodSerializationLoo
 import { createEndStreamSerialization, endStreamFlag, parseTimeout as parseConnectTimeout } from "@connectrpc/connect/protocol-connect";
 import { parseTimeout as parseGrpcTimeout, setTrailerStatus } from "@connectrpc/connect/protocol-grpc";
 import { callStatusFor } from "./request-log.js";
+import { writeWaiting } from "./write-waiting.js";
 import { CallSignal, callContext, failureOf, frame, GRPC_FRAME_HEADER, headerValue, identityEncoding, nodeHeaders, readOneMessage, recordOutcome, type NodeRequest, type NodeResponse, type ShortCall, type ShortOptions } from "./short-call.js";
 
 interface StreamWire {
@@ -48,19 +49,6 @@ function streamWireOf(req: NodeRequest): StreamWire | undefined {
   }
 }
 
-/** Resolves when the response can take more, or is gone. */
-function drained(res: NodeResponse): Promise<void> {
-  return new Promise((resolve) => {
-    if (res.destroyed) return resolve();
-    const done = () => {
-      res.off("drain", done);
-      res.off("close", done);
-      resolve();
-    };
-    res.on("drain", done);
-    res.on("close", done);
-  });
-}
 
 type AnyStreamFn = (req: StreamRequest) => Promise<StreamResponse>;
 
@@ -125,7 +113,7 @@ export function serverStreamCall(spec: MethodImplSpec, options: ShortOptions): S
           flags = 1;
         }
         head();
-        if (!(res as { write(chunk: Uint8Array): boolean }).write(frame(flags, bytes))) await drained(res);
+        await writeWaiting(res, frame(flags, bytes));
       }
       // A deadline that passed while the method was still answering ends the call as one.
       const reason: unknown = call.signal.reason;

@@ -138,7 +138,6 @@ export class CallSignal {
   }
 }
 
-
 export function headerValue(value: string | string[] | undefined): string | null {
   return value === undefined ? null : Array.isArray(value) ? value.join(", ") : value;
 }
