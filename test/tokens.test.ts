@@ -4,11 +4,12 @@
 import { Code, ConnectError, createClient } from "@connectrpc/connect";
 import { createGrpcTransport } from "@connectrpc/connect-node";
 import { SignJWT } from "jose";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from "vitest";
 import { P2PService } from "../gen/synapse/v1/p2p_pb.js";
 import { privateKeyObject } from "../src/crypto/ed25519.js";
 import { generateKey, publicJwk, type AgentKey } from "../src/crypto/keys.js";
 import { verifyToken } from "../src/crypto/tokens.js";
+import type { TrustPolicy } from "../src/envelope/trust.js";
 import { PinnedKeys } from "../src/envelope/trust-sources.js";
 import { findErrorDetail } from "../src/protocol/errors.js";
 import { connectClient, requesterIdentity, startTestServer, type TestServer } from "./helpers/server.js";
@@ -94,4 +95,43 @@ describe("bearer tokens through GetTask", () => {
       }
     });
   }
+});
+
+// A token verified once is not verified again while it lives; what may change
+// between two uses is checked every time.
+describe("verifyToken, the same token again", () => {
+  const key = generateKey();
+  afterEach(() => vi.useRealTimers());
+  const fresh = () => signToken(key, "carol", "dave", Math.floor(Date.now() / 1000), Math.floor(Date.now() / 1000) + 300);
+
+  it("is accepted again, but never for another audience", async () => {
+    const token = await fresh();
+    const trust = PinnedKeys.inMemory({ firstUse: "any" });
+    await expect(verifyToken(token, { audience: "dave", trust })).resolves.toEqual({ agentId: "carol", keyId: key.keyId });
+    await expect(verifyToken(token, { audience: "dave", trust })).resolves.toEqual({ agentId: "carol", keyId: key.keyId });
+    await expect(verifyToken(token, { audience: "erin", trust })).rejects.toThrow(/claim aud/);
+  });
+
+  it("runs the trust check every time", async () => {
+    const token = await fresh();
+    let trusted = true;
+    const trust: TrustPolicy = {
+      publicKeyFor: () => key.publicKey,
+      check: () => (trusted ? { kind: "trusted" } : { kind: "conflict", expectedKeyId: "another" }),
+    };
+    await expect(verifyToken(token, { audience: "dave", trust })).resolves.toBeDefined();
+    trusted = false;
+    await expect(verifyToken(token, { audience: "dave", trust })).rejects.toThrow(/not trusted/);
+  });
+
+  it("is refused once it has expired, though it verified before", async () => {
+    vi.useFakeTimers({ toFake: ["Date"] });
+    const token = await fresh();
+    const trust = PinnedKeys.inMemory({ firstUse: "any" });
+    await expect(verifyToken(token, { audience: "dave", trust })).resolves.toBeDefined();
+    vi.setSystemTime(Date.now() + 359_000);
+    await expect(verifyToken(token, { audience: "dave", trust })).resolves.toBeDefined();
+    vi.setSystemTime(Date.now() + 2_000);
+    await expect(verifyToken(token, { audience: "dave", trust })).rejects.toThrow(/expired/);
+  });
 });

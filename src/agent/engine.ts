@@ -34,6 +34,7 @@ import { TaskIntake } from "./intake.js";
 import { TaskSteering } from "./steering.js";
 import type { EventRecorder } from "./recorder.js";
 import type { ExecutionRunner } from "./runner.js";
+import { onAbort } from "../abort.js";
 import { isRedelivery, MessageGate, replayed, type MessageCause } from "./message-gate.js";
 import type { TaskSchemas } from "./schemas.js";
 import type { AgentUploads } from "./uploads.js";
@@ -220,7 +221,7 @@ export class TaskEngine {
         done = true;
         clearTimeout(timer);
         unsubscribe();
-        for (const signal of signals) signal.removeEventListener("abort", onAbort);
+        for (const stop of listening) stop();
         if (task !== undefined) resolve(task);
         else store.getTask(taskId).then(resolve, () => resolve(latest));
       };
@@ -234,10 +235,14 @@ export class TaskEngine {
         latest = change.task;
         if (settled(change.task)) finish(change.task);
       });
-      const onAbort = () => finish();
       const timer = setTimeout(() => finish(), waitMs);
-      for (const signal of signals) signal.addEventListener("abort", onAbort, { once: true });
-      if (signals.some((signal) => signal.aborted)) return finish();
+      // The server's draining signal is shared by every waiting call: onAbort keeps that cheap.
+      const listening: Array<() => void> = [];
+      for (const signal of signals) {
+        if (done) return; // an aborted one finished the wait at once
+        listening.push(onAbort(signal, () => finish()));
+      }
+      if (done) return;
       // It may have settled between the first read and the subscription.
       look();
     });

@@ -92,6 +92,14 @@ export async function verifyToken(token: string, options: VerifyOptions): Promis
     if (embedded.byteLength === 32 && keyIdOf(embedded) === header.kid) publicKey = embedded;
   }
   if (publicKey === undefined) throw refuse(`no public key known for kid ${clip(header.kid)}`);
+  const agentId = (options.nowMs === undefined ? verifiedBefore(token, options.audience, publicKey) : undefined) ?? (await verifySignatureAndClaims(token, publicKey, options));
+  const verdict = await options.trust.check(agentId, header.kid, publicKey);
+  if (verdict.kind !== "trusted") throw refuse(`agent ${clip(agentId)} with key ${clip(header.kid)} is not trusted`);
+  return { agentId, keyId: header.kid };
+}
+
+/** The checks that depend only on the token's bytes, its key and the time: the signature, aud, iss = sub, iat and exp. Returns the caller's agent id. */
+async function verifySignatureAndClaims(token: string, publicKey: Uint8Array, options: VerifyOptions): Promise<string> {
   const nowMs = options.nowMs ?? Date.now();
   let payload;
   try {
@@ -115,8 +123,35 @@ export async function verifyToken(token: string, options: VerifyOptions): Promis
   if (iat > Math.floor(nowMs / 1000) + TOKEN_CLOCK_TOLERANCE_SECONDS) throw refuse("bearer token iat is in the future");
   if (exp <= iat) throw refuse("bearer token exp must be after iat");
   if (exp - iat > MAX_TOKEN_LIFETIME_SECONDS) throw refuse(`bearer token lifetime exceeds ${MAX_TOKEN_LIFETIME_SECONDS} s`);
-  const agentId = payload.sub!;
-  const verdict = await options.trust.check(agentId, header.kid, publicKey);
-  if (verdict.kind !== "trusted") throw refuse(`agent ${clip(agentId)} with key ${clip(header.kid)} is not trusted`);
-  return { agentId, keyId: header.kid };
+  if (options.nowMs === undefined) remember(token, options.audience, publicKey, payload.sub!, (exp + TOKEN_CLOCK_TOLERANCE_SECONDS) * 1000);
+  return payload.sub!;
+}
+
+// A client sends the same token with every read for minutes (the CLI, the
+// console, each Watch it opens: 10,000 opened at once spent a sixth of their
+// CPU verifying one token again and again). What the signature and claims
+// checks found is kept per token until the token expires, for at most
+// VERIFIED_TOKENS tokens; a hit still needs the same audience and the same key
+// the trust policy gives for its kid now, and the trust check runs every time.
+const VERIFIED_TOKENS = 4096;
+const verified = new Map<string, { audience: string; publicKey: Uint8Array; agentId: string; acceptUntilMs: number }>();
+
+function verifiedBefore(token: string, audience: string, publicKey: Uint8Array): string | undefined {
+  const hit = verified.get(token);
+  if (hit === undefined) return undefined;
+  if (hit.acceptUntilMs <= Date.now()) {
+    verified.delete(token);
+    return undefined; // verified again, it is refused as expired
+  }
+  return hit.audience === audience && Buffer.compare(hit.publicKey, publicKey) === 0 ? hit.agentId : undefined;
+}
+
+function remember(token: string, audience: string, publicKey: Uint8Array, agentId: string, acceptUntilMs: number): void {
+  verified.delete(token);
+  // Insertion order is nearly expiry order (lifetimes are at most 5 minutes): the oldest go first.
+  for (const key of verified.keys()) {
+    if (verified.size < VERIFIED_TOKENS) break;
+    verified.delete(key);
+  }
+  verified.set(token, { audience, publicKey, agentId, acceptUntilMs });
 }

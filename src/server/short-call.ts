@@ -8,6 +8,7 @@ import type { UniversalHandlerOptions } from "@connectrpc/connect/protocol";
 import type { RequestHandler } from "./listener.js";
 import { callStatusKey, refusalOf, type CallStatus } from "./call-status.js";
 import { shapeError } from "./error-shape.js";
+import { onAbort } from "../abort.js";
 
 export type NodeRequest = Parameters<RequestHandler>[0];
 export type NodeResponse = Parameters<RequestHandler>[1];
@@ -107,16 +108,11 @@ export function singleFrame(body: Buffer): Buffer | undefined {
 export class CallSignal {
   private readonly controller = new AbortController();
   private timer: NodeJS.Timeout | undefined;
-  private readonly onShutdown = () => this.abort(this.shutdown?.reason);
+  private readonly stopListening: () => void;
 
-  constructor(
-    private readonly shutdown: AbortSignal | undefined,
-    timeoutMs: number | undefined,
-    res: NodeResponse,
-  ) {
+  constructor(shutdown: AbortSignal | undefined, timeoutMs: number | undefined, res: NodeResponse) {
     if (timeoutMs !== undefined) this.timer = setTimeout(() => this.abort(new ConnectError("the operation timed out", Code.DeadlineExceeded)), timeoutMs);
-    if (shutdown?.aborted) this.onShutdown();
-    else shutdown?.addEventListener("abort", this.onShutdown);
+    this.stopListening = shutdown === undefined ? () => undefined : onAbort(shutdown, () => this.abort(shutdown.reason));
     res.once("close", () => {
       // Closed before the answer ended (an HTTP/2 stream reset by its client reads as writableFinished).
       if (!res.writableEnded) this.abort(new ConnectError("the client went away", Code.Canceled));
@@ -134,7 +130,7 @@ export class CallSignal {
   /** The call is over: nothing is aborted, the timer and listener go. */
   release(): void {
     clearTimeout(this.timer);
-    this.shutdown?.removeEventListener("abort", this.onShutdown);
+    this.stopListening();
   }
 }
 

@@ -1,0 +1,28 @@
+// onAbort (src/abort.ts): many listeners of one shared signal cost the
+// signal one listener of its own; each is told once, and can stop listening.
+import { getEventListeners } from "node:events";
+import { describe, expect, it } from "vitest";
+import { onAbort } from "../src/abort.js";
+
+describe("onAbort", () => {
+  it("tells every listener once, not those that stopped, through one listener on the signal", () => {
+    const controller = new AbortController();
+    const told: number[] = [];
+    const stops = Array.from({ length: 1000 }, (_, i) => onAbort(controller.signal, () => told.push(i)));
+    expect(getEventListeners(controller.signal, "abort")).toHaveLength(1);
+    for (let i = 0; i < 1000; i += 2) stops[i]!();
+    controller.abort();
+    controller.abort();
+    expect(told).toHaveLength(500);
+    expect(told.every((i) => i % 2 === 1)).toBe(true);
+    expect(getEventListeners(controller.signal, "abort")).toHaveLength(0);
+  });
+
+  it("calls at once for a signal already aborted", () => {
+    let told = 0;
+    const stop = onAbort(AbortSignal.abort(), () => told++);
+    expect(told).toBe(1);
+    stop();
+    expect(told).toBe(1);
+  });
+});
