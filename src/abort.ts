@@ -30,3 +30,10 @@ export function onAbort(signal: AbortSignal, listener: () => void): () => void {
   held.add(listener);
   return () => held.delete(listener);
 }
+
+/** A signal of its own that aborts when any of `sources` does; `release` stops listening to them (call it when done). */
+export function linkedSignal(...sources: AbortSignal[]): { signal: AbortSignal; release: () => void } {
+  const controller = new AbortController();
+  const stops = sources.map((source) => onAbort(source, () => controller.abort(source.reason)));
+  return { signal: controller.signal, release: () => stops.forEach((stop) => stop()) };
+}

@@ -2,7 +2,7 @@
 // signal one listener of its own; each is told once, and can stop listening.
 import { getEventListeners } from "node:events";
 import { describe, expect, it } from "vitest";
-import { onAbort } from "../src/abort.js";
+import { linkedSignal, onAbort } from "../src/abort.js";
 
 describe("onAbort", () => {
   it("tells every listener once, not those that stopped, through one listener on the signal", () => {
@@ -24,5 +24,23 @@ describe("onAbort", () => {
     expect(told).toBe(1);
     stop();
     expect(told).toBe(1);
+  });
+});
+
+describe("linkedSignal", () => {
+  it("aborts with the reason of whichever source aborts first, and stops listening on release", () => {
+    const shared = new AbortController();
+    const call = new AbortController();
+    const linked = linkedSignal(call.signal, shared.signal);
+    const released = linkedSignal(new AbortController().signal, shared.signal);
+    // One listener on the shared signal serves both links.
+    expect(getEventListeners(shared.signal, "abort")).toHaveLength(1);
+    released.release();
+    call.abort("client went away");
+    expect(linked.signal.aborted).toBe(true);
+    expect(linked.signal.reason).toBe("client went away");
+    linked.release();
+    shared.abort("shutting down");
+    expect(released.signal.aborted).toBe(false);
   });
 });

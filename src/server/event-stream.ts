@@ -23,6 +23,7 @@ import type { StoredEvent } from "../store/store.js";
 import { authenticateHeader, authenticateToken, type BearerPolicy } from "./auth.js";
 import { replyError, type HttpRequest, type HttpResponse } from "./http-reply.js";
 import { writeWaiting } from "./write-waiting.js";
+import { linkedSignal } from "../abort.js";
 
 const EVENTS_PATH = /^\/tasks\/([^/]+)\/events$/;
 export const DEFAULT_SSE_HEARTBEAT_MS = 15_000;
@@ -88,13 +89,15 @@ export function eventStreamHandler(options: EventStreamOptions): (req: HttpReque
       res.end("GET this path for a task's events as text/event-stream\n");
       return;
     }
-    const controller = new AbortController();
-    const signal = AbortSignal.any([controller.signal, options.draining]);
-    res.once("close", () => controller.abort());
-    void serve(req, res, taskId, signal, heartbeatMs, options).catch((error: unknown) => {
-      if (!res.headersSent) replyError(res, error, { headers: CORS });
-      else res.end();
-    });
+    const closed = new AbortController();
+    const { signal, release } = linkedSignal(closed.signal, options.draining);
+    res.once("close", () => closed.abort());
+    void serve(req, res, taskId, signal, heartbeatMs, options)
+      .catch((error: unknown) => {
+        if (!res.headersSent) replyError(res, error, { headers: CORS });
+        else res.end();
+      })
+      .finally(release);
   };
 }
 

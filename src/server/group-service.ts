@@ -21,6 +21,7 @@ import type { Agent } from "../agent/agent.js";
 import { signedMessage } from "../envelope/view.js";
 import type { GroupHost } from "../group/group-host.js";
 import type { StoredReply } from "../store/store.js";
+import { linkedSignal } from "../abort.js";
 import { authenticate } from "./auth.js";
 import { openSent } from "./open-sent.js";
 
@@ -43,7 +44,12 @@ export function groupService(host: GroupHost, agent: Agent, draining: AbortSigna
         const answer = opened.info.type === MessageType.A2N_GROUP_TASK_ANSWER ? (opened.payload as GroupTaskAnswerPayload) : undefined;
         const asked = groupTask.subtasks.find((subtask) => subtask.ref?.subtaskId === answer?.subtaskId);
         const answered = asked === undefined ? undefined : { subtaskId: answer!.subtaskId, memberSequence: asked.memberSequence };
-        groupTask = (await host.waitForTask(groupTask.groupId, groupTask.groupTaskId, waitMs, AbortSignal.any([ctx.signal, draining]), answered)) ?? groupTask;
+        const { signal, release } = linkedSignal(ctx.signal, draining);
+        try {
+          groupTask = (await host.waitForTask(groupTask.groupId, groupTask.groupTaskId, waitMs, signal, answered)) ?? groupTask;
+        } finally {
+          release();
+        }
       }
       return create(GroupServiceSendResponseSchema, { reply: signed(outcome.reply), group: outcome.group, groupTask, vote: outcome.vote });
     },
@@ -60,15 +66,19 @@ export function groupService(host: GroupHost, agent: Agent, draining: AbortSigna
 
     async *watchGroup(request, ctx) {
       const caller = await authenticate(bearer, ctx);
-      const signal = AbortSignal.any([ctx.signal, draining]);
+      const { signal, release } = linkedSignal(ctx.signal, draining);
       let last = 0n;
-      for await (const item of host.reader.watch(request.groupId, caller.agentId, Number(request.fromSequence), signal)) {
-        if (item.kind === "snapshot") yield create(WatchGroupResponseSchema, { kind: { case: "snapshot", value: item.group } });
-        else if (item.kind === "heartbeat") yield create(WatchGroupResponseSchema, { kind: { case: "heartbeat", value: signed(item.heartbeat) } });
-        else {
-          last = BigInt(item.event.sequence);
-          yield create(WatchGroupResponseSchema, { kind: { case: "event", value: { sequence: last, message: signed(item.event) } } });
+      try {
+        for await (const item of host.reader.watch(request.groupId, caller.agentId, Number(request.fromSequence), signal)) {
+          if (item.kind === "snapshot") yield create(WatchGroupResponseSchema, { kind: { case: "snapshot", value: item.group } });
+          else if (item.kind === "heartbeat") yield create(WatchGroupResponseSchema, { kind: { case: "heartbeat", value: signed(item.heartbeat) } });
+          else {
+            last = BigInt(item.event.sequence);
+            yield create(WatchGroupResponseSchema, { kind: { case: "event", value: { sequence: last, message: signed(item.event) } } });
+          }
         }
+      } finally {
+        release();
       }
       if (draining.aborted) throw new ConnectError(`the agent is shutting down; resume with from_sequence ${last + 1n}`, Code.Unavailable);
     },

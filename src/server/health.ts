@@ -4,6 +4,7 @@ import { create } from "@bufbuild/protobuf";
 import { Code, ConnectError, type ConnectRouter } from "@connectrpc/connect";
 import { clip } from "../protocol/errors.js";
 import { Health, HealthCheckResponse_ServingStatus as ServingStatus, HealthCheckResponseSchema } from "../../gen/grpc/health/v1/health_pb.js";
+import { linkedSignal } from "../abort.js";
 
 export { ServingStatus };
 
@@ -49,18 +50,22 @@ export class ServerHealth {
   }
 
   async *#watch(service: string, callSignal: AbortSignal, ended: AbortSignal) {
-    const signal = AbortSignal.any([callSignal, ended]);
+    const { signal, release } = linkedSignal(callSignal, ended);
     let sent: ServingStatus | undefined;
-    for (;;) {
-      // A change is sent before an end is noticed: the last status reaches the client first.
-      const status = this.#statuses.get(service) ?? ServingStatus.SERVICE_UNKNOWN;
-      if (status !== sent) {
-        sent = status;
-        yield create(HealthCheckResponseSchema, { status });
-        continue;
+    try {
+      for (;;) {
+        // A change is sent before an end is noticed: the last status reaches the client first.
+        const status = this.#statuses.get(service) ?? ServingStatus.SERVICE_UNKNOWN;
+        if (status !== sent) {
+          sent = status;
+          yield create(HealthCheckResponseSchema, { status });
+          continue;
+        }
+        if (signal.aborted) break;
+        await this.#nextChange(signal);
       }
-      if (signal.aborted) break;
-      await this.#nextChange(signal);
+    } finally {
+      release();
     }
     if (ended.aborted && !callSignal.aborted) throw new ConnectError("server is shutting down", Code.Unavailable);
   }

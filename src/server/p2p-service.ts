@@ -16,10 +16,11 @@ import {
   type WatchResponse,
 } from "../../gen/synapse/v1/p2p_pb.js";
 import type { Agent } from "../agent/agent.js";
-import type { TaskReaderCaller } from "../agent/reader.js";
+import type { TaskReaderCaller, WatchItem } from "../agent/reader.js";
 import { taskView } from "../agent/task-view.js";
 import { signedMessage } from "../envelope/view.js";
 import type { StoredReply, TaskRecord } from "../store/store.js";
+import { linkedSignal } from "../abort.js";
 import { authenticate } from "./auth.js";
 import { callStatusKey } from "./call-status.js";
 import { openSent } from "./open-sent.js";
@@ -55,6 +56,21 @@ export function p2pService(agent: Agent, draining: AbortSignal, replyLimit: numb
   const reader = async (ctx: Parameters<typeof authenticate>[1]): Promise<TaskReaderCaller> => {
     const caller = await authenticate(bearer, ctx);
     return { agentId: caller.agentId, operator: agent.operatorKeyIds.has(caller.keyId) };
+  };
+  const watchMessage = (item: WatchItem, format: ReplyFormat): WatchResponse => {
+    if (item.kind === "snapshot") {
+      const view = viewFor(item.task, format);
+      return fitTasks(WatchResponseSchema, create(WatchResponseSchema, { kind: { case: "snapshot", value: view } }), [view], format, replyLimit);
+    }
+    if (item.kind === "heartbeat") {
+      return format === "binary"
+        ? withEncodedField(create(WatchResponseSchema), WATCH_HEARTBEAT, signedMessageBytes(item.heartbeat))
+        : create(WatchResponseSchema, { kind: { case: "heartbeat", value: signed(item.heartbeat) } });
+    }
+    // Every watcher of the task gets the same bytes, encoded once.
+    return format === "binary"
+      ? withEncodedField(create(WatchResponseSchema), WATCH_EVENT, taskEventBytes(item.event))
+      : create(WatchResponseSchema, { kind: { case: "event", value: { sequence: BigInt(item.event.sequence), message: signed(item.event) } } });
   };
   return {
     async send(request, ctx) {
@@ -94,28 +110,16 @@ export function p2pService(agent: Agent, draining: AbortSignal, replyLimit: numb
 
     async *watch(request, ctx) {
       const caller = await reader(ctx);
-      const signal = AbortSignal.any([ctx.signal, draining]);
+      const { signal, release } = linkedSignal(ctx.signal, draining);
       const format = replyFormat(ctx);
       let last = 0n;
-      for await (const item of agent.reader.watch(request.taskId, caller, Number(request.fromSequence), signal)) {
-        let message: WatchResponse;
-        if (item.kind === "snapshot") {
-          const view = viewFor(item.task, format);
-          message = fitTasks(WatchResponseSchema, create(WatchResponseSchema, { kind: { case: "snapshot", value: view } }), [view], format, replyLimit);
-        } else if (item.kind === "heartbeat") {
-          message =
-            format === "binary"
-              ? withEncodedField(create(WatchResponseSchema), WATCH_HEARTBEAT, signedMessageBytes(item.heartbeat))
-              : create(WatchResponseSchema, { kind: { case: "heartbeat", value: signed(item.heartbeat) } });
-        } else {
-          last = BigInt(item.event.sequence);
-          // Every watcher of the task gets the same bytes, encoded once.
-          message =
-            format === "binary"
-              ? withEncodedField(create(WatchResponseSchema), WATCH_EVENT, taskEventBytes(item.event))
-              : create(WatchResponseSchema, { kind: { case: "event", value: { sequence: last, message: signed(item.event) } } });
+      try {
+        for await (const item of agent.reader.watch(request.taskId, caller, Number(request.fromSequence), signal)) {
+          if (item.kind === "event") last = BigInt(item.event.sequence);
+          yield watchMessage(item, format);
         }
-        yield message;
+      } finally {
+        release();
       }
       if (draining.aborted) {
         throw new ConnectError(`the agent is shutting down; resume with from_sequence ${last + 1n}`, Code.Unavailable);
