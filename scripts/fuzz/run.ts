@@ -56,6 +56,8 @@ export interface FuzzReport {
   byStatus: Record<string, number>;
   /** Refusals of Synapse RPCs that came without a synapse.v1.ErrorDetail, by status. */
   untypedByStatus: Record<string, number>;
+  /** The first few of those of each status, to replay with --only. */
+  untyped: FuzzFailure[];
   byProtocol: Record<string, Record<string, number>>;
   byRpc: Record<string, Record<string, number>>;
   failures: FuzzFailure[];
@@ -72,6 +74,7 @@ export interface FuzzReport {
 const MAX_FILE_SIZE = 4096;
 const BATCH = 200;
 const KEPT_FAILURES = 50;
+const KEPT_UNTYPED_PER_STATUS = 5;
 
 /** A full GC, when the runtime allows one (node --expose-gc, or the V8 flag set here). */
 function collectGarbage(): void {
@@ -134,7 +137,7 @@ export async function runFuzz(options: FuzzOptions): Promise<FuzzReport> {
   };
   const targets = fuzzTargets(true);
   const wire = new WireClient(server.url, options.timeoutMs ?? 15_000);
-  const report: FuzzReport = { seed, runs: 0, byStatus: {}, untypedByStatus: {}, byProtocol: {}, byRpc: {}, failures: [], failureCount: 0, heapBeforeMiB: 0, heapAfterMiB: 0, aliveAfter: false, seconds: 0 };
+  const report: FuzzReport = { seed, runs: 0, byStatus: {}, untypedByStatus: {}, untyped: [], byProtocol: {}, byRpc: {}, failures: [], failureCount: 0, heapBeforeMiB: 0, heapAfterMiB: 0, aliveAfter: false, seconds: 0 };
 
   const runOne = async (index: number, fuzzCase: FuzzCase) => {
     const target = targets[fuzzCase.target]!;
@@ -148,7 +151,11 @@ export async function runFuzz(options: FuzzOptions): Promise<FuzzReport> {
     const protocol = `${protocolFamily(fuzzCase.protocol)}${request.http2 ? " (h2)" : " (HTTP/1.1)"}`;
     report.runs++;
     count(report.byStatus, label);
-    if (outcome.kind === "status" && outcome.code !== 0 && !outcome.typed && target.name.startsWith("synapse.")) count(report.untypedByStatus, label);
+    if (outcome.kind === "status" && outcome.code !== 0 && !outcome.typed && target.name.startsWith("synapse.")) {
+      count(report.untypedByStatus, label);
+      // A few of each status: the rare ones are the ones to look at.
+      if (report.untypedByStatus[label]! <= KEPT_UNTYPED_PER_STATUS) report.untyped.push({ index, rpc: target.name, protocol, outcome, fuzzCase });
+    }
     count((report.byProtocol[protocol] ??= {}), label);
     count((report.byRpc[target.name] ??= {}), label);
     if (isFailure(outcome, target.method.methodKind === "bidi_streaming" && !request.http2)) {
@@ -206,6 +213,9 @@ export function formatReport(report: FuzzReport): string {
     "by RPC:",
     table(report.byRpc),
   ];
+  for (const refusal of report.untyped) {
+    lines.push(`UNTYPED #${refusal.index} ${refusal.rpc} over ${refusal.protocol}: ${JSON.stringify(refusal.outcome)}\n  case ${JSON.stringify(refusal.fuzzCase)}`);
+  }
   for (const failure of report.failures.slice(0, 20)) {
     lines.push(`FAILURE #${failure.index} ${failure.rpc} over ${failure.protocol}: ${JSON.stringify(failure.outcome)}\n  case ${JSON.stringify(failure.fuzzCase)}`);
   }

@@ -44,6 +44,12 @@ export type TaskReaderCaller = string | { readonly agentId: string; readonly ope
 const agentIdOf = (caller: TaskReaderCaller): string => (typeof caller === "string" ? caller : caller.agentId);
 const isOperator = (caller: TaskReaderCaller): boolean => typeof caller !== "string" && caller.operator === true;
 
+/** The tasks a ListTasks page holds for a requested page_size (0: the default). */
+export function taskPageSize(requested: number): number {
+  if (requested < 0) throw protocolError(ErrorCode.INVALID_PARAMS, "page_size must not be negative");
+  return Math.min(requested === 0 ? DEFAULT_PAGE_SIZE : requested, MAX_PAGE_SIZE);
+}
+
 export class TaskReader {
   private readonly access: TaskAccess;
 
@@ -59,8 +65,7 @@ export class TaskReader {
   }
 
   async listTasks(caller: TaskReaderCaller, pageSize: number, pageToken: string, states: readonly TaskState[], taskTypes: readonly string[] = []): Promise<TaskPage> {
-    if (pageSize < 0) throw protocolError(ErrorCode.INVALID_PARAMS, "page_size must not be negative");
-    const size = Math.min(pageSize === 0 ? DEFAULT_PAGE_SIZE : pageSize, MAX_PAGE_SIZE);
+    const size = taskPageSize(pageSize);
     try {
       const requesterAgentId = isOperator(caller) ? undefined : agentIdOf(caller);
       return await this.options.store.listTasks({ requesterAgentId, states, taskTypes, pageSize: size, pageToken: pageToken || undefined });

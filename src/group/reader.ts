@@ -26,6 +26,11 @@ export interface GroupReaderOptions {
 const BATCH = 500;
 const LEAVING = new Set([GroupEventKind.MEMBER_LEFT, GroupEventKind.MEMBER_REMOVED, GroupEventKind.MEMBERSHIP_WITHDRAWN]);
 
+
+/** The groups a ListGroups page holds for a requested page_size (0 or less: the default). */
+export function groupPageSize(requested: number): number {
+  return requested <= 0 ? 50 : Math.min(requested, 500);
+}
 export class GroupReader {
   constructor(private readonly options: GroupReaderOptions) {}
 
@@ -42,7 +47,7 @@ export class GroupReader {
   }
 
   async listGroups(agentId: string, pageSize: number, pageToken: string): Promise<{ groups: Group[]; nextPageToken: string }> {
-    const size = pageSize <= 0 ? 50 : Math.min(pageSize, 500);
+    const size = groupPageSize(pageSize);
     try {
       const page = await this.options.storage.listGroupsOf(agentId, size, pageToken || undefined);
       return { groups: page.groups.map((record) => record.group), nextPageToken: page.nextPageToken };

@@ -24,13 +24,15 @@ import type { StoredReply } from "../store/store.js";
 import { linkedSignal } from "../abort.js";
 import { authenticate } from "./auth.js";
 import { openSent } from "./open-sent.js";
+import { fittedPage, replyFormat } from "./reply-fit.js";
+import { groupPageSize } from "../group/reader.js";
 
 const signed = (stored: StoredReply) => signedMessage(stored.envelope, stored.header, stored.payload);
 
 /** Send's longest wait for a group task. */
 const MAX_WAIT_MS = 3600 * 1000;
 
-export function groupService(host: GroupHost, agent: Agent, draining: AbortSignal): ServiceImpl<typeof GroupService> {
+export function groupService(host: GroupHost, agent: Agent, draining: AbortSignal, replyLimit: number): ServiceImpl<typeof GroupService> {
   const bearer = { audience: agent.identity.agentId, trust: agent.trust };
   return {
     async send(request, ctx) {
@@ -61,7 +63,8 @@ export function groupService(host: GroupHost, agent: Agent, draining: AbortSigna
 
     async listGroups(request, ctx) {
       const caller = await authenticate(bearer, ctx);
-      return create(ListGroupsResponseSchema, await host.reader.listGroups(caller.agentId, request.pageSize, request.pageToken));
+      const read = async (size: number) => create(ListGroupsResponseSchema, await host.reader.listGroups(caller.agentId, size, request.pageToken));
+      return fittedPage(ListGroupsResponseSchema, groupPageSize(request.pageSize), read, replyFormat(ctx), replyLimit);
     },
 
     async *watchGroup(request, ctx) {

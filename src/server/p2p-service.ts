@@ -16,7 +16,7 @@ import {
   type WatchResponse,
 } from "../../gen/synapse/v1/p2p_pb.js";
 import type { Agent } from "../agent/agent.js";
-import type { TaskReaderCaller, WatchItem } from "../agent/reader.js";
+import { taskPageSize, type TaskReaderCaller, type WatchItem } from "../agent/reader.js";
 import { taskView } from "../agent/task-view.js";
 import { signedMessage } from "../envelope/view.js";
 import type { StoredReply, TaskRecord } from "../store/store.js";
@@ -24,7 +24,7 @@ import { linkedSignal } from "../abort.js";
 import { authenticate } from "./auth.js";
 import { callStatusKey } from "./call-status.js";
 import { openSent } from "./open-sent.js";
-import { fitTasks, replyFormat, type ReplyFormat } from "./reply-fit.js";
+import { fittedPage, fitTasks, replyFormat, type ReplyFormat } from "./reply-fit.js";
 import { signedMessageBytes, taskEventBytes } from "./signed-bytes.js";
 import { knownEncoding, withEncodedField } from "../protocol/encoded.js";
 
@@ -102,10 +102,13 @@ export function p2pService(agent: Agent, draining: AbortSignal, replyLimit: numb
 
     async listTasks(request, ctx) {
       const caller = await reader(ctx);
-      const page = await agent.reader.listTasks(caller, request.pageSize, request.pageToken, request.states, request.taskTypes);
       const format = replyFormat(ctx);
-      const views = page.tasks.map((record) => viewFor(record, format));
-      return fitTasks(ListTasksResponseSchema, create(ListTasksResponseSchema, { tasks: views, nextPageToken: page.nextPageToken }), views, format, replyLimit);
+      const read = async (size: number) => {
+        const page = await agent.reader.listTasks(caller, size, request.pageToken, request.states, request.taskTypes);
+        const views = page.tasks.map((record) => viewFor(record, format));
+        return fitTasks(ListTasksResponseSchema, create(ListTasksResponseSchema, { tasks: views, nextPageToken: page.nextPageToken }), views, format, replyLimit);
+      };
+      return fittedPage(ListTasksResponseSchema, taskPageSize(request.pageSize), read, format, replyLimit);
     },
 
     async *watch(request, ctx) {

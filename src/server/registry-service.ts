@@ -35,6 +35,7 @@ import { wireName } from "../protocol/message-types.js";
 import type { Registry } from "../registry/registry.js";
 import { authenticate } from "./auth.js";
 import { openSent } from "./open-sent.js";
+import { fittedPage, replyFormat } from "./reply-fit.js";
 
 export interface RegistryHost {
   /** The hosting agent's id: registry envelopes and tokens are addressed to it. */
@@ -46,6 +47,8 @@ export interface RegistryHost {
   clockSkewMs: number;
   /** Told of every registry message taken (the server's metrics). */
   onMessage?(type: MessageType): void;
+  /** The largest reply the server sends: list pages are cut to fit it. */
+  replyLimit: number;
 }
 
 const pageSize = (requested: number, fallback: number, max: number) => {
@@ -86,8 +89,8 @@ export function registryService(registry: Registry, host: RegistryHost): Service
       return create(HeartbeatResponseSchema, { leaseExpiresAt: agent.leaseExpiresAt, health: agent.health });
     },
 
-    async findAgents(request) {
-      const page = await registry.directory.find({
+    async findAgents(request, ctx) {
+      const query = {
         taskType: request.taskType || undefined,
         capability: request.capability || undefined,
         contentType: request.contentType || undefined,
@@ -95,10 +98,10 @@ export function registryService(registry: Registry, host: RegistryHost): Service
         interfaceName: request.interface || undefined,
         minCompliance: request.minCompliance || undefined,
         includeUnhealthy: request.includeUnhealthy,
-        pageSize: pageSize(request.pageSize, 50, 500),
         pageToken: request.pageToken || undefined,
-      });
-      return create(FindAgentsResponseSchema, page);
+      };
+      const read = async (size: number) => create(FindAgentsResponseSchema, await registry.directory.find({ ...query, pageSize: size }));
+      return fittedPage(FindAgentsResponseSchema, pageSize(request.pageSize, 50, 500), read, replyFormat(ctx), host.replyLimit);
     },
 
     async getAgent(request) {
@@ -126,16 +129,19 @@ export function registryService(registry: Registry, host: RegistryHost): Service
       return create(GetCapabilityResponseSchema, { capability });
     },
 
-    async listCapabilities(request) {
-      const page = await registry.catalogue.list({
+    async listCapabilities(request, ctx) {
+      const query = {
         capabilityType: request.capabilityType || undefined,
         domain: request.domain || undefined,
         statuses: request.statuses,
         code: request.code || undefined,
-        pageSize: pageSize(request.pageSize, 50, 500),
         pageToken: request.pageToken || undefined,
-      });
-      return create(ListCapabilitiesResponseSchema, { capabilities: page.capabilities, nextPageToken: page.nextPageToken });
+      };
+      const read = async (size: number) => {
+        const page = await registry.catalogue.list({ ...query, pageSize: size });
+        return create(ListCapabilitiesResponseSchema, { capabilities: page.capabilities, nextPageToken: page.nextPageToken });
+      };
+      return fittedPage(ListCapabilitiesResponseSchema, pageSize(request.pageSize, 50, 500), read, replyFormat(ctx), host.replyLimit);
     },
 
     async setCapabilityStatus(request, ctx) {
@@ -156,13 +162,12 @@ export function registryService(registry: Registry, host: RegistryHost): Service
       return create(MatchCapabilitiesResponseSchema, { candidates: await registry.catalogue.match(ontology, applied, limit), permissionsApplied: applied });
     },
 
-    async listAuditEvents(request) {
-      const page = await registry.catalogue.listAudit({
-        capabilityId: request.capabilityId || undefined,
-        pageSize: pageSize(request.pageSize, 100, 1000),
-        pageToken: request.pageToken || undefined,
-      });
-      return create(ListAuditEventsResponseSchema, { events: page.events, nextPageToken: page.nextPageToken });
+    async listAuditEvents(request, ctx) {
+      const read = async (size: number) => {
+        const page = await registry.catalogue.listAudit({ capabilityId: request.capabilityId || undefined, pageSize: size, pageToken: request.pageToken || undefined });
+        return create(ListAuditEventsResponseSchema, { events: page.events, nextPageToken: page.nextPageToken });
+      };
+      return fittedPage(ListAuditEventsResponseSchema, pageSize(request.pageSize, 100, 1000), read, replyFormat(ctx), host.replyLimit);
     },
 
     async setPermissionGrant(request, ctx) {
@@ -170,13 +175,10 @@ export function registryService(registry: Registry, host: RegistryHost): Service
       return create(SetPermissionGrantResponseSchema, { grant: await registry.catalogue.setGrant(request.keyId, request.permissions, request.reason, caller) });
     },
 
-    async listPermissionGrants(request) {
-      const page = await registry.catalogue.listGrants({
-        keyId: request.keyId || undefined,
-        pageSize: pageSize(request.pageSize, 100, 1000),
-        pageToken: request.pageToken || undefined,
-      });
-      return create(ListPermissionGrantsResponseSchema, page);
+    async listPermissionGrants(request, ctx) {
+      const read = async (size: number) =>
+        create(ListPermissionGrantsResponseSchema, await registry.catalogue.listGrants({ keyId: request.keyId || undefined, pageSize: size, pageToken: request.pageToken || undefined }));
+      return fittedPage(ListPermissionGrantsResponseSchema, pageSize(request.pageSize, 100, 1000), read, replyFormat(ctx), host.replyLimit);
     },
   };
 }

@@ -62,3 +62,24 @@ export function fitTasks<Desc extends DescMessage>(schema: Desc, reply: MessageS
   for (const task of tasks) if (task !== undefined) task.request = undefined;
   return reply;
 }
+
+/**
+ * A page of a list whose reply fits the message limit: when the page read
+ * for `size` items would not fit, it is read again with half as many (its
+ * next-page token then starts after the last item shown), down to one item.
+ * A page the caller may ask for is never refused for being too large.
+ */
+export async function fittedPage<Desc extends DescMessage>(
+  schema: Desc,
+  size: number,
+  read: (size: number) => Promise<MessageShape<Desc>>,
+  format: ReplyFormat,
+  limit: number,
+): Promise<MessageShape<Desc>> {
+  let reply = await read(size);
+  while (size > 1 && !fits(schema, reply, format, limit)) {
+    size = Math.floor(size / 2);
+    reply = await read(size);
+  }
+  return reply;
+}

@@ -96,7 +96,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     router.service(CapabilitiesService, capabilitiesService(provider));
     // Without an agent P2PService is still declared, and answers UNIMPLEMENTED.
     router.service(P2PService, agent ? p2pService(agent, drainController.signal, maxBytes) : {});
-    if (options.groups && agent) router.service(GroupService, groupService(options.groups, agent, drainController.signal));
+    if (options.groups && agent) router.service(GroupService, groupService(options.groups, agent, drainController.signal, maxBytes));
     if (options.registry && agent) {
       router.service(
         RegistryService,
@@ -106,6 +106,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
           trust: agent.trust,
           clockSkewMs: agent.clockSkewMs,
           onMessage: (type) => agent.observers.messageReceived(type),
+          replyLimit: maxBytes,
         }),
       );
     }
