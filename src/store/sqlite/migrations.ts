@@ -246,4 +246,107 @@ ALTER TABLE tasks ADD COLUMN session_id TEXT NOT NULL DEFAULT '';
 ALTER TABLE tasks ADD COLUMN correlation_id TEXT NOT NULL DEFAULT '';
 `,
   },
+  {
+    version: 6,
+    description: "event logs and seen messages laid out in arrival order, so a commit rewrites a few pages at the end of each table",
+    // A task's events were keyed by its random id, and seen messages (with their
+    // stored replies) by a random message id: every write landed on a different
+    // page of a table of large rows, and each commit wrote all those pages to the
+    // WAL. Tasks now carry an arrival number (a stable INTEGER PRIMARY KEY) that
+    // keys their events, and seen messages are a rowid table with a small unique
+    // index, so new rows fill the last pages and only the indexes on random ids
+    // are touched at random.
+    sql: `
+CREATE TABLE tasks_numbered (
+  task_no INTEGER PRIMARY KEY,
+  task_id TEXT NOT NULL UNIQUE,
+  task_type TEXT NOT NULL,
+  requester_agent_id TEXT NOT NULL,
+  requester_system_id TEXT NOT NULL,
+  requester_key_id TEXT NOT NULL,
+  executor_agent_id TEXT NOT NULL,
+  executor_system_id TEXT NOT NULL,
+  executor_key_id TEXT NOT NULL,
+  state INTEGER NOT NULL,
+  active INTEGER NOT NULL,
+  progress INTEGER NOT NULL,
+  status_message TEXT NOT NULL,
+  created_at_ms INTEGER NOT NULL,
+  updated_at_ms INTEGER NOT NULL,
+  version INTEGER NOT NULL,
+  last_sequence INTEGER NOT NULL,
+  request BLOB NOT NULL,
+  payload TEXT NOT NULL,
+  idempotency_key TEXT NOT NULL,
+  request_message_id TEXT NOT NULL,
+  pending_info BLOB,
+  pending_decision BLOB,
+  decision_deadline_ms INTEGER,
+  result BLOB,
+  error BLOB,
+  rejection BLOB,
+  result_stream TEXT,
+  execution_attempts INTEGER NOT NULL,
+  started_at_ms INTEGER NOT NULL,
+  lease_owner TEXT NOT NULL,
+  lease_until_ms INTEGER NOT NULL,
+  answers TEXT NOT NULL,
+  traceparent TEXT NOT NULL DEFAULT '',
+  tracestate TEXT NOT NULL DEFAULT '',
+  session_id TEXT NOT NULL DEFAULT '',
+  correlation_id TEXT NOT NULL DEFAULT ''
+);
+INSERT INTO tasks_numbered (
+  task_id, task_type, requester_agent_id, requester_system_id, requester_key_id, executor_agent_id,
+  executor_system_id, executor_key_id, state, active, progress, status_message, created_at_ms,
+  updated_at_ms, version, last_sequence, request, payload, idempotency_key, request_message_id,
+  pending_info, pending_decision, decision_deadline_ms, result, error, rejection, result_stream,
+  execution_attempts, started_at_ms, lease_owner, lease_until_ms, answers, traceparent, tracestate,
+  session_id, correlation_id
+)
+SELECT
+  task_id, task_type, requester_agent_id, requester_system_id, requester_key_id, executor_agent_id,
+  executor_system_id, executor_key_id, state, active, progress, status_message, created_at_ms,
+  updated_at_ms, version, last_sequence, request, payload, idempotency_key, request_message_id,
+  pending_info, pending_decision, decision_deadline_ms, result, error, rejection, result_stream,
+  execution_attempts, started_at_ms, lease_owner, lease_until_ms, answers, traceparent, tracestate,
+  session_id, correlation_id
+FROM tasks ORDER BY created_at_ms, rowid;
+DROP TABLE tasks;
+ALTER TABLE tasks_numbered RENAME TO tasks;
+CREATE INDEX tasks_by_requester ON tasks (requester_agent_id, created_at_ms DESC, task_id DESC);
+CREATE UNIQUE INDEX tasks_idempotency ON tasks (requester_agent_id, idempotency_key) WHERE idempotency_key <> '';
+CREATE INDEX tasks_active ON tasks (state, updated_at_ms) WHERE active = 1;
+CREATE INDEX tasks_finished ON tasks (updated_at_ms) WHERE active = 0;
+CREATE INDEX tasks_decision_deadlines ON tasks (decision_deadline_ms) WHERE decision_deadline_ms IS NOT NULL;
+
+CREATE TABLE task_events_numbered (
+  task_no INTEGER NOT NULL,
+  sequence INTEGER NOT NULL,
+  envelope BLOB NOT NULL,
+  PRIMARY KEY (task_no, sequence)
+);
+INSERT INTO task_events_numbered (task_no, sequence, envelope)
+SELECT tasks.task_no, task_events.sequence, task_events.envelope
+FROM task_events JOIN tasks ON tasks.task_id = task_events.task_id ORDER BY tasks.task_no, task_events.sequence;
+DROP TABLE task_events;
+ALTER TABLE task_events_numbered RENAME TO task_events;
+
+CREATE TABLE seen_messages_in_order (
+  scope TEXT NOT NULL,
+  message_id TEXT NOT NULL,
+  sender_agent_id TEXT NOT NULL,
+  digest TEXT NOT NULL,
+  keep_until_ms INTEGER NOT NULL,
+  task_id TEXT,
+  reply BLOB
+);
+INSERT INTO seen_messages_in_order (scope, message_id, sender_agent_id, digest, keep_until_ms, task_id, reply)
+SELECT scope, message_id, sender_agent_id, digest, keep_until_ms, task_id, reply FROM seen_messages ORDER BY keep_until_ms;
+DROP TABLE seen_messages;
+ALTER TABLE seen_messages_in_order RENAME TO seen_messages;
+CREATE UNIQUE INDEX seen_messages_key ON seen_messages (scope, message_id);
+CREATE INDEX seen_messages_expiry ON seen_messages (keep_until_ms);
+`,
+  },
 ];

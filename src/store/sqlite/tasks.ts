@@ -81,8 +81,12 @@ export class SqliteTaskStore extends ChangeEmitter implements TaskStore {
       insertTask: db.prepare(`INSERT INTO tasks (${TASK_COLUMNS.join(", ")}) VALUES (${TASK_COLUMNS.map((c) => `@${c}`).join(", ")})`),
       countActive: db.prepare("SELECT COUNT(*) AS n FROM tasks WHERE active = 1"),
       byIdempotency: db.prepare("SELECT * FROM tasks WHERE requester_agent_id = ? AND idempotency_key = ?"),
-      insertEvent: db.prepare("INSERT INTO task_events (task_id, sequence, envelope) VALUES (?, ?, ?)"),
-      events: db.prepare("SELECT sequence, envelope FROM task_events WHERE task_id = ? AND sequence >= ? ORDER BY sequence LIMIT ?"),
+      // Events are keyed by the task's arrival number (task_no), so new ones fill the table's last pages.
+      insertFirstEvent: db.prepare("INSERT INTO task_events (task_no, sequence, envelope) VALUES (?, ?, ?)"),
+      insertEvent: db.prepare("INSERT INTO task_events (task_no, sequence, envelope) SELECT task_no, ?, ? FROM tasks WHERE task_id = ?"),
+      events: db.prepare(
+        "SELECT sequence, envelope FROM task_events WHERE task_no = (SELECT task_no FROM tasks WHERE task_id = ?) AND sequence >= ? ORDER BY sequence LIMIT ?",
+      ),
       renewLease: db.prepare("UPDATE tasks SET lease_until_ms = ? WHERE task_id = ? AND lease_owner = ?"),
       releaseLease: db.prepare("UPDATE tasks SET lease_owner = '', lease_until_ms = 0 WHERE task_id = ? AND lease_owner = ?"),
       deadlines: db.prepare(
@@ -95,9 +99,9 @@ export class SqliteTaskStore extends ChangeEmitter implements TaskStore {
          VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`,
       ),
       pruneMessages: db.prepare("DELETE FROM seen_messages WHERE keep_until_ms <= ?"),
-      finishedTasks: db.prepare("SELECT task_id FROM tasks WHERE active = 0 AND updated_at_ms < ? LIMIT ?"),
-      deleteEvents: db.prepare("DELETE FROM task_events WHERE task_id = ?"),
-      deleteTask: db.prepare("DELETE FROM tasks WHERE task_id = ?"),
+      finishedTasks: db.prepare("SELECT task_no, task_id FROM tasks WHERE active = 0 AND updated_at_ms < ? LIMIT ?"),
+      deleteEvents: db.prepare("DELETE FROM task_events WHERE task_no = ?"),
+      deleteTask: db.prepare("DELETE FROM tasks WHERE task_no = ?"),
     };
   }
 
@@ -116,8 +120,8 @@ export class SqliteTaskStore extends ChangeEmitter implements TaskStore {
         if (active >= options.maxActive) throw new StoreLimitError(active, options.maxActive);
       }
       if (options.message !== undefined) this.insertMessageOrThrow(options.message);
-      this.sql.insertTask.run(taskRow(record));
-      this.sql.insertEvent.run(task.taskId, 1, envelopeBytes(firstEvent.envelope));
+      const taskNo = this.sql.insertTask.run(taskRow(record)).lastInsertRowid;
+      this.sql.insertFirstEvent.run(taskNo, 1, envelopeBytes(firstEvent.envelope));
       if (options.callbackUrl) this.side.startDelivery(task.taskId, options.callbackUrl);
       this.remember(record);
       return { value: record, after: () => this.emit({ kind: "task", taskId: task.taskId, sequence: 1, event: firstEvent, task: record }) };
@@ -166,7 +170,7 @@ export class SqliteTaskStore extends ChangeEmitter implements TaskStore {
       const updated: TaskRecord = { ...current, ...patch, version: current.version + 1, lastSequence: event ? event.sequence : current.lastSequence };
       const columns = { ...patchColumns(patch), version: updated.version, last_sequence: updated.lastSequence };
       this.updateStatement(Object.keys(columns)).run({ ...columns, task_id: taskId });
-      if (event !== undefined) this.sql.insertEvent.run(taskId, event.sequence, envelopeBytes(event.envelope));
+      if (event !== undefined) this.sql.insertEvent.run(event.sequence, envelopeBytes(event.envelope), taskId);
       this.remember(updated);
       const announce = event === undefined ? undefined : () => this.emit({ kind: "task", taskId, sequence: event.sequence, event, task: updated });
       return { value: updated, after: announce };
@@ -343,12 +347,12 @@ export class SqliteTaskStore extends ChangeEmitter implements TaskStore {
 
   async pruneTasks(beforeMs: number, limit: number): Promise<number> {
     return this.batch.run(() => {
-      const finished = this.sql.finishedTasks.all(beforeMs, limit) as Array<{ task_id: string }>;
-      for (const { task_id: taskId } of finished) {
-        this.sql.deleteEvents.run(taskId);
+      const finished = this.sql.finishedTasks.all(beforeMs, limit) as Array<{ task_no: number; task_id: string }>;
+      for (const { task_no: taskNo, task_id: taskId } of finished) {
+        this.sql.deleteEvents.run(taskNo);
         this.side.deleteResult(taskId);
         this.side.deleteDelivery(taskId);
-        this.sql.deleteTask.run(taskId);
+        this.sql.deleteTask.run(taskNo);
       }
       const pruned = finished.length + this.side.pruneOutbound(beforeMs, limit - finished.length);
       for (const { task_id: taskId } of finished) this.cache.delete(taskId);
