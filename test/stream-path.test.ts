@@ -141,6 +141,28 @@ describe("server streams", () => {
     expect(JSON.parse(end[0]![1].toString()).error.code).toBe("not_found");
   });
 
+  it("send every watcher of a task the same event frames as the standard path, when one event reaches them all", async () => {
+    const waiting = await client.submit("text_analysis", { text: "Hold on.", require_approval: true }, { waitMs: 5000 });
+    const open = () => scrape(server.url).then((metrics) => metrics.samples.get("synapse_watch_streams") ?? 0);
+    const before = await open();
+    // Three on the short path, one on the standard path (a compressed request).
+    const answers = Promise.all([
+      grpcStream(frame(0, watchRequest(waiting.taskId))),
+      grpcStream(frame(0, watchRequest(waiting.taskId))),
+      grpcStream(frame(0, watchRequest(waiting.taskId))),
+      grpcStream(frame(1, gzipSync(watchRequest(waiting.taskId))), { "grpc-encoding": "gzip" }),
+    ]);
+    for (let i = 0; i < 100 && (await open()) !== before + 4; i++) await new Promise((done) => setTimeout(done, 20));
+    expect(await open()).toBe(before + 4);
+    await client.cancel(waiting.taskId, "done");
+    const [first, ...others] = await answers;
+    for (const answer of [first!, ...others]) expect(answer.trailers["grpc-status"]).toBe("0");
+    const events = frames(first!.body).slice(1);
+    expect(events.length).toBeGreaterThanOrEqual(1);
+    for (const [, data] of events) expect(fromBinary(WatchResponseSchema, data).kind.case).toBe("event");
+    for (const answer of others) expect(answer.body.equals(first!.body)).toBe(true);
+  });
+
   it("end an open stream when its deadline passes, as DEADLINE_EXCEEDED", async () => {
     const waiting = await client.submit("text_analysis", { text: "Hold on.", require_approval: true }, { waitMs: 5000 });
     expect(waiting.task?.state).toBe(TaskState.NEED_HUMAN);

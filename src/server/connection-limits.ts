@@ -91,6 +91,19 @@ interface Call {
   progressAt: number;
 }
 
+function markBodyDone(conn: Connection, call: Call): void {
+  if (call.bodyDone) return;
+  call.bodyDone = true;
+  if (conn.calls.has(call)) conn.bodiesDone++;
+}
+
+/** Whether `call` was still one of the connection's calls. */
+function removeCall(conn: Connection, call: Call): boolean {
+  if (!conn.calls.delete(call)) return false;
+  if (call.bodyDone) conn.bodiesDone--;
+  return true;
+}
+
 class Connection {
   /** What the HTTP server reads: the TCP socket, or TLS over it. */
   socket: Duplex;
@@ -102,6 +115,8 @@ class Connection {
   since: number;
   idleBytes = 0;
   readonly calls = new Set<Call>();
+  /** How many of `calls` have their whole body (kept as a count: a connection may carry thousands of streams). */
+  bodiesDone = 0;
   constructor(
     readonly raw: net.Socket,
     now: number,
@@ -213,12 +228,12 @@ export class ConnectionTable {
     conn.calls.add(call);
     this.#refresh(conn, now);
     req.once("end", () => {
-      call.bodyDone = true;
+      markBodyDone(conn, call);
       this.#refresh(conn, Date.now());
     });
     out.on("drain", () => (call.progressAt = Date.now()));
     const ended = () => {
-      if (conn.calls.delete(call)) this.#refresh(conn, Date.now());
+      if (removeCall(conn, call)) this.#refresh(conn, Date.now());
     };
     res.once("finish", ended);
     res.once("close", ended);
@@ -257,10 +272,7 @@ export class ConnectionTable {
 
   #refresh(conn: Connection, now: number): void {
     let phase: Phase = conn.served ? "idle" : "headers";
-    if (conn.calls.size > 0) {
-      phase = "body";
-      for (const call of conn.calls) if (call.bodyDone) phase = "busy";
-    }
+    if (conn.calls.size > 0) phase = conn.bodiesDone > 0 ? "busy" : "body";
     this.#setPhase(conn, phase, now);
   }
 
@@ -287,7 +299,7 @@ export class ConnectionTable {
     let arrived = false;
     for (const call of conn.calls) {
       if (!call.bodyDone && bodyComplete(call.req)) {
-        call.bodyDone = true;
+        markBodyDone(conn, call);
         arrived = true;
       }
     }
@@ -318,7 +330,7 @@ export class ConnectionTable {
     const { bodyTimeoutMs, writeTimeoutMs } = this.limits;
     if (!call.bodyDone) {
       if (bodyComplete(call.req)) {
-        call.bodyDone = true;
+        markBodyDone(conn, call);
         this.#refresh(conn, now);
       } else if (progressTimed.has(call.req)) {
         if (conn.raw.bytesRead !== call.bodyRead) {
@@ -345,7 +357,7 @@ export class ConnectionTable {
 
   /** Ends one call: an HTTP/2 stream is reset, an HTTP/1.1 connection (which carries only that call) is closed. */
   #cut(conn: Connection, call: Call): void {
-    conn.calls.delete(call);
+    removeCall(conn, call);
     if ("stream" in call.req) {
       call.req.stream.close(http2.constants.NGHTTP2_CANCEL);
       this.#refresh(conn, Date.now());

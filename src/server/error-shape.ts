@@ -83,19 +83,30 @@ export function shapeErrors(logger: Logger): Interceptor {
     try {
       const res = await next(req);
       if (!res.stream) return res;
-      const messages = res.message;
-      return {
-        ...res,
-        message: (async function* () {
-          try {
-            yield* messages;
-          } catch (error) {
-            throw shape(error);
-          }
-        })(),
-      };
+      return { ...res, message: shapingErrors(res.message, shape) };
     } catch (error) {
       throw shape(error);
     }
+  };
+}
+
+/**
+ * The stream's messages, with whatever it throws shaped. A plain iterator
+ * rather than an async generator: a watch with many streams open pays for
+ * each generator step on every event.
+ */
+function shapingErrors<T>(messages: AsyncIterable<T>, shape: (error: unknown) => unknown): AsyncIterable<T> {
+  return {
+    [Symbol.asyncIterator]() {
+      const inner = messages[Symbol.asyncIterator]();
+      const shaped = (error: unknown): never => {
+        throw shape(error);
+      };
+      return {
+        next: () => inner.next().catch(shaped),
+        return: (value?: unknown) => (inner.return ? inner.return(value).catch(shaped) : Promise.resolve({ done: true as const, value: value as T })),
+        throw: (error?: unknown) => (inner.throw ? inner.throw(error).catch(shaped) : Promise.reject(shape(error))),
+      };
+    },
   };
 }

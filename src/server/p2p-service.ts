@@ -19,14 +19,14 @@ import type { Agent } from "../agent/agent.js";
 import { taskPageSize, type TaskReaderCaller, type WatchItem } from "../agent/reader.js";
 import { taskView } from "../agent/task-view.js";
 import { signedMessage } from "../envelope/view.js";
-import type { StoredReply, TaskRecord } from "../store/store.js";
+import type { StoredEvent, StoredReply, TaskRecord } from "../store/store.js";
 import { linkedSignal } from "../abort.js";
 import { authenticate } from "./auth.js";
 import { callStatusKey } from "./call-status.js";
 import { openSent } from "./open-sent.js";
 import { fittedPage, fitTasks, replyFormat, type ReplyFormat } from "./reply-fit.js";
 import { signedMessageBytes, taskEventBytes } from "./signed-bytes.js";
-import { knownEncoding, withEncodedField } from "../protocol/encoded.js";
+import { encoded, knownEncoding, withEncodedField } from "../protocol/encoded.js";
 
 const signed = (reply: StoredReply) => signedMessage(reply.envelope, reply.header, reply.payload);
 
@@ -67,10 +67,21 @@ export function p2pService(agent: Agent, draining: AbortSignal, replyLimit: numb
         ? withEncodedField(create(WatchResponseSchema), WATCH_HEARTBEAT, signedMessageBytes(item.heartbeat))
         : create(WatchResponseSchema, { kind: { case: "heartbeat", value: signed(item.heartbeat) } });
     }
-    // Every watcher of the task gets the same bytes, encoded once.
     return format === "binary"
-      ? withEncodedField(create(WatchResponseSchema), WATCH_EVENT, taskEventBytes(item.event))
+      ? binaryEventResponse(item.event)
       : create(WatchResponseSchema, { kind: { case: "event", value: { sequence: BigInt(item.event.sequence), message: signed(item.event) } } });
+  };
+  // Every watcher of the task is handed one response per event, and its bytes
+  // are known: the stream path writes the same frame to every stream.
+  const eventResponses = new WeakMap<StoredEvent, WatchResponse>();
+  const binaryEventResponse = (event: StoredEvent): WatchResponse => {
+    let response = eventResponses.get(event);
+    if (response === undefined) {
+      response = withEncodedField(create(WatchResponseSchema), WATCH_EVENT, taskEventBytes(event));
+      encoded(WatchResponseSchema, response);
+      eventResponses.set(event, response);
+    }
+    return response;
   };
   return {
     async send(request, ctx) {

@@ -24,8 +24,9 @@ import { compressionNegotiate, createAsyncIterable, createMethodSerializationLoo
 import { createEndStreamSerialization, endStreamFlag, parseTimeout as parseConnectTimeout } from "@connectrpc/connect/protocol-connect";
 import { parseTimeout as parseGrpcTimeout, setTrailerStatus } from "@connectrpc/connect/protocol-grpc";
 import { callStatusFor } from "./request-log.js";
+import { knownEncoding } from "../protocol/encoded.js";
 import { writeWaiting } from "./write-waiting.js";
-import { CallSignal, callContext, failureOf, frame, GRPC_FRAME_HEADER, headerValue, identityEncoding, nodeHeaders, readOneMessage, recordOutcome, type NodeRequest, type NodeResponse, type ShortCall, type ShortOptions } from "./short-call.js";
+import { CallSignal, callContext, failureOf, frame, GRPC_FRAME_HEADER, headerValue, identityEncoding, nodeHeaders, readOneMessage, recordOutcome, sharedFrame, type NodeRequest, type NodeResponse, type ShortCall, type ShortOptions } from "./short-call.js";
 
 interface StreamWire {
   grpc: boolean;
@@ -106,6 +107,13 @@ export function serverStreamCall(spec: MethodImplSpec, options: ShortOptions): S
       const serializer = serialization.getO(wire.binary);
       for await (const item of response.message) {
         if (res.destroyed || res.writableEnded) break; // the client went away: the method's stream is closed
+        // A message whose bytes are known (one event for many watchers) is framed once for all of them.
+        const known = wire.binary && compression === null && isMessage(item, output) ? knownEncoding(item) : undefined;
+        if (known !== undefined) {
+          head();
+          await writeWaiting(res, sharedFrame(known));
+          continue;
+        }
         let bytes = serializer.serialize(isMessage(item, output) ? item : create(output, item as never));
         let flags = 0;
         if (compression !== null && bytes.byteLength >= options.compressMinBytes) {

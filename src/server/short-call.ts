@@ -98,6 +98,18 @@ export function frame(flags: number, data: Uint8Array): Buffer {
   return out;
 }
 
+const sharedFrames = new WeakMap<Uint8Array, Buffer>();
+
+/** The uncompressed frame of bytes many streams send (kept while the bytes are); nobody writes into it. */
+export function sharedFrame(data: Uint8Array): Buffer {
+  let out = sharedFrames.get(data);
+  if (out === undefined) {
+    out = frame(0, data);
+    sharedFrames.set(data, out);
+  }
+  return out;
+}
+
 /** The message of a gRPC body that is exactly one uncompressed frame; undefined otherwise. */
 export function singleFrame(body: Buffer): Buffer | undefined {
   if (body.byteLength < GRPC_FRAME_HEADER || body[0] !== 0) return undefined;
