@@ -13,19 +13,21 @@
 export const ENVELOPE_SIGNING_DOMAIN = "synapse.v1.Envelope";
 const DOMAIN_BYTES = new TextEncoder().encode(ENVELOPE_SIGNING_DOMAIN);
 
-function le64(value: number): Uint8Array {
-  const out = new Uint8Array(8);
-  new DataView(out.buffer).setBigUint64(0, BigInt(value) & 0x7fff_ffff_ffff_ffffn, true);
-  return out;
+/** Writes `value` (a length: below 2^53, so the top bit is clear) as LE64 at `offset`, without a BigInt or a buffer per length. */
+function putLe64(view: DataView, offset: number, value: number): void {
+  view.setUint32(offset, value >>> 0, true);
+  view.setUint32(offset + 4, Math.floor(value / 0x1_0000_0000), true);
 }
 
 export function pae(pieces: readonly Uint8Array[]): Uint8Array {
-  const total = 8 + pieces.reduce((sum, piece) => sum + 8 + piece.byteLength, 0);
+  let total = 8;
+  for (const piece of pieces) total += 8 + piece.byteLength;
   const out = new Uint8Array(total);
-  out.set(le64(pieces.length), 0);
+  const view = new DataView(out.buffer);
+  putLe64(view, 0, pieces.length);
   let offset = 8;
   for (const piece of pieces) {
-    out.set(le64(piece.byteLength), offset);
+    putLe64(view, offset, piece.byteLength);
     offset += 8;
     out.set(piece, offset);
     offset += piece.byteLength;
