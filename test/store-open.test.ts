@@ -10,6 +10,7 @@ import { describe, expect, it } from "vitest";
 import { TaskState } from "../gen/synapse/v1/payloads_pb.js";
 import { loadOrCreateIdentity } from "../src/agent/identity.js";
 import { StoreOpenError } from "../src/store/errors.js";
+import { openSqliteDatabase } from "../src/store/sqlite/database.js";
 import { sqliteStorage } from "../src/store/sqlite/index.js";
 import { runCli, startServe } from "./helpers/cli.js";
 import { connectClient, startTestServer, tempDir } from "./helpers/server.js";
@@ -24,6 +25,18 @@ describe("opening a SQLite store", () => {
     db.close();
     expect(() => sqliteStorage(path)).toThrow(StoreOpenError);
     expect(() => sqliteStorage(path)).toThrow(new RegExp(`${path.replace(/[.*+?^${}()|[\]\\]/g, "\\$&")} has schema version 999.*Upgrade synapse`));
+  });
+
+  it("keeps SQLite's page cache at 8 MiB, or what the caller sets (better-sqlite3's build has 16 MB)", async () => {
+    const dir = await tempDir();
+    for (const [options, kib] of [[{}, -8192], [{ cacheMiB: 2 }, -2048]] as const) {
+      const db = openSqliteDatabase(join(dir, `cache-${kib}.db`), options);
+      try {
+        expect(db.pragma("cache_size", { simple: true })).toBe(kib);
+      } finally {
+        db.close();
+      }
+    }
   });
 
   it("refuses a damaged or truncated database with how to recover", async () => {
