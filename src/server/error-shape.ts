@@ -99,13 +99,18 @@ function shapingErrors<T>(messages: AsyncIterable<T>, shape: (error: unknown) =>
   return {
     [Symbol.asyncIterator]() {
       const inner = messages[Symbol.asyncIterator]();
-      const shaped = (error: unknown): never => {
-        throw shape(error);
+      // A step that throws at once, or rejects, rejects with the shaped error.
+      const step = (run: () => Promise<IteratorResult<T>>): Promise<IteratorResult<T>> => {
+        try {
+          return run().catch((error: unknown) => Promise.reject(shape(error)));
+        } catch (error) {
+          return Promise.reject(shape(error));
+        }
       };
       return {
-        next: () => inner.next().catch(shaped),
-        return: (value?: unknown) => (inner.return ? inner.return(value).catch(shaped) : Promise.resolve({ done: true as const, value: value as T })),
-        throw: (error?: unknown) => (inner.throw ? inner.throw(error).catch(shaped) : Promise.reject(shape(error))),
+        next: () => step(() => inner.next()),
+        return: (value?: unknown) => step(() => (inner.return ? inner.return(value) : Promise.resolve({ done: true as const, value: value as T }))),
+        throw: (error?: unknown) => step(() => (inner.throw ? inner.throw(error) : Promise.reject(error))),
       };
     },
   };
