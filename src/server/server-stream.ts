@@ -21,20 +21,14 @@
 import { create, isMessage, type DescMessage, type MessageShape } from "@bufbuild/protobuf";
 import { ConnectError, Code, type HandlerContext, type MethodImplSpec, type StreamRequest, type StreamResponse } from "@connectrpc/connect";
 import { compressionNegotiate, createAsyncIterable, createMethodSerializationLookup, type Compression } from "@connectrpc/connect/protocol";
-import { createEndStreamSerialization, endStreamFlag, parseTimeout as parseConnectTimeout } from "@connectrpc/connect/protocol-connect";
-import { parseTimeout as parseGrpcTimeout, setTrailerStatus } from "@connectrpc/connect/protocol-grpc";
+import { createEndStreamSerialization, endStreamFlag } from "@connectrpc/connect/protocol-connect";
 import { callStatusFor } from "./request-log.js";
 import { knownEncoding } from "../protocol/encoded.js";
 import { writeWaiting } from "./write-waiting.js";
-import { CallSignal, callContext, failureOf, frame, GRPC_FRAME_HEADER, headerValue, identityEncoding, nodeHeaders, readOneMessage, recordOutcome, sharedFrame, type NodeRequest, type NodeResponse, type ShortCall, type ShortOptions } from "./short-call.js";
-
-interface StreamWire {
-  grpc: boolean;
-  binary: boolean;
-}
+import { addGrpcTrailers, CallSignal, callContext, failureOf, frame, headerValue, identityEncoding, nodeHeaders, recordOutcome, sharedFrame, shortEntry, type AnswerCall, type NodeRequest, type ShortCall, type ShortOptions, type Wire } from "./short-call.js";
 
 /** The requests this path answers. */
-function streamWireOf(req: NodeRequest): StreamWire | undefined {
+function streamWireOf(req: NodeRequest): Wire | undefined {
   if (req.method !== "POST") return undefined;
   switch (req.headers["content-type"]?.toLowerCase()) {
     case "application/grpc":
@@ -49,7 +43,6 @@ function streamWireOf(req: NodeRequest): StreamWire | undefined {
       return undefined;
   }
 }
-
 
 type AnyStreamFn = (req: StreamRequest) => Promise<StreamResponse>;
 
@@ -85,7 +78,7 @@ export function serverStreamCall(spec: MethodImplSpec, options: ShortOptions): S
     } as StreamRequest);
   };
 
-  const answer = async (req: NodeRequest, res: NodeResponse, wire: StreamWire, body: Buffer, timeoutMs: number | undefined) => {
+  const answer: AnswerCall = async (req, res, wire, body, timeoutMs) => {
     const status = callStatusFor(req);
     const call = new CallSignal(options.shutdownSignal, timeoutMs, res);
     const context = callContext(spec, req, wire.grpc ? "grpc" : "connect", call.signal, timeoutMs, status);
@@ -107,14 +100,15 @@ export function serverStreamCall(spec: MethodImplSpec, options: ShortOptions): S
       const serializer = serialization.getO(wire.binary);
       for await (const item of response.message) {
         if (res.destroyed || res.writableEnded) break; // the client went away: the method's stream is closed
+        const message = isMessage(item, output) ? item : create(output, item as never);
         // A message whose bytes are known (one event for many watchers) is framed once for all of them.
-        const known = wire.binary && compression === null && isMessage(item, output) ? knownEncoding(item) : undefined;
+        const known = wire.binary && compression === null ? knownEncoding(message) : undefined;
         if (known !== undefined) {
           head();
           await writeWaiting(res, sharedFrame(known));
           continue;
         }
-        let bytes = serializer.serialize(isMessage(item, output) ? item : create(output, item as never));
+        let bytes = serializer.serialize(message);
         let flags = 0;
         if (compression !== null && bytes.byteLength >= options.compressMinBytes) {
           bytes = await compression.compress(bytes);
@@ -135,24 +129,13 @@ export function serverStreamCall(spec: MethodImplSpec, options: ShortOptions): S
     if (res.destroyed || res.writableEnded) return;
     head();
     if (wire.grpc) {
-      const trailer = new Headers(context.responseTrailer);
-      setTrailerStatus(trailer, failure);
-      (res as { addTrailers(headers: Record<string, string>): void }).addTrailers(nodeHeaders(trailer));
+      addGrpcTrailers(res, context, failure);
       res.end();
     } else {
       res.end(frame(endStreamFlag, endStream.serialize({ metadata: context.responseTrailer, error: failure })));
     }
   };
 
-  return (req, res, handOver) => {
-    const wire = streamWireOf(req);
-    if (wire === undefined || (!wire.grpc && options.requireConnectProtocolHeader)) return handOver([]);
-    const timeout = wire.grpc
-      ? parseGrpcTimeout(headerValue(req.headers["grpc-timeout"]), options.maxTimeoutMs)
-      : parseConnectTimeout(headerValue(req.headers["connect-timeout-ms"]), options.maxTimeoutMs);
-    const limit = options.readMaxBytes + GRPC_FRAME_HEADER;
-    const declared = Number(req.headers["content-length"] ?? 0);
-    if (timeout.error !== undefined || !(declared <= limit)) return handOver([]);
-    readOneMessage(req, res, handOver, limit, true, (message) => answer(req, res, wire, message, timeout.timeoutMs));
-  };
+  // Every streaming request message, gRPC or Connect, comes in a frame.
+  return shortEntry(options, streamWireOf, () => true, answer);
 }

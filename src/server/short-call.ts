@@ -1,10 +1,13 @@
-// What the short call paths share (unary.ts, server-stream.ts): reading a
-// request body of one message, the request's headers both ways, a call's
-// signal without connect-es's per-call abort, and the HandlerContext that
-// connect-es would build for the call.
+// What the short call paths share (unary.ts, server-stream.ts): the entry
+// that takes a request or hands it over and reads its one message
+// (shortEntry), the request's headers both ways, a call's signal without
+// connect-es's per-call abort, the HandlerContext that connect-es would build
+// for the call, and gRPC's trailers.
 import type { IncomingHttpHeaders } from "node:http";
 import { Code, ConnectError, createContextValues, type HandlerContext, type MethodImplSpec } from "@connectrpc/connect";
 import type { UniversalHandlerOptions } from "@connectrpc/connect/protocol";
+import { parseTimeout as parseConnectTimeout } from "@connectrpc/connect/protocol-connect";
+import { parseTimeout as parseGrpcTimeout, setTrailerStatus } from "@connectrpc/connect/protocol-grpc";
 import type { RequestHandler } from "./listener.js";
 import { callStatusKey, refusalOf, type CallStatus } from "./call-status.js";
 import { shapeError } from "./error-shape.js";
@@ -21,6 +24,12 @@ export type HandOver = (alreadyRead: Uint8Array[]) => void;
 
 /** A short path for one method: answers the request, or hands it over. */
 export type ShortCall = (req: NodeRequest, res: NodeResponse, handOver: HandOver) => void;
+
+/** How a request travels: gRPC (always HTTP/2 here) or Connect, binary or JSON. */
+export interface Wire {
+  grpc: boolean;
+  binary: boolean;
+}
 
 export const identityEncoding = (encoding: string | string[] | undefined) => encoding === undefined || encoding === "identity";
 
@@ -170,30 +179,52 @@ export function callContext(spec: MethodImplSpec, req: NodeRequest, protocolName
   };
 }
 
+/** Answers one call whose one request message has been read. */
+export type AnswerCall = (req: NodeRequest, res: NodeResponse, wire: Wire, message: Buffer, timeoutMs: number | undefined) => Promise<void>;
+
 /**
- * Reads a body of at most `limit` bytes and hands `answer` the one message it
- * holds (the body itself, or its one uncompressed frame when `framed`); a body
- * over the limit, or not exactly one frame, goes the standard way.
+ * A short path's entry: a request `wireOf` takes, with a deadline header that
+ * parses and a body of one message within the read limit (in one
+ * uncompressed frame when `framed`), is read and answered; anything else goes
+ * the standard way, with whatever was read handed over.
  */
-export function readOneMessage(req: NodeRequest, res: NodeResponse, handOver: HandOver, limit: number, framed: boolean, answer: (message: Buffer) => Promise<void>): void {
-  readBody(req, limit)
-    .then(
-      ({ chunks, size, over }) => {
-        if (over) return handOver(chunks);
-        const body = chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, size);
-        const message = framed ? singleFrame(body) : body;
-        if (message === undefined) return handOver([body]);
-        return answer(message);
-      },
-      () => {
-        // The request broke off while being read: nobody is left to answer.
-        if (!res.destroyed) res.destroy();
-      },
-    )
-    .catch((error: unknown) => {
-      // A write that failed: the connection is gone.
-      if (!res.destroyed) res.destroy(error instanceof Error ? error : undefined);
-    });
+export function shortEntry(options: ShortOptions, wireOf: (req: NodeRequest) => Wire | undefined, framed: (wire: Wire) => boolean, answer: AnswerCall): ShortCall {
+  return (req, res, handOver) => {
+    const wire = wireOf(req);
+    if (wire === undefined || (!wire.grpc && options.requireConnectProtocolHeader)) return handOver([]);
+    const timeout = wire.grpc
+      ? parseGrpcTimeout(headerValue(req.headers["grpc-timeout"]), options.maxTimeoutMs)
+      : parseConnectTimeout(headerValue(req.headers["connect-timeout-ms"]), options.maxTimeoutMs);
+    const inFrame = framed(wire);
+    const limit = options.readMaxBytes + (inFrame ? GRPC_FRAME_HEADER : 0);
+    const declared = Number(req.headers["content-length"] ?? 0);
+    if (timeout.error !== undefined || !(declared <= limit)) return handOver([]);
+    readBody(req, limit)
+      .then(
+        ({ chunks, size, over }) => {
+          if (over) return handOver(chunks);
+          const body = chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, size);
+          const message = inFrame ? singleFrame(body) : body;
+          if (message === undefined) return handOver([body]);
+          return answer(req, res, wire, message, timeout.timeoutMs);
+        },
+        () => {
+          // The request broke off while being read: nobody is left to answer.
+          if (!res.destroyed) res.destroy();
+        },
+      )
+      .catch((error: unknown) => {
+        // A write that failed: the connection is gone.
+        if (!res.destroyed) res.destroy(error instanceof Error ? error : undefined);
+      });
+  };
+}
+
+/** gRPC's trailers: the handler's, and the call's status. */
+export function addGrpcTrailers(res: NodeResponse, context: HandlerContext, failure: ConnectError | undefined): void {
+  const trailer = new Headers(context.responseTrailer);
+  setTrailerStatus(trailer, failure);
+  (res as { addTrailers(headers: Record<string, string>): void }).addTrailers(nodeHeaders(trailer));
 }
 
 /** A call's failure as clients see it: the interceptors shaped what the method threw; errors reading the request are shaped here. */

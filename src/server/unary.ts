@@ -16,15 +16,9 @@
 // uncompressed message, a deadline header that does not parse.
 import { type ConnectError, type HandlerContext, type MethodImplSpec } from "@connectrpc/connect";
 import { compressionNegotiate, createMethodSerializationLookup, invokeUnaryImplementation, type Compression } from "@connectrpc/connect/protocol";
-import { codeToHttpStatus, errorToJsonBytes, parseTimeout as parseConnectTimeout, trailerMux } from "@connectrpc/connect/protocol-connect";
-import { parseTimeout as parseGrpcTimeout, setTrailerStatus } from "@connectrpc/connect/protocol-grpc";
+import { codeToHttpStatus, errorToJsonBytes, trailerMux } from "@connectrpc/connect/protocol-connect";
 import { callStatusFor } from "./request-log.js";
-import { CallSignal, callContext, failureOf, frame, GRPC_FRAME_HEADER, headerValue, identityEncoding, nodeHeaders, readOneMessage, type NodeRequest, type NodeResponse, recordOutcome, type ShortCall, type ShortOptions } from "./short-call.js";
-
-interface Wire {
-  grpc: boolean;
-  binary: boolean;
-}
+import { addGrpcTrailers, CallSignal, callContext, failureOf, frame, headerValue, identityEncoding, nodeHeaders, recordOutcome, shortEntry, type AnswerCall, type NodeRequest, type NodeResponse, type ShortCall, type ShortOptions, type Wire } from "./short-call.js";
 
 /** The requests this path answers: every other content type, and any request encoding, go the standard way. */
 function wireOf(req: NodeRequest): Wire | undefined {
@@ -49,7 +43,7 @@ export function unaryCall(spec: MethodImplSpec, options: ShortOptions): ShortCal
   if (spec.kind !== "unary") return undefined;
   const serialization = createMethodSerializationLookup(spec.method, options.binaryOptions, options.jsonOptions, options);
 
-  const answer = async (req: NodeRequest, res: NodeResponse, wire: Wire, body: Buffer, timeoutMs: number | undefined) => {
+  const answer: AnswerCall = async (req, res, wire, body, timeoutMs) => {
     const status = callStatusFor(req);
     const call = new CallSignal(options.shutdownSignal, timeoutMs, res);
     const context = callContext(spec, req, wire.grpc ? "grpc" : "connect", call.signal, timeoutMs, status);
@@ -78,17 +72,8 @@ export function unaryCall(spec: MethodImplSpec, options: ShortOptions): ShortCal
     else writeConnect(res, context, wire, reply, failure, compression, options.jsonOptions);
   };
 
-  return (req, res, handOver) => {
-    const wire = wireOf(req);
-    if (wire === undefined || (!wire.grpc && options.requireConnectProtocolHeader)) return handOver([]);
-    const timeout = wire.grpc
-      ? parseGrpcTimeout(headerValue(req.headers["grpc-timeout"]), options.maxTimeoutMs)
-      : parseConnectTimeout(headerValue(req.headers["connect-timeout-ms"]), options.maxTimeoutMs);
-    const limit = options.readMaxBytes + (wire.grpc ? GRPC_FRAME_HEADER : 0);
-    const declared = Number(req.headers["content-length"] ?? 0);
-    if (timeout.error !== undefined || !(declared <= limit)) return handOver([]);
-    readOneMessage(req, res, handOver, limit, wire.grpc, (message) => answer(req, res, wire, message, timeout.timeoutMs));
-  };
+  // A gRPC message comes in a frame; a Connect unary one is the body itself.
+  return shortEntry(options, wireOf, (wire) => wire.grpc, answer);
 }
 
 /** gRPC: the message in one frame, the status in trailers (a failed call sends headers and trailers only). */
@@ -96,10 +81,8 @@ function writeGrpc(res: NodeResponse, context: HandlerContext, wire: Wire, reply
   const header = nodeHeaders(context.responseHeader);
   header["content-type"] = wire.binary ? "application/grpc+proto" : "application/grpc+json";
   if (compression !== null) header["grpc-encoding"] = compression.name;
-  const trailer = new Headers(context.responseTrailer);
-  setTrailerStatus(trailer, failure);
   res.writeHead(200, header);
-  (res as { addTrailers(headers: Record<string, string>): void }).addTrailers(nodeHeaders(trailer));
+  addGrpcTrailers(res, context, failure);
   if (reply === undefined) {
     res.end();
     return;
