@@ -2,18 +2,17 @@
 // through a real registry server: owners, strangers, a squatter of the
 // owner's agent id, admin keys, an agent's synced task types, grants, and
 // the audit trail of every refusal.
-import type { MessageInitShape } from "@bufbuild/protobuf";
 import { Code, ConnectError, createClient, type Client } from "@connectrpc/connect";
 import { createConnectTransport, createGrpcTransport } from "@connectrpc/connect-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { RiskLevel } from "../gen/synapse/v1/capabilities_pb.js";
-import { AuditEventKind, CapabilityHealth, CapabilityStatus, CapabilityType, RegistryService, type GovernedCapabilitySchema } from "../gen/synapse/v1/registry_pb.js";
+import { AuditEventKind, CapabilityHealth, CapabilityStatus, CapabilityType, RegistryService } from "../gen/synapse/v1/registry_pb.js";
 import type { AgentIdentity } from "../src/agent/identity.js";
 import { issueToken } from "../src/crypto/tokens.js";
 import { TrustStore } from "../src/envelope/trust-sources.js";
 import { silentLogger } from "../src/log.js";
 import { findErrorDetail } from "../src/protocol/errors.js";
 import { joinRegistry, type Membership } from "../src/registry/join.js";
+import { governedCapability } from "./helpers/capabilities.js";
 import { requesterIdentity, startTestServer, type TestServer } from "./helpers/server.js";
 
 let registry: TestServer;
@@ -57,28 +56,12 @@ async function expectDenied(attempt: Promise<unknown>, rule: string) {
   return message;
 }
 
-function capability(init: MessageInitShape<typeof GovernedCapabilitySchema>): MessageInitShape<typeof GovernedCapabilitySchema> {
-  return {
-    name: "A capability",
-    capabilityType: CapabilityType.SKILL,
-    domain: "reimbursement",
-    intents: ["explain"],
-    inputSchema: '{"type":"object"}',
-    outputSchema: '{"type":"object"}',
-    riskLevel: RiskLevel.LOW,
-    owner: "财务风控组",
-    version: "v1",
-    status: CapabilityStatus.ACTIVE,
-    ...init,
-  };
-}
-
 const statusOf = async (id: string) => (await rpc.getCapability({ id })).capability?.status;
 
 describe("changing a capability", () => {
   it("a stranger cannot change another agent's capability (status, new version, retire); the owner and an admin can", async () => {
     // owner_* in a request are the registry's to set: ignored.
-    const mine = capability({ code: "risk_explainer", agentId: owner.agentId, ownerAgentId: stranger.agentId, ownerKeyId: stranger.key.keyId });
+    const mine = governedCapability({ code: "risk_explainer", agentId: owner.agentId, ownerAgentId: stranger.agentId, ownerKeyId: stranger.key.keyId });
     const stored = (await rpc.registerCapability({ capability: mine }, await as(owner))).capability!;
     expect(stored).toMatchObject({ id: `cap_${owner.agentId}_risk_explainer_v1`, ownerAgentId: owner.agentId, ownerKeyId: owner.key.keyId, owner: "财务风控组" });
 
@@ -108,7 +91,7 @@ describe("changing a capability", () => {
   });
 
   it("recognises the owner by its key: a token claiming the owner's agent id with another key changes nothing", async () => {
-    const mine = (await rpc.registerCapability({ capability: capability({ code: "key_bound", agentId: owner.agentId }) }, await as(owner))).capability!;
+    const mine = (await rpc.registerCapability({ capability: governedCapability({ code: "key_bound", agentId: owner.agentId }) }, await as(owner))).capability!;
     const squatter = await requesterIdentity(owner.agentId);
     const { code, detail } = await refusal(rpc.setCapabilityStatus({ id: mine.id, status: CapabilityStatus.OFFLINE }, await as(squatter)));
     // Refused for the key (PERMISSION_DENIED), or earlier by a trust policy that knows the id's key (UNAUTHENTICATED).
@@ -118,7 +101,7 @@ describe("changing a capability", () => {
   });
 
   it("static capabilities (no agent_id) are added by admins only and changed only by admins", async () => {
-    const rule = capability({ code: "duplicate_invoice_rule", capabilityType: CapabilityType.RULE });
+    const rule = governedCapability({ code: "duplicate_invoice_rule", capabilityType: CapabilityType.RULE });
     await expectDenied(rpc.registerCapability({ capability: rule }, await as(stranger)), "admin_only");
     const stored = (await rpc.registerCapability({ capability: rule }, await as(admin))).capability!;
     expect(stored).toMatchObject({ id: "cap_duplicate_invoice_rule_v1", ownerAgentId: admin.agentId, ownerKeyId: admin.key.keyId });
@@ -131,7 +114,7 @@ describe("changing a capability", () => {
     const id = "cap_agent_synced_summarization_1_0_0";
     expect((await rpc.getCapability({ id })).capability).toMatchObject({ agentId: "agent_synced", ownerAgentId: "agent_synced", ownerKeyId: agent.agent.identity.key.keyId });
     await expectDenied(rpc.setCapabilityStatus({ id, status: CapabilityStatus.OFFLINE }, await as(stranger)), "not_owner");
-    const takeover = capability({ code: "summarization", agentId: "agent_synced", capabilityType: CapabilityType.TASK, version: "2.0.0" });
+    const takeover = governedCapability({ code: "summarization", agentId: "agent_synced", capabilityType: CapabilityType.TASK, version: "2.0.0" });
     await expectDenied(rpc.registerCapability({ capability: takeover }, await as(stranger)), "not_the_agent");
     await rpc.setCapabilityStatus({ id, status: CapabilityStatus.DEPRECATED, reason: "moving to v2" }, await as(agent.agent.identity));
     await rpc.setCapabilityStatus({ id, status: CapabilityStatus.ACTIVE, reason: "rollback" }, await as(admin));
@@ -151,8 +134,8 @@ describe("matching counts granted permissions", () => {
 
   it("ignores self-declared permissions, counts grants (the key's and \"*\"), narrows by the request, and gives anonymous callers only what needs none", async () => {
     const adminCall = await as(admin);
-    await rpc.registerCapability({ capability: capability({ code: "approve_payment", domain: "finance", intents: ["approve"], permissionRequired: ["payment:approve"] }) }, adminCall);
-    await rpc.registerCapability({ capability: capability({ code: "approval_guide", domain: "finance", intents: ["approve"] }) }, adminCall);
+    await rpc.registerCapability({ capability: governedCapability({ code: "approve_payment", domain: "finance", intents: ["approve"], permissionRequired: ["payment:approve"] }) }, adminCall);
+    await rpc.registerCapability({ capability: governedCapability({ code: "approval_guide", domain: "finance", intents: ["approve"] }) }, adminCall);
     const codes = (response: { candidates: Array<{ capability?: { code: string } }> }) => response.candidates.map((c) => c.capability?.code);
 
     // Anonymous, and authenticated without a grant: listing a permission adds nothing.
@@ -248,13 +231,13 @@ describe("the audit trail", () => {
 describe("capability health over the wire", () => {
   it("a health number CapabilityHealth does not name is refused at RegisterCapability as at SetCapabilityStatus", async () => {
     const unknownHealth = 9 as CapabilityHealth;
-    const registering = await refusal(rpc.registerCapability({ capability: capability({ code: "odd_health", agentId: owner.agentId, health: unknownHealth }) }, await as(owner)));
+    const registering = await refusal(rpc.registerCapability({ capability: governedCapability({ code: "odd_health", agentId: owner.agentId, health: unknownHealth }) }, await as(owner)));
     expect({ code: registering.code, protocolCode: registering.detail?.protocolCode, details: registering.detail?.details }).toEqual({
       code: Code.InvalidArgument,
       protocolCode: "invalid_params",
       details: { field: "health" },
     });
-    const stored = (await rpc.registerCapability({ capability: capability({ code: "odd_health", agentId: owner.agentId, health: CapabilityHealth.DEGRADED }) }, await as(owner))).capability!;
+    const stored = (await rpc.registerCapability({ capability: governedCapability({ code: "odd_health", agentId: owner.agentId, health: CapabilityHealth.DEGRADED }) }, await as(owner))).capability!;
     expect(stored.health).toBe(CapabilityHealth.DEGRADED);
     const changing = await refusal(rpc.setCapabilityStatus({ id: stored.id, status: CapabilityStatus.ACTIVE, health: unknownHealth }, await as(owner)));
     expect({ code: changing.code, details: changing.detail?.details }).toEqual({ code: Code.InvalidArgument, details: { field: "health" } });

@@ -3,14 +3,13 @@
 // Without it, ListAuditEvents over a long audit trail answered
 // RESOURCE_EXHAUSTED, untyped, to a request that asked for nothing wrong
 // (found by the fuzz suite).
-import type { MessageInitShape } from "@bufbuild/protobuf";
 import { createClient, type Client } from "@connectrpc/connect";
 import { createConnectTransport, createGrpcTransport } from "@connectrpc/connect-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { RiskLevel } from "../gen/synapse/v1/capabilities_pb.js";
-import { CapabilityStatus, CapabilityType, RegistryService, type GovernedCapabilitySchema } from "../gen/synapse/v1/registry_pb.js";
+import { CapabilityStatus, RegistryService } from "../gen/synapse/v1/registry_pb.js";
 import type { AgentIdentity } from "../src/agent/identity.js";
 import { issueToken } from "../src/crypto/tokens.js";
+import { governedCapability } from "./helpers/capabilities.js";
 import { requesterIdentity, startTestServer, type TestServer } from "./helpers/server.js";
 
 const MAX_FILE_SIZE = 4096; // the message limit is this plus 64 KiB
@@ -24,19 +23,7 @@ beforeAll(async () => {
   registry = await startTestServer({ agentId: "registry_pages", maxFileSize: MAX_FILE_SIZE, registry: { admins: [admin.key.keyId] } });
   const rpc = createClient(RegistryService, createGrpcTransport({ baseUrl: registry.url }));
   const as = { headers: { Authorization: `Bearer ${await issueToken(admin.key, { agentId: admin.agentId, audience: "registry_pages" })}` } };
-  const capability: MessageInitShape<typeof GovernedCapabilitySchema> = {
-    code: "long_history",
-    name: "A capability with a long history",
-    capabilityType: CapabilityType.SKILL,
-    domain: "reimbursement",
-    intents: ["explain"],
-    inputSchema: '{"type":"object"}',
-    outputSchema: '{"type":"object"}',
-    riskLevel: RiskLevel.LOW,
-    owner: "finance",
-    version: "v1",
-    status: CapabilityStatus.ACTIVE,
-  };
+  const capability = governedCapability({ code: "long_history", name: "A capability with a long history", owner: "finance" });
   capabilityId = (await rpc.registerCapability({ capability }, as)).capability!.id;
   // Each change is audited with its reason: 30 reasons of 3,500 characters, past the 68 KiB limit together.
   for (let i = 0; i < CHANGES; i++) {
