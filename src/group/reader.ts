@@ -26,11 +26,11 @@ export interface GroupReaderOptions {
 const BATCH = 500;
 const LEAVING = new Set([GroupEventKind.MEMBER_LEFT, GroupEventKind.MEMBER_REMOVED, GroupEventKind.MEMBERSHIP_WITHDRAWN]);
 
-
 /** The groups a ListGroups page holds for a requested page_size (0 or less: the default). */
 export function groupPageSize(requested: number): number {
   return requested <= 0 ? 50 : Math.min(requested, 500);
 }
+
 export class GroupReader {
   constructor(private readonly options: GroupReaderOptions) {}
 
