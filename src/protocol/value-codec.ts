@@ -43,8 +43,8 @@ function delimited(lengths: number[], slot: number, size: number): number {
   return 1 + varintSize(size) + size;
 }
 
-// protobuf-es cannot hold a "__proto__" key in a Struct (it would set the prototype): it is left out, as it does.
-const entriesOf = (json: JsonObject) => Object.entries(json).filter(([key]) => key !== "__proto__");
+// Every key travels, "__proto__" too (JSON.parse makes it an own key, and so does protobuf-es).
+const entriesOf = (json: JsonObject) => Object.entries(json);
 
 /** The size of a Value's fields; pushes the lengths of its parts, in writing order. */
 function sizeValue(json: JsonValue, lengths: number[]): number {
