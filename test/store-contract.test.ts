@@ -132,6 +132,16 @@ for (const kind of storeKinds()) {
       await store.createTask(newTask("c"), signedEvent("c", 1), { maxActive: 2 });
       expect(await store.countTasks([TaskState.CONFIRMED, TaskState.EXECUTING])).toBe(2);
       expect(await store.countTasks([TaskState.COMPLETED, TaskState.REJECTED])).toBe(2);
+      // A write that is refused changes no count; a state change moves one.
+      await expect(store.commit("b", 7, { state: TaskState.FAILED }, signedEvent("b", 2))).rejects.toEqual(conflict("version"));
+      await expect(store.createTask(newTask("d"), signedEvent("d", 1), { maxActive: 2 })).rejects.toBeInstanceOf(StoreLimitError);
+      await store.commit("b", 1, { state: TaskState.EXECUTING }, signedEvent("b", 2));
+      expect(await store.countTasks([TaskState.CONFIRMED])).toBe(1);
+      expect(await store.countTasks([TaskState.EXECUTING])).toBe(1);
+      expect(await store.countTasks([TaskState.EXECUTING, TaskState.FAILED])).toBe(1);
+      await store.commit("b", 2, { state: TaskState.FAILED }, signedEvent("b", 3));
+      expect(await store.countTasks([TaskState.CONFIRMED, TaskState.EXECUTING])).toBe(1);
+      await store.createTask(newTask("d"), signedEvent("d", 1), { maxActive: 2 });
     });
 
     it("pages newest first without overlap, filters by state, and refuses a forged page token", async () => {
@@ -404,6 +414,7 @@ for (const kind of storeKinds()) {
     if (kind.reopen !== undefined) it("keeps everything across a close and reopen", async () => {
       await store.createTask(newTask("t1", { idempotencyKey: "k" }), signedEvent("t1", 1), { message: { scope: "p2p", messageId: "m1", senderAgentId: "r", digest: "d", keepUntilMs: 99_999 } });
       await store.commit("t1", 1, { progress: 3 }, signedEvent("t1", 2));
+      await store.createTask(newTask("done", { state: TaskState.REJECTED }), signedEvent("done", 1));
       await store.putResult("t1", new Uint8Array([9, 8, 7]));
       await storage.pins.pin({ agentId: "a1", keyId: "k1", publicKey: new Uint8Array(32), pinnedAtMs: 1 });
       const { create } = await import("@bufbuild/protobuf");
@@ -413,6 +424,9 @@ for (const kind of storeKinds()) {
       storage = await kind.reopen!();
       store = storage.tasks;
       expect(await store.getTask("t1")).toMatchObject({ progress: 3, version: 2, lastSequence: 2 });
+      expect(await store.countTasks([TaskState.CONFIRMED, TaskState.EXECUTING])).toBe(1);
+      expect(await store.countTasks([TaskState.REJECTED])).toBe(1);
+      await expect(store.createTask(newTask("t3"), signedEvent("t3", 1), { maxActive: 1 })).rejects.toBeInstanceOf(StoreLimitError);
       expect((await store.listEvents("t1", 1)).map((e) => e.sequence)).toEqual([1, 2]);
       expect(await store.getMessage("p2p", "m1")).toMatchObject({ digest: "d" });
       expect([...(await store.readResult("t1", 0, 10))]).toEqual([9, 8, 7]);

@@ -31,6 +31,7 @@ import {
   type TaskRecord,
   type TaskStore,
 } from "../store.js";
+import { ActiveCounts } from "./active-counts.js";
 import { BatchWriter } from "./batch.js";
 import { SqliteSideTables } from "./side-tables.js";
 
@@ -67,6 +68,7 @@ export class SqliteTaskStore extends ChangeEmitter implements TaskStore {
   private readonly side: SqliteSideTables;
   private readonly statements = new Map<string, Database.Statement>();
   private readonly batch: BatchWriter;
+  private readonly counts: ActiveCounts;
   private readonly sql;
 
   constructor(
@@ -75,11 +77,14 @@ export class SqliteTaskStore extends ChangeEmitter implements TaskStore {
   ) {
     super();
     this.side = new SqliteSideTables(db, now);
-    this.batch = new BatchWriter(db, () => this.cache.clear());
+    this.counts = new ActiveCounts(db);
+    this.batch = new BatchWriter(db, () => {
+      this.cache.clear();
+      this.counts.reload();
+    });
     this.sql = {
       getTask: db.prepare("SELECT * FROM tasks WHERE task_id = ?"),
       insertTask: db.prepare(`INSERT INTO tasks (${TASK_COLUMNS.join(", ")}) VALUES (${TASK_COLUMNS.map((c) => `@${c}`).join(", ")})`),
-      countActive: db.prepare("SELECT COUNT(*) AS n FROM tasks WHERE active = 1"),
       byIdempotency: db.prepare("SELECT * FROM tasks WHERE requester_agent_id = ? AND idempotency_key = ?"),
       // Events are keyed by the task's arrival number (task_no), so new ones fill the table's last pages.
       insertFirstEvent: db.prepare("INSERT INTO task_events (task_no, sequence, envelope) VALUES (?, ?, ?)"),
@@ -116,13 +121,14 @@ export class SqliteTaskStore extends ChangeEmitter implements TaskStore {
         throw new StoreConflictError("idempotency_key", `idempotency key ${task.idempotencyKey} is in use`);
       }
       if (options.maxActive !== undefined && !isTerminal(task.state)) {
-        const active = (this.sql.countActive.get() as { n: number }).n;
+        const active = this.counts.active;
         if (active >= options.maxActive) throw new StoreLimitError(active, options.maxActive);
       }
       if (options.message !== undefined) this.insertMessageOrThrow(options.message);
       const taskNo = this.sql.insertTask.run(taskRow(record)).lastInsertRowid;
       this.sql.insertFirstEvent.run(taskNo, 1, envelopeBytes(firstEvent.envelope));
       if (options.callbackUrl) this.side.startDelivery(task.taskId, options.callbackUrl);
+      this.counts.moved(undefined, record.state);
       this.remember(record);
       return { value: record, after: () => this.emit({ kind: "task", taskId: task.taskId, sequence: 1, event: firstEvent, task: record }) };
     });
@@ -171,6 +177,7 @@ export class SqliteTaskStore extends ChangeEmitter implements TaskStore {
       const columns = { ...patchColumns(patch), version: updated.version, last_sequence: updated.lastSequence };
       this.updateStatement(Object.keys(columns)).run({ ...columns, task_id: taskId });
       if (event !== undefined) this.sql.insertEvent.run(event.sequence, envelopeBytes(event.envelope), taskId);
+      this.counts.moved(current.state, updated.state);
       this.remember(updated);
       const announce = event === undefined ? undefined : () => this.emit({ kind: "task", taskId, sequence: event.sequence, event, task: updated });
       return { value: updated, after: announce };
@@ -217,8 +224,9 @@ export class SqliteTaskStore extends ChangeEmitter implements TaskStore {
   }
 
   async countTasks(states: readonly TaskState[]): Promise<number> {
+    const counted = this.counts.count(states);
+    if (counted !== undefined) return counted;
     const wanted = [...new Set(states)];
-    if (wanted.length === 0) return 0;
     const onlyActive = wanted.every((state) => !isTerminal(state));
     const statement = this.statement(`count:${wanted.length}:${onlyActive}`, () => `SELECT COUNT(*) AS n FROM tasks WHERE state IN (${placeholders(wanted.length)})${onlyActive ? " AND active = 1" : ""}`);
     return (statement.get(...wanted) as { n: number }).n;
