@@ -1,7 +1,8 @@
-// Ed25519 sign and verify throughput of a 256-byte message, for node:crypto
-// and tweetnacl, through the project's Ed25519 interface (as library code uses them).
+// Ed25519 sign and verify throughput of a 256-byte message, for libsodium,
+// node:crypto and tweetnacl, through the project's Ed25519 interface (as
+// library code uses them).
 import { randomBytes } from "node:crypto";
-import { naclEd25519, nodeEd25519, type Ed25519 } from "../src/crypto/ed25519.js";
+import { ed25519Implementations, type Ed25519 } from "../src/crypto/ed25519.js";
 import { opsPerSecond } from "./measure.js";
 
 export const MESSAGE_BYTES = 256;
@@ -31,5 +32,5 @@ function measure(impl: Ed25519, seconds: number, warmupSeconds: number): CryptoR
 }
 
 export function cryptoBench(seconds: number, warmupSeconds: number): CryptoResult[] {
-  return [nodeEd25519, naclEd25519].map((impl) => measure(impl, seconds, warmupSeconds));
+  return ed25519Implementations.map((impl) => measure(impl, seconds, warmupSeconds));
 }

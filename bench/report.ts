@@ -65,7 +65,7 @@ export function toTable(report: Report): string {
     ["Ed25519, 256-byte message", "sign ops/s", "verify ops/s"],
     [
       ...report.crypto.map((row) => [row.implementation, row.sign_ops.toFixed(0), row.verify_ops.toFixed(0)]),
-      ["ratio node:crypto / tweetnacl", report.crypto_ratio.sign.toFixed(1), report.crypto_ratio.verify.toFixed(1)],
+      [`ratio ${report.crypto[0]?.implementation ?? "default"} / tweetnacl`, report.crypto_ratio.sign.toFixed(1), report.crypto_ratio.verify.toFixed(1)],
     ],
   );
   return `${config}\n\n${rpc}\n\n${crypto}\n`;

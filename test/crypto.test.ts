@@ -3,21 +3,22 @@ import { randomBytes } from "node:crypto";
 import { readFile, stat, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
-import { naclEd25519, nodeEd25519 } from "../src/crypto/ed25519.js";
+import { defaultEd25519, ed25519Implementations, naclEd25519, nodeEd25519, sodiumEd25519 } from "../src/crypto/ed25519.js";
 import { generateKey, keyFromPem, keyIdOf, loadKey, loadOrCreateKey, publicJwk, saveKey } from "../src/crypto/keys.js";
 import { tempDir } from "./helpers/server.js";
 
 describe("Ed25519 implementations", () => {
   it("make identical signatures and accept each other's", () => {
+    expect(ed25519Implementations.map((ed) => ed.name)).toEqual([...(sodiumEd25519 ? ["libsodium"] : []), "node:crypto", "tweetnacl"]);
     for (let i = 0; i < 50; i++) {
       const key = generateKey();
       const message = new Uint8Array(randomBytes(i * 37));
-      const fromNode = nodeEd25519.sign(message, key.seed);
-      const fromNacl = naclEd25519.sign(message, key.seed);
-      expect(Buffer.from(fromNode).equals(Buffer.from(fromNacl))).toBe(true);
-      expect(naclEd25519.verify(message, fromNode, key.publicKey)).toBe(true);
-      expect(nodeEd25519.verify(message, fromNacl, key.publicKey)).toBe(true);
-      expect(Buffer.from(naclEd25519.publicKeyFromSeed(key.seed)).equals(Buffer.from(key.publicKey))).toBe(true);
+      const signatures = ed25519Implementations.map((ed) => ed.sign(message, key.seed));
+      for (const signature of signatures) expect(Buffer.from(signature).equals(Buffer.from(signatures[0]!))).toBe(true);
+      for (const ed of ed25519Implementations) {
+        expect(ed.verify(message, signatures[0]!, key.publicKey)).toBe(true);
+        expect(Buffer.from(ed.publicKeyFromSeed(key.seed)).equals(Buffer.from(key.publicKey))).toBe(true);
+      }
     }
   });
 
@@ -25,11 +26,27 @@ describe("Ed25519 implementations", () => {
     const key = generateKey();
     const message = new Uint8Array([1, 2, 3]);
     const signature = nodeEd25519.sign(message, key.seed);
-    for (const ed of [nodeEd25519, naclEd25519]) {
+    const tampered = new Uint8Array(signature);
+    tampered[10]! ^= 1;
+    for (const ed of ed25519Implementations) {
       expect(ed.verify(message, signature.subarray(0, 63), key.publicKey)).toBe(false);
       expect(ed.verify(message, signature, key.publicKey.subarray(0, 31))).toBe(false);
       expect(ed.verify(message, new Uint8Array(64), new Uint8Array(32).fill(0xff))).toBe(false);
+      expect(ed.verify(message, tampered, key.publicKey)).toBe(false);
+      expect(ed.verify(new Uint8Array([1, 2, 4]), signature, key.publicKey)).toBe(false);
+      expect(() => ed.sign(message, key.seed.subarray(0, 31))).toThrow(RangeError);
     }
+  });
+
+  it("sign and verify with libsodium by default where its addon loads (SYNAPSE_ED25519=node rules it out)", () => {
+    if (process.env.SYNAPSE_ED25519 === "node") {
+      console.log("SYNAPSE_ED25519=node: libsodium ruled out, node:crypto is the default");
+      expect(defaultEd25519).toBe(nodeEd25519);
+      return;
+    }
+    // sodium-native ships a prebuilt addon for this platform (linux, macOS, Windows on x64 and arm64).
+    expect(sodiumEd25519?.name).toBe("libsodium");
+    expect(defaultEd25519).toBe(sodiumEd25519);
   });
 });
 

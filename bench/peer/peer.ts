@@ -43,7 +43,7 @@ const spread = (values: number[]): Ratio | null => (values.length === 0 ? null :
 function lowerFloor(a: Ed25519Floor, b: Ed25519Floor): Ed25519Floor {
   const signUs = Math.min(a.sign_us, b.sign_us);
   const verifyUs = Math.min(a.verify_us, b.verify_us);
-  return { message_bytes: a.message_bytes, sign_us: signUs, verify_us: verifyUs, floor_us: signUs + verifyUs };
+  return { message_bytes: a.message_bytes, implementation: a.implementation, sign_us: signUs, verify_us: verifyUs, floor_us: signUs + verifyUs };
 }
 
 class Run {

@@ -181,7 +181,7 @@ export function toPeerTable(report: PeerReport): string {
     "",
     summary,
     "",
-    `Ed25519 floor (node:crypto, ${floor.message_bytes}-byte task_request signing input, lower of the run's first and last measurement): sign ${f(floor.sign_us, 1)} us + verify ${f(floor.verify_us, 1)} us = ${f(floor.floor_us, 1)} us`,
+    `Ed25519 floor (${floor.implementation}, ${floor.message_bytes}-byte task_request signing input, lower of the run's first and last measurement): sign ${f(floor.sign_us, 1)} us + verify ${f(floor.verify_us, 1)} us = ${f(floor.floor_us, 1)} us`,
     "",
     memory,
     "",
