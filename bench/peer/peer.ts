@@ -3,7 +3,7 @@
 // load generator (bench/peer/loadgen) drives them all with the same task
 // (text_analysis of the same text), closed loop, the same concurrency. In
 // order:
-//   1. the Ed25519 floor (node:crypto, one sign + one verify) in this process;
+//   1. the Ed25519 floor (the server's implementation, one sign + one verify) in this process;
 //   2. interleaved rounds: each round runs every contender over each of its
 //      protocols once (order rotated by round); medians and per-round ratios;
 //   3. memory: every server is brought to --tasks completed tasks, then its
@@ -12,6 +12,7 @@
 //      1 MiB of text;
 //   5. Watch fan-out on a fresh `synapse serve` (default store).
 import { randomBytes } from "node:crypto";
+import { defaultEd25519 } from "../../src/crypto/ed25519.js";
 import type { BenchOptions } from "../args.js";
 import { startChildServer } from "../child-server.js";
 import { median } from "../stores.js";
@@ -219,7 +220,7 @@ export async function peerBench(options: BenchOptions, progress: Progress): Prom
   const contenders: Contender[] = [];
   try {
     const floorSeconds = Math.min(FLOOR_SECONDS, options.seconds / 2);
-    progress(`Ed25519 floor: node:crypto sign and verify, ${floorSeconds} s each (again at the end; the lower figures count)`);
+    progress(`Ed25519 floor: ${defaultEd25519.name} sign and verify, ${floorSeconds} s each (again at the end; the lower figures count)`);
     const firstFloor = measureFloor(TEXT, floorSeconds);
     for (const name of CONTENDERS) contenders.push(await startContender(name, progress));
     const idle = new Map(contenders.map((contender) => [contender.name, contender.sample().rssBytes] as const));
