@@ -8,9 +8,9 @@
 // decoded Header encodes to the same message. JSON replies take the usual
 // path (a JSON reader gets the typed view from the message itself).
 import { BinaryWriter, WireType } from "@bufbuild/protobuf/wire";
-import { EnvelopeSchema, type Envelope, type MessageType } from "../../gen/synapse/v1/envelope_pb.js";
+import { type Envelope, type MessageType } from "../../gen/synapse/v1/envelope_pb.js";
 import { PayloadSchema } from "../../gen/synapse/v1/payloads_pb.js";
-import { encoded } from "../protocol/encoded.js";
+import { envelopeEncoding } from "../protocol/envelope-codec.js";
 
 export { withEncodedField } from "../protocol/encoded.js";
 import { messageTypeInfo } from "../protocol/message-types.js";
@@ -49,7 +49,7 @@ export function signedMessageBytes(stored: StoredReply): Uint8Array {
     const view = new BinaryWriter().tag(VIEW_HEADER, WireType.LengthDelimited).bytes(stored.envelope.header).tag(VIEW_PAYLOAD, WireType.LengthDelimited).bytes(payload).finish();
     bytes = new BinaryWriter()
       .tag(SIGNED_ENVELOPE, WireType.LengthDelimited)
-      .bytes(encoded(EnvelopeSchema, stored.envelope))
+      .bytes(envelopeEncoding(stored.envelope))
       .tag(SIGNED_VIEW, WireType.LengthDelimited)
       .bytes(view)
       .finish();

@@ -14,6 +14,7 @@ import {
   type TaskState,
 } from "../../gen/synapse/v1/payloads_pb.js";
 import { encoded, rememberEncoding } from "../protocol/encoded.js";
+import { envelopeEncoding } from "../protocol/envelope-codec.js";
 import { messageTypeInfo } from "../protocol/message-types.js";
 import { isTerminal } from "../protocol/state-machine.js";
 import type { CarriedIds, ResultStreamRecord, StoredEvent, StoredReply, TaskAnswer, TaskPatch, TaskRecord } from "./store.js";
@@ -228,7 +229,7 @@ export function taskFromRow(row: TaskRow): TaskRecord {
 
 /** The exact bytes of a signed envelope, as stored (encoded once, whoever asks first). */
 export function envelopeBytes(envelope: Envelope): Buffer {
-  return bin(encoded(EnvelopeSchema, envelope));
+  return bin(envelopeEncoding(envelope));
 }
 
 /** A stored envelope decoded again: the envelope, its header and its typed payload. */

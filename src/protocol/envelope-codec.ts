@@ -1,0 +1,116 @@
+// Envelopes encoded directly: a sealed envelope is stored and sent as its
+// bytes, and protobuf-es's writer grows its buffer from 128 bytes by
+// doubling, copying the header and payload several times over. The fields
+// are a few byte strings and one small message, so their size is known up
+// front and they are written once into a buffer of that size. The bytes are
+// what toBinary(EnvelopeSchema, envelope) writes (a test checks it); an
+// envelope this encoder does not cover (unknown fields, a negative enum) is
+// left to toBinary.
+import { toBinary } from "@bufbuild/protobuf";
+import { EnvelopeSchema, type Envelope, type Signature } from "../../gen/synapse/v1/envelope_pb.js";
+import { knownEncoding, rememberEncoding } from "./encoded.js";
+
+// Tags (field number << 3 | wire type) of Envelope's and Signature's fields.
+const ENVELOPE_HEADER = 0x0a; // 1, length-delimited
+const ENVELOPE_PAYLOAD = 0x12; // 2, length-delimited
+const ENVELOPE_SIGNATURE = 0x1a; // 3, length-delimited
+const SIGNATURE_ALGORITHM = 0x08; // 1, varint
+const SIGNATURE_KEY_ID = 0x12; // 2, length-delimited
+const SIGNATURE_VALUE = 0x1a; // 3, length-delimited
+const SIGNATURE_PUBLIC_KEY = 0x22; // 4, length-delimited
+
+const varintSize = (n: number) => (n < 0x80 ? 1 : n < 0x4000 ? 2 : n < 0x200000 ? 3 : n < 0x10000000 ? 4 : 5);
+const delimited = (size: number) => 1 + varintSize(size) + size;
+
+/** The envelope's bytes: remembered, or encoded now and remembered. */
+export function envelopeEncoding(envelope: Envelope): Uint8Array {
+  let bytes = knownEncoding(envelope);
+  if (bytes === undefined) {
+    bytes = encodeEnvelope(envelope);
+    rememberEncoding(envelope, bytes);
+  }
+  return bytes;
+}
+
+/** The binary encoding of an Envelope, as toBinary writes it. */
+export function encodeEnvelope(envelope: Envelope): Uint8Array {
+  const signature = envelope.signature;
+  if (envelope.$unknown?.length || (signature !== undefined && (signature.$unknown?.length || signature.algorithm < 0))) {
+    return toBinary(EnvelopeSchema, envelope);
+  }
+  const keyIdBytes = signature === undefined ? 0 : Buffer.byteLength(signature.keyId);
+  const signatureSize = signature === undefined ? 0 : sizeSignature(signature, keyIdBytes);
+  const size =
+    (envelope.header.byteLength > 0 ? delimited(envelope.header.byteLength) : 0) +
+    (envelope.payload.byteLength > 0 ? delimited(envelope.payload.byteLength) : 0) +
+    (signature === undefined ? 0 : delimited(signatureSize));
+  const out = new Writer(size);
+  out.bytesField(ENVELOPE_HEADER, envelope.header);
+  out.bytesField(ENVELOPE_PAYLOAD, envelope.payload);
+  if (signature !== undefined) {
+    out.byte(ENVELOPE_SIGNATURE);
+    out.varint(signatureSize);
+    if (signature.algorithm !== 0) {
+      out.byte(SIGNATURE_ALGORITHM);
+      out.varint(signature.algorithm);
+    }
+    if (keyIdBytes > 0) {
+      out.byte(SIGNATURE_KEY_ID);
+      out.varint(keyIdBytes);
+      out.text(signature.keyId, keyIdBytes);
+    }
+    out.bytesField(SIGNATURE_VALUE, signature.value);
+    out.bytesField(SIGNATURE_PUBLIC_KEY, signature.publicKey);
+  }
+  return out.done();
+}
+
+function sizeSignature(signature: Signature, keyIdBytes: number): number {
+  return (
+    (signature.algorithm !== 0 ? 1 + varintSize(signature.algorithm) : 0) +
+    (keyIdBytes > 0 ? delimited(keyIdBytes) : 0) +
+    (signature.value.byteLength > 0 ? delimited(signature.value.byteLength) : 0) +
+    (signature.publicKey.byteLength > 0 ? delimited(signature.publicKey.byteLength) : 0)
+  );
+}
+
+/** Writes into a buffer of the exact size. */
+class Writer {
+  private readonly bytes: Buffer;
+  private at = 0;
+
+  constructor(size: number) {
+    // Not from Buffer's shared pool: kept bytes would hold a whole pool slab.
+    this.bytes = Buffer.allocUnsafeSlow(size);
+  }
+
+  byte(value: number): void {
+    this.bytes[this.at++] = value;
+  }
+
+  varint(value: number): void {
+    while (value > 0x7f) {
+      this.bytes[this.at++] = (value & 0x7f) | 0x80;
+      value >>>= 7;
+    }
+    this.bytes[this.at++] = value;
+  }
+
+  /** A bytes field, left out when empty (proto3). */
+  bytesField(tag: number, value: Uint8Array): void {
+    if (value.byteLength === 0) return;
+    this.byte(tag);
+    this.varint(value.byteLength);
+    this.bytes.set(value, this.at);
+    this.at += value.byteLength;
+  }
+
+  text(value: string, byteLength: number): void {
+    this.at += this.bytes.write(value, this.at, byteLength, "utf8");
+  }
+
+  done(): Uint8Array {
+    if (this.at !== this.bytes.byteLength) throw new Error(`envelope encoder wrote ${this.at} of ${this.bytes.byteLength} bytes`);
+    return new Uint8Array(this.bytes.buffer, this.bytes.byteOffset, this.bytes.byteLength);
+  }
+}
