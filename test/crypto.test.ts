@@ -3,7 +3,7 @@ import { randomBytes } from "node:crypto";
 import { readFile, stat, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
-import { defaultEd25519, ed25519Implementations, naclEd25519, nodeEd25519, sodiumEd25519 } from "../src/crypto/ed25519.js";
+import { defaultEd25519, ed25519Implementations, nodeEd25519, sodiumEd25519 } from "../src/crypto/ed25519.js";
 import { generateKey, keyFromPem, keyIdOf, loadKey, loadOrCreateKey, publicJwk, saveKey } from "../src/crypto/keys.js";
 import { tempDir } from "./helpers/server.js";
 

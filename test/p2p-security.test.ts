@@ -5,7 +5,6 @@ import { Code, ConnectError, createClient } from "@connectrpc/connect";
 import { createGrpcTransport } from "@connectrpc/connect-node";
 import { SignJWT } from "jose";
 import { createPrivateKey } from "node:crypto";
-import { readFile } from "node:fs/promises";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { EnvelopeSchema, HeaderSchema, MessageType, type Envelope } from "../gen/synapse/v1/envelope_pb.js";

@@ -9,7 +9,7 @@
 // record writes and audit events to commit at once, so a refused operation
 // changes nothing but the audit trail (its REFUSED event), also with several
 // registry instances on one store.
-import { clone, create } from "@bufbuild/protobuf";
+import { clone } from "@bufbuild/protobuf";
 import { Code } from "@connectrpc/connect";
 import type { SupportedTaskType } from "../../gen/synapse/v1/capabilities_pb.js";
 import { ErrorCode } from "../../gen/synapse/v1/errors_pb.js";
