@@ -1,12 +1,14 @@
-// The direct Envelope encoder writes what protobuf-es's reflective encoder
-// writes, for any envelope: empty and long fields (multi-byte length
-// prefixes), any key id text, with and without a signature.
+// The direct encoders write what protobuf-es writes: an Envelope for any
+// envelope (empty and long fields with multi-byte length prefixes, any key
+// id text, with and without a signature), and length-delimited fields for
+// any field numbers and lengths.
 import { create, fromBinary, toBinary } from "@bufbuild/protobuf";
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { EnvelopeSchema, MessageType, SignatureAlgorithm, type Envelope } from "../gen/synapse/v1/envelope_pb.js";
 import { generateKey } from "../src/crypto/keys.js";
-import { knownEncoding } from "../src/protocol/encoded.js";
+import { BinaryWriter, WireType } from "@bufbuild/protobuf/wire";
+import { delimitedFields, knownEncoding } from "../src/protocol/encoded.js";
 import { encodeEnvelope, envelopeEncoding } from "../src/protocol/envelope-codec.js";
 import { seal } from "../src/envelope/seal.js";
 import { TaskAckPayloadSchema } from "../gen/synapse/v1/payloads_pb.js";
@@ -64,5 +66,22 @@ describe("encodeEnvelope", () => {
     expect(Buffer.from(back.header)).toEqual(Buffer.from(sealed.header));
     expect(Buffer.from(back.signature!.value)).toEqual(Buffer.from(sealed.signature!.value));
     expect(first.buffer.byteLength).toBe(first.byteLength); // its own memory, not a slice of a shared pool
+  });
+});
+
+describe("delimitedFields", () => {
+  it("writes what BinaryWriter's tag().bytes() chain writes, for any field number and length", () => {
+    const field = fc.tuple(fc.option(fc.integer({ min: 1, max: 2 ** 29 - 1 }), { nil: undefined }), bytes);
+    fc.assert(
+      fc.property(fc.array(field, { maxLength: 4 }), (fields) => {
+        const writer = new BinaryWriter();
+        for (const [no, value] of fields) {
+          if (no !== undefined) writer.tag(no, WireType.LengthDelimited);
+          writer.bytes(value);
+        }
+        expect(hex(delimitedFields(fields))).toBe(hex(writer.finish()));
+      }),
+      { numRuns: 300 },
+    );
   });
 });

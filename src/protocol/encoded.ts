@@ -3,7 +3,7 @@
 // encoded to are kept beside it, and asked for again instead of encoding
 // it anew. Only for messages nothing changes after they are made.
 import { toBinary, type DescMessage, type Message, type MessageShape } from "@bufbuild/protobuf";
-import { BinaryWriter, WireType } from "@bufbuild/protobuf/wire";
+import { WireType } from "@bufbuild/protobuf/wire";
 
 const known = new WeakMap<object, Uint8Array>();
 
@@ -33,7 +33,40 @@ export function knownEncoding(message: object): Uint8Array | undefined {
  * Only for messages that go out in binary: JSON leaves unknown fields out.
  */
 export function withEncodedField<T extends Message>(message: T, fieldNumber: number, bytes: Uint8Array): T {
-  const data = new BinaryWriter().bytes(bytes).finish(); // the length prefix, then the bytes
+  const data = delimitedFields([[undefined, bytes]]); // the length prefix, then the bytes
   message.$unknown = [...(message.$unknown ?? []), { no: fieldNumber, wireType: WireType.LengthDelimited, data }];
   return message;
+}
+
+const varintSize = (n: number) => (n < 0x80 ? 1 : n < 0x4000 ? 2 : n < 0x200000 ? 3 : n < 0x10000000 ? 4 : 5);
+
+function writeVarint(out: Uint8Array, at: number, value: number): number {
+  while (value > 0x7f) {
+    out[at++] = (value & 0x7f) | 0x80;
+    value >>>= 7;
+  }
+  out[at++] = value;
+  return at;
+}
+
+/**
+ * Length-delimited fields, each a field number and its bytes, written in
+ * order into one buffer of the exact size: what BinaryWriter's
+ * tag(number, LengthDelimited).bytes(bytes) writes for each, without its
+ * buffer growing from 128 bytes by doubling. An undefined field number
+ * writes the length prefix and bytes alone.
+ */
+export function delimitedFields(fields: ReadonlyArray<readonly [fieldNumber: number | undefined, bytes: Uint8Array]>): Uint8Array {
+  let size = 0;
+  // Tags as numbers, not int32 shifts: field numbers go up to 2^29 - 1.
+  for (const [no, bytes] of fields) size += (no === undefined ? 0 : varintSize(no * 8)) + varintSize(bytes.byteLength) + bytes.byteLength;
+  const out = new Uint8Array(size);
+  let at = 0;
+  for (const [no, bytes] of fields) {
+    if (no !== undefined) at = writeVarint(out, at, no * 8 + WireType.LengthDelimited);
+    at = writeVarint(out, at, bytes.byteLength);
+    out.set(bytes, at);
+    at += bytes.byteLength;
+  }
+  return out;
 }

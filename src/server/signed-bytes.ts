@@ -10,6 +10,7 @@
 import { BinaryWriter, WireType } from "@bufbuild/protobuf/wire";
 import { type Envelope, type MessageType } from "../../gen/synapse/v1/envelope_pb.js";
 import { PayloadSchema } from "../../gen/synapse/v1/payloads_pb.js";
+import { delimitedFields } from "../protocol/encoded.js";
 import { envelopeEncoding } from "../protocol/envelope-codec.js";
 
 export { withEncodedField } from "../protocol/encoded.js";
@@ -45,14 +46,15 @@ const taskEvents = new WeakMap<Envelope, Uint8Array>();
 export function signedMessageBytes(stored: StoredReply): Uint8Array {
   let bytes = signedMessages.get(stored.envelope);
   if (bytes === undefined) {
-    const payload = new BinaryWriter().tag(payloadFieldOf(stored.header.messageType), WireType.LengthDelimited).bytes(stored.envelope.payload).finish();
-    const view = new BinaryWriter().tag(VIEW_HEADER, WireType.LengthDelimited).bytes(stored.envelope.header).tag(VIEW_PAYLOAD, WireType.LengthDelimited).bytes(payload).finish();
-    bytes = new BinaryWriter()
-      .tag(SIGNED_ENVELOPE, WireType.LengthDelimited)
-      .bytes(envelopeEncoding(stored.envelope))
-      .tag(SIGNED_VIEW, WireType.LengthDelimited)
-      .bytes(view)
-      .finish();
+    const payload = delimitedFields([[payloadFieldOf(stored.header.messageType), stored.envelope.payload]]);
+    const view = delimitedFields([
+      [VIEW_HEADER, stored.envelope.header],
+      [VIEW_PAYLOAD, payload],
+    ]);
+    bytes = delimitedFields([
+      [SIGNED_ENVELOPE, envelopeEncoding(stored.envelope)],
+      [SIGNED_VIEW, view],
+    ]);
     signedMessages.set(stored.envelope, bytes);
   }
   return bytes;
