@@ -6,7 +6,8 @@
 // tasks read back as committed (store-contract/finished.ts), and the
 // groups a host keeps (store-contract/groups.ts).
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { TaskState } from "../gen/synapse/v1/payloads_pb.js";
+import { create } from "@bufbuild/protobuf";
+import { TaskRequestPayloadSchema, TaskState } from "../gen/synapse/v1/payloads_pb.js";
 import type { StoreChange } from "../src/store/changes.js";
 import type { Storage } from "../src/store/storage.js";
 import { DeliveryStatus, StoreConflictError, StoreLimitError, type TaskStore } from "../src/store/store.js";
@@ -315,7 +316,6 @@ for (const kind of storeKinds()) {
     });
 
     it("the directory: an id stays bound to its key, and updates name the version they expect", async () => {
-      const { create } = await import("@bufbuild/protobuf");
       const { RegisteredAgentSchema } = await import("../gen/synapse/v1/registry_pb.js");
       const entry = { agentId: "a1", keyId: "k1", publicKey: new Uint8Array(32).fill(1), agent: create(RegisteredAgentSchema, { endpointUrl: "http://127.0.0.1:1" }), leaseUntilMs: 10 };
       const put = await storage.directory.putAgent(entry);
@@ -333,7 +333,6 @@ for (const kind of storeKinds()) {
     });
 
     it("the catalogue: one operation at a time, writes all or nothing, audit in order", async () => {
-      const { create } = await import("@bufbuild/protobuf");
       const { AuditEventSchema, GovernedCapabilitySchema } = await import("../gen/synapse/v1/registry_pb.js");
       const capability = (id: string) => create(GovernedCapabilitySchema, { id, code: id, version: "1" });
       const audit = (id: string) => create(AuditEventSchema, { capabilityId: id, reason: `about ${id}` });
@@ -359,7 +358,6 @@ for (const kind of storeKinds()) {
     });
 
     it("the catalogue's permission grants: put, replace, delete, with the operation's other writes", async () => {
-      const { create } = await import("@bufbuild/protobuf");
       const { AuditEventSchema, PermissionGrantSchema } = await import("../gen/synapse/v1/registry_pb.js");
       const grant = (keyId: string, permissions: string[]) => create(PermissionGrantSchema, { keyId, permissions, reason: "r" });
       await storage.catalogue.update(() => ({ result: undefined, capabilities: [], events: [create(AuditEventSchema, { reason: "granted" })], grants: [grant("k1", ["a:read"]), grant("*", ["b:read"])] }));
@@ -415,18 +413,27 @@ for (const kind of storeKinds()) {
       await store.createTask(newTask("t1", { idempotencyKey: "k" }), signedEvent("t1", 1), { message: { scope: "p2p", messageId: "m1", senderAgentId: "r", digest: "d", keepUntilMs: 99_999 } });
       await store.commit("t1", 1, { progress: 3 }, signedEvent("t1", 2));
       await store.createTask(newTask("done", { state: TaskState.REJECTED }), signedEvent("done", 1));
+      // An input that is the request's payload (as intake makes it) is kept once, with the request; a changed one as itself.
+      const requestOf = (id: string) => create(TaskRequestPayloadSchema, { task: { id, type: "text_analysis", payload: { text: "as sent", n: [1, 2] } } });
+      const same = requestOf("same");
+      const changed = requestOf("changed");
+      await store.createTask(newTask("same", { request: same, payload: same.task!.payload! }), signedEvent("same", 1));
+      await store.createTask(newTask("changed", { request: changed, payload: changed.task!.payload! }), signedEvent("changed", 1));
+      await store.commit("changed", 1, { payload: { text: "modified" } }, signedEvent("changed", 2));
       await store.putResult("t1", new Uint8Array([9, 8, 7]));
       await storage.pins.pin({ agentId: "a1", keyId: "k1", publicKey: new Uint8Array(32), pinnedAtMs: 1 });
-      const { create } = await import("@bufbuild/protobuf");
       const { PermissionGrantSchema } = await import("../gen/synapse/v1/registry_pb.js");
       await storage.catalogue.update(() => ({ result: undefined, capabilities: [], events: [], grants: [create(PermissionGrantSchema, { keyId: "k1", permissions: ["a:read"] })] }));
       await storage.close();
       storage = await kind.reopen!();
       store = storage.tasks;
       expect(await store.getTask("t1")).toMatchObject({ progress: 3, version: 2, lastSequence: 2 });
-      expect(await store.countTasks([TaskState.CONFIRMED, TaskState.EXECUTING])).toBe(1);
+      expect((await store.getTask("same"))!.payload).toEqual({ text: "as sent", n: [1, 2] });
+      expect((await store.getTask("changed"))!.payload).toEqual({ text: "modified" });
+      expect((await store.getTask("changed"))!.request.task!.payload).toEqual({ text: "as sent", n: [1, 2] });
+      expect(await store.countTasks([TaskState.CONFIRMED, TaskState.EXECUTING])).toBe(3);
       expect(await store.countTasks([TaskState.REJECTED])).toBe(1);
-      await expect(store.createTask(newTask("t3"), signedEvent("t3", 1), { maxActive: 1 })).rejects.toBeInstanceOf(StoreLimitError);
+      await expect(store.createTask(newTask("t3"), signedEvent("t3", 1), { maxActive: 3 })).rejects.toBeInstanceOf(StoreLimitError);
       expect((await store.listEvents("t1", 1)).map((e) => e.sequence)).toEqual([1, 2]);
       expect(await store.getMessage("p2p", "m1")).toMatchObject({ digest: "d" });
       expect([...(await store.readResult("t1", 0, 10))]).toEqual([9, 8, 7]);

@@ -10,6 +10,7 @@ import {
   TaskNeedInfoPayloadSchema,
   TaskRejectPayloadSchema,
   TaskRequestPayloadSchema,
+  type TaskRequestPayload,
   TaskResultSchema,
   type TaskState,
 } from "../../gen/synapse/v1/payloads_pb.js";
@@ -174,10 +175,27 @@ export function taskRow(task: TaskRecord): Record<(typeof TASK_COLUMNS)[number],
   };
   // Copied column by column: spreading the patch's columns into the row cost more than encoding them.
   for (const field of PATCH_FIELDS) {
+    if (field === "payload" && isRequestPayload(task.payload, task.request)) {
+      row.payload = REQUEST_PAYLOAD;
+      continue;
+    }
     const columns = (FIELD_COLUMNS[field] as (value: unknown) => Record<string, SqlValue>)(task[field]);
     for (const column in columns) row[column] = columns[column]!;
   }
   return row as Record<(typeof TASK_COLUMNS)[number], SqlValue>;
+}
+
+/**
+ * The payload column of a task whose input is its request's payload, as
+ * intake makes it: the request column holds it already, so it is not
+ * written twice (a row half the size with a large input). Never valid JSON,
+ * so never mistaken for an input; a changed input is written as JSON.
+ */
+const REQUEST_PAYLOAD = "";
+
+/** Whether a task's input is its request's payload, as intake made it (the same object). */
+export function isRequestPayload(payload: object, request: TaskRequestPayload): boolean {
+  return request.task?.payload !== undefined && payload === request.task.payload;
 }
 
 /** A message decoded from bytes, with those bytes remembered (a binary reply then carries them as they are). */
@@ -196,6 +214,7 @@ function carriedFromRow(row: TaskRow): CarriedIds | undefined {
 const optional = <T>(bytes: Uint8Array | null, decode: (bytes: Uint8Array) => T): T | undefined => (bytes === null ? undefined : decode(bytes));
 
 export function taskFromRow(row: TaskRow): TaskRecord {
+  const request = fromBinary(TaskRequestPayloadSchema, row.request);
   return {
     taskId: row.task_id,
     taskType: row.task_type,
@@ -208,8 +227,8 @@ export function taskFromRow(row: TaskRow): TaskRecord {
     updatedAtMs: Number(row.updated_at_ms),
     version: row.version,
     lastSequence: row.last_sequence,
-    request: fromBinary(TaskRequestPayloadSchema, row.request),
-    payload: JSON.parse(row.payload) as JsonObject,
+    request,
+    payload: row.payload === REQUEST_PAYLOAD ? (request.task?.payload ?? {}) : (JSON.parse(row.payload) as JsonObject),
     idempotencyKey: row.idempotency_key,
     requestMessageId: row.request_message_id,
     pendingInfo: optional(row.pending_info, (bytes) => fromBinary(TaskNeedInfoPayloadSchema, bytes)),

@@ -4,7 +4,6 @@
 // terminal event's payload or a part of it (so it is a reference into
 // that event's bytes), and the input is usually the request's payload as
 // it came (so it is a mark).
-import type { TaskRequestPayload } from "../../../gen/synapse/v1/payloads_pb.js";
 import { TASK_COLUMNS, type SqlValue, type TaskRow } from "../codec.js";
 
 const NULL = 0;
@@ -94,9 +93,4 @@ export function rowFrom(bytes: Buffer, lastEvent: Buffer | undefined): { row: Ta
     }
   }
   return { row: row as unknown as TaskRow, requestPayload };
-}
-
-/** Whether a task's input is its request's payload, as intake made it (the same object). */
-export function isRequestPayload(payload: object, request: TaskRequestPayload): boolean {
-  return request.task?.payload !== undefined && payload === request.task.payload;
 }

@@ -8,9 +8,9 @@
 // decoded again on read. The signed bytes are copied as they are, never
 // re-encoded, so signatures hold.
 import type { TaskState } from "../../../gen/synapse/v1/payloads_pb.js";
-import { envelopeBytes, eventFromBytes, taskFromRow, taskRow } from "../codec.js";
+import { envelopeBytes, eventFromBytes, isRequestPayload, taskFromRow, taskRow } from "../codec.js";
 import type { StoredEvent, TaskRecord } from "../store.js";
-import { isRequestPayload, rowBytes, rowFrom } from "./packed-row.js";
+import { rowBytes, rowFrom } from "./packed-row.js";
 import { packSections, section, sectionCount, type Allocate } from "./sections.js";
 
 /**
