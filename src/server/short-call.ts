@@ -220,11 +220,22 @@ export function shortEntry(options: ShortOptions, wireOf: (req: NodeRequest) => 
   };
 }
 
+/** A success with no trailers of the handler's: what connect-es writes then (HTTP/2 copies it into the stream). */
+const OK_TRAILERS: Readonly<Record<string, string>> = Object.freeze({ "grpc-status": "0" });
+
+function isEmpty(headers: Headers): boolean {
+  for (const _ of headers.keys()) return false;
+  return true;
+}
+
 /** gRPC's trailers: the handler's, and the call's status. */
 export function addGrpcTrailers(res: NodeResponse, context: HandlerContext, failure: ConnectError | undefined): void {
+  const target = res as unknown as { addTrailers(headers: Readonly<Record<string, string>>): void };
+  // The common case costs no Headers object: ending 10,000 Watch streams built 10,000 of them.
+  if (failure === undefined && isEmpty(context.responseTrailer)) return target.addTrailers(OK_TRAILERS);
   const trailer = new Headers(context.responseTrailer);
   setTrailerStatus(trailer, failure);
-  (res as { addTrailers(headers: Record<string, string>): void }).addTrailers(nodeHeaders(trailer));
+  target.addTrailers(nodeHeaders(trailer));
 }
 
 /** A call's failure as clients see it: the interceptors shaped what the method threw; errors reading the request are shaped here. */
