@@ -243,4 +243,12 @@ ALTER TABLE tasks ADD COLUMN session_id TEXT NOT NULL DEFAULT '';
 ALTER TABLE tasks ADD COLUMN correlation_id TEXT NOT NULL DEFAULT '';
 `,
   },
+  {
+    version: 6,
+    description: "a task's payload column is empty when its input is its request's payload (read from the request column)",
+    // No table changes: the rows change. A build before this one reads the
+    // payload column as JSON and would fail on such a row; the version makes
+    // it refuse the database at open, as for any newer schema.
+    sql: "SELECT 1",
+  },
 ];

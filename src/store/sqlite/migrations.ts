@@ -349,4 +349,12 @@ CREATE UNIQUE INDEX seen_messages_key ON seen_messages (scope, message_id);
 CREATE INDEX seen_messages_expiry ON seen_messages (keep_until_ms);
 `,
   },
+  {
+    version: 7,
+    description: "a task's payload column is empty when its input is its request's payload (read from the request column)",
+    // No table changes: the rows change. A build before this one reads the
+    // payload column as JSON and would fail on such a row; the version makes
+    // it refuse the database at open, as for any newer schema.
+    sql: "SELECT 1",
+  },
 ];
