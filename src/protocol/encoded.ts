@@ -4,6 +4,7 @@
 // it anew. Only for messages nothing changes after they are made.
 import { toBinary, type DescMessage, type Message, type MessageShape } from "@bufbuild/protobuf";
 import { WireType } from "@bufbuild/protobuf/wire";
+import { varintSize, writeVarint } from "./varint.js";
 
 const known = new WeakMap<object, Uint8Array>();
 
@@ -12,11 +13,11 @@ export function rememberEncoding(message: object, bytes: Uint8Array): void {
   known.set(message, bytes);
 }
 
-/** The message's bytes: remembered, or encoded now and remembered. */
-export function encoded<Desc extends DescMessage>(schema: Desc, message: MessageShape<Desc>): Uint8Array {
+/** The message's bytes: remembered, or encoded now (by `encode`, toBinary unless given) and remembered. */
+export function encoded<Desc extends DescMessage>(schema: Desc, message: MessageShape<Desc>, encode?: (message: MessageShape<Desc>) => Uint8Array): Uint8Array {
   let bytes = known.get(message);
   if (bytes === undefined) {
-    bytes = toBinary(schema, message);
+    bytes = encode === undefined ? toBinary(schema, message) : encode(message);
     known.set(message, bytes);
   }
   return bytes;
@@ -36,17 +37,6 @@ export function withEncodedField<T extends Message>(message: T, fieldNumber: num
   const data = delimitedFields([[undefined, bytes]]); // the length prefix, then the bytes
   message.$unknown = [...(message.$unknown ?? []), { no: fieldNumber, wireType: WireType.LengthDelimited, data }];
   return message;
-}
-
-const varintSize = (n: number) => (n < 0x80 ? 1 : n < 0x4000 ? 2 : n < 0x200000 ? 3 : n < 0x10000000 ? 4 : 5);
-
-function writeVarint(out: Uint8Array, at: number, value: number): number {
-  while (value > 0x7f) {
-    out[at++] = (value & 0x7f) | 0x80;
-    value >>>= 7;
-  }
-  out[at++] = value;
-  return at;
 }
 
 /**

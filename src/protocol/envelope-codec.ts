@@ -8,7 +8,8 @@
 // left to toBinary.
 import { toBinary } from "@bufbuild/protobuf";
 import { EnvelopeSchema, type Envelope, type Signature } from "../../gen/synapse/v1/envelope_pb.js";
-import { knownEncoding, rememberEncoding } from "./encoded.js";
+import { encoded } from "./encoded.js";
+import { varintSize, writeVarint } from "./varint.js";
 
 // Tags (field number << 3 | wire type) of Envelope's and Signature's fields.
 const ENVELOPE_HEADER = 0x0a; // 1, length-delimited
@@ -19,17 +20,11 @@ const SIGNATURE_KEY_ID = 0x12; // 2, length-delimited
 const SIGNATURE_VALUE = 0x1a; // 3, length-delimited
 const SIGNATURE_PUBLIC_KEY = 0x22; // 4, length-delimited
 
-const varintSize = (n: number) => (n < 0x80 ? 1 : n < 0x4000 ? 2 : n < 0x200000 ? 3 : n < 0x10000000 ? 4 : 5);
 const delimited = (size: number) => 1 + varintSize(size) + size;
 
-/** The envelope's bytes: remembered, or encoded now and remembered. */
+/** The envelope's bytes: remembered, or encoded now (directly) and remembered. */
 export function envelopeEncoding(envelope: Envelope): Uint8Array {
-  let bytes = knownEncoding(envelope);
-  if (bytes === undefined) {
-    bytes = encodeEnvelope(envelope);
-    rememberEncoding(envelope, bytes);
-  }
-  return bytes;
+  return encoded(EnvelopeSchema, envelope, encodeEnvelope);
 }
 
 /** The binary encoding of an Envelope, as toBinary writes it. */
@@ -89,11 +84,7 @@ class Writer {
   }
 
   varint(value: number): void {
-    while (value > 0x7f) {
-      this.bytes[this.at++] = (value & 0x7f) | 0x80;
-      value >>>= 7;
-    }
-    this.bytes[this.at++] = value;
+    this.at = writeVarint(this.bytes, this.at, value);
   }
 
   /** A bytes field, left out when empty (proto3). */

@@ -8,6 +8,7 @@
 // the second writes their length prefixes, so the second writes straight
 // into one buffer of the right size (no forks, no chunks to join).
 import type { JsonValue } from "@bufbuild/protobuf";
+import { varintSize, writeVarint } from "./varint.js";
 
 // Tags (field number << 3 | wire type) of google.protobuf.Value's fields, and Struct's and ListValue's.
 const NULL_VALUE = 0x08; // 1, varint
@@ -35,7 +36,6 @@ export function encodeStruct(json: JsonObject): Uint8Array {
   return new Writer(sizeStruct(json, lengths), lengths).struct(json).bytes;
 }
 
-const varintSize = (n: number) => (n < 0x80 ? 1 : n < 0x4000 ? 2 : n < 0x200000 ? 3 : n < 0x10000000 ? 4 : 5);
 
 /** A length-delimited part of `size` bytes with its prefix, its length recorded at `slot`. */
 function delimited(lengths: number[], slot: number, size: number): number {
@@ -129,12 +129,7 @@ class Writer {
 
   /** The next recorded length, as a varint. */
   private prefix(): this {
-    let n = this.lengths[this.next++]!;
-    while (n >= 0x80) {
-      this.bytes[this.at++] = (n & 0x7f) | 0x80;
-      n >>>= 7;
-    }
-    this.bytes[this.at++] = n;
+    this.at = writeVarint(this.bytes, this.at, this.lengths[this.next++]!);
     return this;
   }
 
