@@ -101,7 +101,7 @@ export const naclEd25519: Ed25519 = {
 };
 
 /** libsodium's, or undefined where sodium-native's addon does not load on this platform. */
-export const sodiumEd25519: Ed25519 | undefined = loadSodiumEd25519({ SEED_LENGTH, PUBLIC_KEY_LENGTH, SIGNATURE_LENGTH });
+export const sodiumEd25519: Ed25519 | undefined = loadSodiumEd25519();
 
 /**
  * The implementation library code uses by default: libsodium signs and

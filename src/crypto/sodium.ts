@@ -9,18 +9,14 @@ import type { Ed25519 } from "./ed25519.js";
 import { KeyCache } from "./key-cache.js";
 
 interface Sodium {
+  crypto_sign_SEEDBYTES: number;
+  crypto_sign_PUBLICKEYBYTES: number;
+  crypto_sign_SECRETKEYBYTES: number;
+  crypto_sign_BYTES: number;
   crypto_sign_seed_keypair(publicKey: Uint8Array, secretKey: Uint8Array, seed: Uint8Array): void;
   crypto_sign_detached(signature: Uint8Array, message: Uint8Array, secretKey: Uint8Array): void;
   crypto_sign_verify_detached(signature: Uint8Array, message: Uint8Array, publicKey: Uint8Array): boolean;
 }
-
-interface Lengths {
-  SEED_LENGTH: number;
-  PUBLIC_KEY_LENGTH: number;
-  SIGNATURE_LENGTH: number;
-}
-
-const SECRET_KEY_LENGTH = 64; // libsodium's secret key: the seed, then the public key
 
 function loadSodium(): Sodium | undefined {
   if (process.env.SYNAPSE_ED25519 === "node") return undefined; // to compare, or to rule the addon out
@@ -31,13 +27,14 @@ function loadSodium(): Sodium | undefined {
   }
 }
 
-export function loadSodiumEd25519(lengths: Lengths): Ed25519 | undefined {
+export function loadSodiumEd25519(): Ed25519 | undefined {
   const sodium = loadSodium();
   if (sodium === undefined) return undefined;
+  const { crypto_sign_SEEDBYTES: seedBytes, crypto_sign_PUBLICKEYBYTES: publicKeyBytes, crypto_sign_BYTES: signatureBytes } = sodium;
   const keyPair = (seed: Uint8Array) => {
-    if (seed.byteLength !== lengths.SEED_LENGTH) throw new RangeError(`Ed25519 seed must be ${lengths.SEED_LENGTH} bytes, got ${seed.byteLength}`);
-    const publicKey = new Uint8Array(lengths.PUBLIC_KEY_LENGTH);
-    const secretKey = new Uint8Array(SECRET_KEY_LENGTH);
+    if (seed.byteLength !== seedBytes) throw new RangeError(`Ed25519 seed must be ${seedBytes} bytes, got ${seed.byteLength}`);
+    const publicKey = new Uint8Array(publicKeyBytes);
+    const secretKey = new Uint8Array(sodium.crypto_sign_SECRETKEYBYTES); // the seed, then the public key
     sodium.crypto_sign_seed_keypair(publicKey, secretKey, seed);
     return { publicKey, secretKey };
   };
@@ -50,12 +47,12 @@ export function loadSodiumEd25519(lengths: Lengths): Ed25519 | undefined {
     },
     sign(message, seed) {
       const secretKey = secretKeys.get(Buffer.from(seed.buffer, seed.byteOffset, seed.byteLength).toString("base64"), () => keyPair(seed).secretKey);
-      const signature = new Uint8Array(lengths.SIGNATURE_LENGTH);
+      const signature = new Uint8Array(signatureBytes);
       sodium.crypto_sign_detached(signature, message, secretKey);
       return signature;
     },
     verify(message, signature, publicKey) {
-      if (signature.byteLength !== lengths.SIGNATURE_LENGTH || publicKey.byteLength !== lengths.PUBLIC_KEY_LENGTH) return false;
+      if (signature.byteLength !== signatureBytes || publicKey.byteLength !== publicKeyBytes) return false;
       try {
         return sodium.crypto_sign_verify_detached(signature, message, publicKey);
       } catch {
