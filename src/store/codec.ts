@@ -194,7 +194,7 @@ export function taskRow(task: TaskRecord): Record<(typeof TASK_COLUMNS)[number],
 const REQUEST_PAYLOAD = "";
 
 /** Whether a task's input is its request's payload, as intake made it (the same object). */
-export function isRequestPayload(payload: object, request: TaskRequestPayload): boolean {
+function isRequestPayload(payload: object, request: TaskRequestPayload): boolean {
   return request.task?.payload !== undefined && payload === request.task.payload;
 }
 

@@ -2,8 +2,8 @@
 // bytes: each column in TASK_COLUMNS order, tagged with its kind. What the
 // task holds twice is kept once: a result, error or rejection is the
 // terminal event's payload or a part of it (so it is a reference into
-// that event's bytes), and the input is usually the request's payload as
-// it came (so it is a mark).
+// that event's bytes); an input that is the request's payload is already
+// an empty payload column (codec.ts).
 import { TASK_COLUMNS, type SqlValue, type TaskRow } from "../codec.js";
 
 const NULL = 0;
@@ -12,22 +12,17 @@ const TEXT = 2;
 const BYTES = 3;
 /** Bytes found in the terminal event: offset and length there. */
 const IN_EVENT = 4;
-/** The payload column: the request's task payload. */
-const REQUEST_PAYLOAD = 5;
 
 type Row = Record<(typeof TASK_COLUMNS)[number], SqlValue>;
 
-/**
- * The row's bytes. `lastEvent`: the bytes of the task's terminal event;
- * `requestPayload`: whether the task's input is its request's payload.
- */
-export function rowBytes(row: Row, lastEvent: Buffer | undefined, requestPayload: boolean): Buffer {
+/** The row's bytes. `lastEvent`: the bytes of the task's terminal event. */
+export function rowBytes(row: Row, lastEvent: Buffer | undefined): Buffer {
   const found = new Map<string, number>();
   let size = 0;
   for (const column of TASK_COLUMNS) {
     const value = row[column];
     size += 1;
-    if (value === null || (column === "payload" && requestPayload)) continue;
+    if (value === null) continue;
     if (typeof value === "number") size += 8;
     else if (typeof value === "string") size += 4 + Buffer.byteLength(value);
     else {
@@ -42,8 +37,6 @@ export function rowBytes(row: Row, lastEvent: Buffer | undefined, requestPayload
     const value = row[column];
     if (value === null) {
       out[offset++] = NULL;
-    } else if (column === "payload" && requestPayload) {
-      out[offset++] = REQUEST_PAYLOAD;
     } else if (typeof value === "number") {
       out[offset++] = NUMBER;
       offset = out.writeDoubleLE(value, offset);
@@ -66,18 +59,14 @@ export function rowBytes(row: Row, lastEvent: Buffer | undefined, requestPayload
   return out;
 }
 
-/** The row back, and whether its payload is the request's (then its payload column holds "{}"). */
-export function rowFrom(bytes: Buffer, lastEvent: Buffer | undefined): { row: TaskRow; requestPayload: boolean } {
+/** The row back. */
+export function rowFrom(bytes: Buffer, lastEvent: Buffer | undefined): TaskRow {
   const row: Record<string, SqlValue> = {};
-  let requestPayload = false;
   let offset = 0;
   for (const column of TASK_COLUMNS) {
     const kind = bytes[offset++];
     if (kind === NULL) {
       row[column] = null;
-    } else if (kind === REQUEST_PAYLOAD) {
-      row[column] = "{}";
-      requestPayload = true;
     } else if (kind === NUMBER) {
       row[column] = bytes.readDoubleLE(offset);
       offset += 8;
@@ -92,5 +81,5 @@ export function rowFrom(bytes: Buffer, lastEvent: Buffer | undefined): { row: Ta
       offset += length;
     }
   }
-  return { row: row as unknown as TaskRow, requestPayload };
+  return row as unknown as TaskRow;
 }

@@ -8,7 +8,7 @@
 // decoded again on read. The signed bytes are copied as they are, never
 // re-encoded, so signatures hold.
 import type { TaskState } from "../../../gen/synapse/v1/payloads_pb.js";
-import { envelopeBytes, eventFromBytes, isRequestPayload, taskFromRow, taskRow } from "../codec.js";
+import { envelopeBytes, eventFromBytes, taskFromRow, taskRow } from "../codec.js";
 import type { StoredEvent, TaskRecord } from "../store.js";
 import { rowBytes, rowFrom } from "./packed-row.js";
 import { packSections, section, sectionCount, type Allocate } from "./sections.js";
@@ -56,7 +56,7 @@ export class PackedTask {
 
   static pack(task: TaskRecord, events: readonly StoredEvent[], allocate: Allocate, names: Names): PackedTask {
     const signed = events.map((event) => envelopeBytes(event.envelope));
-    const row = rowBytes(taskRow(task), signed.at(-1), isRequestPayload(task.payload, task.request));
+    const row = rowBytes(taskRow(task), signed.at(-1));
     const bytes = packSections([row, ...signed], allocate);
     return new PackedTask(
       task.taskId,
@@ -82,10 +82,8 @@ export class PackedTask {
   record(): TaskRecord {
     const bytes = this.bytes;
     const count = sectionCount(bytes) - 1;
-    const { row, requestPayload } = rowFrom(section(bytes, 0), count > 0 ? section(bytes, count) : undefined);
-    const task = taskFromRow(row);
-    const payload = requestPayload ? (task.request.task?.payload ?? {}) : task.payload;
-    return { ...task, payload, leaseOwner: this.leaseOwner, leaseUntilMs: this.leaseUntilMs };
+    const task = taskFromRow(rowFrom(section(bytes, 0), count > 0 ? section(bytes, count) : undefined));
+    return { ...task, leaseOwner: this.leaseOwner, leaseUntilMs: this.leaseUntilMs };
   }
 
   /** The exact bytes of event `sequence` (a view). */
