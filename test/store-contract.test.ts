@@ -140,6 +140,7 @@ for (const kind of storeKinds()) {
       expect(await store.countTasks([TaskState.CONFIRMED])).toBe(1);
       expect(await store.countTasks([TaskState.EXECUTING])).toBe(1);
       expect(await store.countTasks([TaskState.EXECUTING, TaskState.FAILED])).toBe(1);
+      expect(await store.countTasks([TaskState.EXECUTING, TaskState.CONFIRMED, TaskState.EXECUTING])).toBe(2);
       await store.commit("b", 2, { state: TaskState.FAILED }, signedEvent("b", 3));
       expect(await store.countTasks([TaskState.CONFIRMED, TaskState.EXECUTING])).toBe(1);
       await store.createTask(newTask("d"), signedEvent("d", 1), { maxActive: 2 });

@@ -35,9 +35,11 @@ export class ActiveCounts {
   /** Unfinished tasks in these states, or undefined when one of them is terminal (the table knows those). */
   count(states: readonly TaskState[]): number | undefined {
     let sum = 0;
-    for (const state of new Set(states)) {
+    // A state named twice counts once; no Set per call (Send asks on every task).
+    for (let i = 0; i < states.length; i++) {
+      const state = states[i]!;
       if (isTerminal(state)) return undefined;
-      sum += this.byState.get(state) ?? 0;
+      if (states.indexOf(state) === i) sum += this.byState.get(state) ?? 0;
     }
     return sum;
   }
