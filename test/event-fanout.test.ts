@@ -6,8 +6,11 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { MessageType } from "../gen/synapse/v1/envelope_pb.js";
 import { TaskState } from "../gen/synapse/v1/payloads_pb.js";
 import { TaskEventBus, type TaskChange } from "../src/agent/events.js";
+import { TaskReader } from "../src/agent/reader.js";
 import type { SynapseClient } from "../src/client/requester.js";
 import { ChangeEmitter } from "../src/store/changes.js";
+import { MemoryTaskStore } from "../src/store/memory/index.js";
+import { newTask, requester, signedEvent } from "./store-contract/fixtures.js";
 import { connectClient, startTestServer, type TestServer } from "./helpers/server.js";
 
 const change = (taskId: string, sequence: number) => ({ kind: "task" as const, taskId, sequence });
@@ -49,6 +52,59 @@ describe("the task event bus", () => {
     emitter.emit(change("busy", 3)); // the backlog is empty again
     for (let i = 0; i < 20; i++) await turn();
     expect(heard.slice(0, 2999).every((log) => log.join() === "1,2,3")).toBe(true);
+    bus.close();
+  });
+
+  it("says when a task's changes have reached all its listeners, a turn later", async () => {
+    const emitter = new ChangeEmitter();
+    const bus = new TaskEventBus(emitter);
+    let told = 0;
+    for (let i = 0; i < 1500; i++) bus.subscribe("busy", () => told++);
+    bus.subscribe("other", () => undefined);
+    let settledAt: number | undefined;
+    await bus.settled("busy").then(() => (settledAt = told)); // nothing under way: at once
+    expect(settledAt).toBe(0);
+
+    emitter.emit(change("busy", 1));
+    emitter.emit(change("busy", 2));
+    settledAt = undefined;
+    let otherSettled = false;
+    void bus.settled("busy").then(() => (settledAt = told));
+    void bus.settled("other").then(() => (otherSettled = true)); // another task waits for nothing
+    await turn();
+    expect(otherSettled).toBe(true);
+    expect(settledAt).toBeUndefined();
+    for (let i = 0; i < 20 && told < 3000; i++) await turn();
+    expect(told).toBe(3000); // both changes, to every listener
+    expect(settledAt).toBeUndefined(); // the sockets get their turn first
+    await turn();
+    expect(settledAt).toBe(3000);
+    bus.close();
+  });
+});
+
+describe("a task's last event and the end of its watches", () => {
+  it("no watch ends before every watcher of the task has the last event", async () => {
+    const store = new MemoryTaskStore();
+    const bus = new TaskEventBus(store);
+    const reader = new TaskReader({ store, bus, heartbeatIntervalMs: 60_000, heartbeat: () => Promise.reject(new Error("no heartbeat expected")) });
+    await store.createTask(newTask("t"), signedEvent("t", 1));
+    const watchers = 1100; // told over three turns
+    let snapshots = 0;
+    let lastEvents = 0;
+    const endedAfter: number[] = []; // how many watchers had the last event when each watch ended
+    const done = Array.from({ length: watchers }, async () => {
+      for await (const item of reader.watch("t", requester.agentId, 2, new AbortController().signal)) {
+        if (item.kind === "snapshot") snapshots++;
+        if (item.kind === "event" && item.event.sequence === 2) lastEvents++;
+      }
+      endedAfter.push(lastEvents);
+    });
+    while (snapshots < watchers) await turn();
+    await store.commit("t", 1, { state: TaskState.COMPLETED, progress: 100 }, signedEvent("t", 2));
+    await Promise.all(done);
+    expect(lastEvents).toBe(watchers);
+    expect(Math.min(...endedAfter)).toBe(watchers);
     bus.close();
   });
 });

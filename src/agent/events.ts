@@ -50,6 +50,8 @@ export class TaskEventBus {
   private readonly listeners = new Map<string, Set<EventListener>>();
   private readonly outboundListeners = new Map<string, Set<OutboundListener>>();
   private readonly backlog: Telling[] = [];
+  /** Who waits for a task's tellings to finish (see settled). */
+  private readonly settledWaiters = new Map<string, Array<() => void>>();
   private readonly stop: () => void;
 
   constructor(source: ChangeSource) {
@@ -64,6 +66,21 @@ export class TaskEventBus {
 
   subscribeOutbound(executorAgentId: string, taskId: string, listener: OutboundListener): () => void {
     return add(this.outboundListeners, outboundKey(executorAgentId, taskId), listener);
+  }
+
+  /**
+   * Resolves once every change of the task committed so far has been told
+   * to all its listeners. A Watch stream that has sent a task's last event
+   * waits for this before it ends, so that ending thousands of streams (their
+   * trailers, their close) does not hold up the others' event.
+   */
+  settled(taskId: string): Promise<void> {
+    if (!this.backlog.some((telling) => telling.change.taskId === taskId)) return Promise.resolve();
+    return new Promise((resolve) => {
+      const waiters = this.settledWaiters.get(taskId);
+      if (waiters === undefined) this.settledWaiters.set(taskId, [resolve]);
+      else waiters.push(resolve);
+    });
   }
 
   private dispatch(change: StoreChange): void {
@@ -92,10 +109,22 @@ export class TaskEventBus {
         if (telling.current.has(listener)) call(listener, telling.change);
         budget--;
       }
-      if (telling.told === telling.listeners.length) this.backlog.shift();
+      if (telling.told === telling.listeners.length) {
+        this.backlog.shift();
+        // Next turn: the event's last frames go out to the sockets before thousands of streams end.
+        const taskId = telling.change.taskId;
+        setImmediate(() => this.wakeSettled(taskId));
+      }
     }
     if (this.backlog.length > 0) setImmediate(this.tell);
   };
+
+  private wakeSettled(taskId: string): void {
+    const waiters = this.settledWaiters.get(taskId);
+    if (waiters === undefined || this.backlog.some((telling) => telling.change.taskId === taskId)) return;
+    this.settledWaiters.delete(taskId);
+    for (const resolve of waiters) resolve();
+  }
 
   close(): void {
     this.stop();

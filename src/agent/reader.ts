@@ -127,7 +127,11 @@ export class TaskReader {
           if (unheard) continue;
           task = known;
         }
-        if (task === undefined || (isTerminal(task.state) && next > task.lastSequence)) return;
+        if (task === undefined || (isTerminal(task.state) && next > task.lastSequence)) {
+          // The last event reaches every other watcher of the task before this stream ends.
+          await this.options.bus.settled(taskId);
+          return;
+        }
         if (unheard || heard.length > 0) continue;
         const idle = await new Promise<boolean>((resolve) => {
           const timer = setTimeout(() => resolve(true), this.options.heartbeatIntervalMs);
