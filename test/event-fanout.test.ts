@@ -83,7 +83,72 @@ describe("the task event bus", () => {
   });
 });
 
-describe("a task's last event and the end of its watches", () => {
+describe("watches through the task reader", () => {
+  /** A memory store that counts event-log reads; `beforeRead` runs inside each getTask, before it reads. */
+  const countingStore = (beforeRead: () => Promise<void> = async () => undefined) => {
+    const store = new MemoryTaskStore();
+    let logReads = 0;
+    const listEvents = store.listEvents.bind(store);
+    const getTask = store.getTask.bind(store);
+    store.listEvents = (...args) => {
+      logReads++;
+      return listEvents(...args);
+    };
+    store.getTask = async (taskId) => {
+      const before = await getTask(taskId); // the task as read before the commit below lands
+      await beforeRead();
+      return before;
+    };
+    return { store, logReads: () => logReads };
+  };
+  const heartbeat = () => Promise.reject(new Error("no heartbeat expected"));
+
+  it("a watch from past the last event reads nothing from the store and hears what comes next", async () => {
+    const { store, logReads } = countingStore();
+    const bus = new TaskEventBus(store);
+    const reader = new TaskReader({ store, bus, heartbeatIntervalMs: 60_000, heartbeat });
+    await store.createTask(newTask("t"), signedEvent("t", 1));
+    const items = reader.watch("t", requester.agentId, 2, new AbortController().signal);
+    expect((await items.next()).value).toMatchObject({ kind: "snapshot" });
+    const next = items.next();
+    await store.commit("t", 1, { state: TaskState.COMPLETED, progress: 100 }, signedEvent("t", 2));
+    expect((await next).value).toMatchObject({ kind: "event", event: { sequence: 2 } });
+    expect((await items.next()).done).toBe(true);
+    expect(logReads()).toBe(0);
+    bus.close();
+  });
+
+  it("a watch from an earlier event reads the log from the store first", async () => {
+    const { store, logReads } = countingStore();
+    const bus = new TaskEventBus(store);
+    const reader = new TaskReader({ store, bus, heartbeatIntervalMs: 60_000, heartbeat });
+    await store.createTask(newTask("t"), signedEvent("t", 1));
+    await store.commit("t", 1, { state: TaskState.COMPLETED, progress: 100 }, signedEvent("t", 2));
+    const sequences: number[] = [];
+    for await (const item of reader.watch("t", requester.agentId, 1, AbortSignal.timeout(5000))) if (item.kind === "event") sequences.push(item.event.sequence);
+    expect(sequences).toEqual([1, 2]);
+    expect(logReads()).toBe(1);
+    bus.close();
+  });
+
+  it("loses no event committed while the task is being read", async () => {
+    let commitDuringRead: (() => Promise<void>) | undefined;
+    const { store } = countingStore(() => commitDuringRead?.() ?? Promise.resolve());
+    const bus = new TaskEventBus(store);
+    const reader = new TaskReader({ store, bus, heartbeatIntervalMs: 60_000, heartbeat });
+    await store.createTask(newTask("t"), signedEvent("t", 1));
+    commitDuringRead = async () => {
+      commitDuringRead = undefined;
+      await store.commit("t", 1, { state: TaskState.COMPLETED, progress: 100 }, signedEvent("t", 2));
+    };
+    const seen: string[] = [];
+    for await (const item of reader.watch("t", requester.agentId, 2, AbortSignal.timeout(5000))) {
+      seen.push(item.kind === "event" ? `event ${item.event.sequence}` : item.kind === "snapshot" ? `snapshot at ${item.task.lastSequence}` : item.kind);
+    }
+    expect(seen).toEqual(["snapshot at 1", "event 2"]); // the snapshot predates the commit; the bus hands the event over
+    bus.close();
+  });
+
   it("no watch ends before every watcher of the task has the last event", async () => {
     const store = new MemoryTaskStore();
     const bus = new TaskEventBus(store);

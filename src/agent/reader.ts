@@ -84,12 +84,12 @@ export class TaskReader {
    * another instance's commit) is read from the store, so none is lost.
    */
   async *watch(taskId: string, caller: TaskReaderCaller, fromSequence: number, signal: AbortSignal, options: { heartbeats?: boolean } = {}): AsyncGenerator<WatchItem> {
-    const first = await this.getTask(taskId, caller);
     const callerAgentId = agentIdOf(caller);
     const heard: StoredEvent[] = []; // handed over by the bus since the last look
     let latest: TaskRecord | undefined; // the task as of the last event heard
-    let unheard = true; // something changed that the bus did not hand over: read the store
+    let unheard = false; // something changed that the bus did not hand over: read the store
     let wake: (() => void) | undefined;
+    // Listening before the task is read: what is committed from now on comes from the bus, what was before shows in the task read.
     const unsubscribe = this.options.bus.subscribe(taskId, (change) => {
       if (change.event !== undefined && change.task !== undefined) {
         heard.push(change.event);
@@ -97,12 +97,21 @@ export class TaskReader {
       } else unheard = true;
       wake?.();
     });
+    let first: TaskRecord;
+    try {
+      first = await this.getTask(taskId, caller);
+    } catch (error) {
+      unsubscribe();
+      throw error;
+    }
     const onAbort = () => wake?.();
     signal.addEventListener("abort", onAbort);
     this.options.observer?.watchOpened();
     try {
       yield { kind: "snapshot", task: first };
       let next = Math.max(1, fromSequence);
+      // Events the task had when it was read are in the store; a watch that starts after them has nothing to read there.
+      if (next <= first.lastSequence) unheard = true;
       let task: TaskRecord | undefined = first;
       while (!signal.aborted) {
         if (unheard) {
