@@ -20,7 +20,7 @@
 // deadline header that does not parse.
 import { create, isMessage, type DescMessage, type MessageShape } from "@bufbuild/protobuf";
 import { ConnectError, Code, type HandlerContext, type MethodImplSpec, type StreamRequest, type StreamResponse } from "@connectrpc/connect";
-import { compressionNegotiate, createAsyncIterable, createMethodSerializationLookup, type Compression } from "@connectrpc/connect/protocol";
+import { compressionNegotiate, createMethodSerializationLookup, type Compression } from "@connectrpc/connect/protocol";
 import { createEndStreamSerialization, endStreamFlag } from "@connectrpc/connect/protocol-connect";
 import { callStatusFor } from "./request-log.js";
 import { knownEncoding } from "../protocol/encoded.js";
@@ -46,6 +46,31 @@ function streamWireOf(req: NodeRequest): Wire | undefined {
 
 type AnyStreamFn = (req: StreamRequest) => Promise<StreamResponse>;
 
+/**
+ * The request stream of one message, as connect-es's createAsyncIterable
+ * makes it but without its per-call generator machinery (a downleveled
+ * async generator: a new generator function, its prototype and half a dozen
+ * closures), which an open Watch holds for as long as it lasts.
+ */
+function oneMessage<T>(message: T): AsyncIterable<T> {
+  return {
+    [Symbol.asyncIterator](): AsyncIterator<T> {
+      let taken = false;
+      return {
+        next: () => {
+          if (taken) return Promise.resolve({ done: true, value: undefined });
+          taken = true;
+          return Promise.resolve({ done: false, value: message });
+        },
+        return: () => {
+          taken = true;
+          return Promise.resolve({ done: true, value: undefined });
+        },
+      };
+    },
+  };
+}
+
 /** The fast path for one server-streaming method, or undefined for any other kind. */
 export function serverStreamCall(spec: MethodImplSpec, options: ShortOptions): ShortCall | undefined {
   if (spec.kind !== "server_streaming") return undefined;
@@ -56,7 +81,7 @@ export function serverStreamCall(spec: MethodImplSpec, options: ShortOptions): S
 
   /** The method under the interceptors, as connect-es wraps it (the first interceptor outermost). */
   const invoke = (context: HandlerContext, input: MessageShape<DescMessage>): Promise<StreamResponse> => {
-    const requestStream = createAsyncIterable([input]);
+    const requestStream = oneMessage(input);
     let next: AnyStreamFn = async (req) => {
       // An interceptor may have replaced the request stream; its one message is then the input.
       let message = input;
