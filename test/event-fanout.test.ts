@@ -83,6 +83,26 @@ describe("the task event bus", () => {
   });
 });
 
+describe("waking those waiting for a task's tellings", () => {
+  it("wakes them a slice per turn, so that thousands of ends never hold the event loop at once", async () => {
+    const emitter = new ChangeEmitter();
+    const bus = new TaskEventBus(emitter);
+    let told = 0;
+    for (let i = 0; i < 1000; i++) bus.subscribe("t", () => told++);
+    emitter.emit(change("t", 1));
+    let woken = 0;
+    for (let i = 0; i < 600; i++) void bus.settled("t").then(() => woken++);
+    for (let i = 0; i < 20 && told < 1000; i++) await turn();
+    const perTurn: number[] = [];
+    for (let i = 0; i < 4; i++) {
+      await turn();
+      perTurn.push(woken);
+    }
+    expect(perTurn).toEqual([256, 512, 600, 600]);
+    bus.close();
+  });
+});
+
 describe("watches through the task reader", () => {
   /** A memory store that counts event-log reads; `beforeRead` runs inside each getTask, before it reads. */
   const countingStore = (beforeRead: () => Promise<void> = async () => undefined) => {

@@ -29,6 +29,8 @@ export type OutboundListener = (change: OutboundChange) => void;
 const TOLD_AT_ONCE = 64;
 /** Listeners told per later turn of the event loop. */
 const TOLD_PER_TURN = 512;
+/** Waiters for a settled task woken per turn (see wakeSettled). */
+const WOKEN_PER_TURN = 256;
 
 /** A change still to be told to some of the listeners it had when it was committed. */
 interface Telling {
@@ -119,11 +121,19 @@ export class TaskEventBus {
     if (this.backlog.length > 0) setImmediate(this.tell);
   };
 
+  /**
+   * Wakes those waiting for the task's tellings, a slice per turn: each
+   * wakes a stream that then ends, and ending thousands in one turn would
+   * keep the event loop from the sockets (their flow-control updates, their
+   * writes) for that long.
+   */
   private wakeSettled(taskId: string): void {
     const waiters = this.settledWaiters.get(taskId);
     if (waiters === undefined || this.backlog.some((telling) => telling.change.taskId === taskId)) return;
-    this.settledWaiters.delete(taskId);
-    for (const resolve of waiters) resolve();
+    const now = waiters.splice(0, WOKEN_PER_TURN);
+    if (waiters.length === 0) this.settledWaiters.delete(taskId);
+    else setImmediate(() => this.wakeSettled(taskId));
+    for (const resolve of now) resolve();
   }
 
   close(): void {

@@ -92,26 +92,46 @@ export function shapeErrors(logger: Logger): Interceptor {
 
 /**
  * The stream's messages, with whatever it throws shaped. A plain iterator
- * rather than an async generator: a watch with many streams open pays for
- * each generator step on every event.
+ * rather than an async generator, with its methods on a prototype: a watch
+ * with many streams open pays for each step on every event, and holds the
+ * iterator for as long as it lasts.
  */
 function shapingErrors<T>(messages: AsyncIterable<T>, shape: (error: unknown) => unknown): AsyncIterable<T> {
-  return {
-    [Symbol.asyncIterator]() {
-      const inner = messages[Symbol.asyncIterator]();
-      // A step that throws at once, or rejects, rejects with the shaped error.
-      const step = (run: () => Promise<IteratorResult<T>>): Promise<IteratorResult<T>> => {
-        try {
-          return run().catch((error: unknown) => Promise.reject(shape(error)));
-        } catch (error) {
-          return Promise.reject(shape(error));
-        }
-      };
-      return {
-        next: () => step(() => inner.next()),
-        return: (value?: unknown) => step(() => (inner.return ? inner.return(value) : Promise.resolve({ done: true as const, value: value as T }))),
-        throw: (error?: unknown) => step(() => (inner.throw ? inner.throw(error) : Promise.reject(error))),
-      };
-    },
-  };
+  return { [Symbol.asyncIterator]: () => new ShapingIterator(messages[Symbol.asyncIterator](), shape) };
+}
+
+class ShapingIterator<T> implements AsyncIterator<T> {
+  /** A step that rejects, rejects with the shaped error. */
+  private readonly reshape: (error: unknown) => Promise<never>;
+
+  constructor(
+    private readonly inner: AsyncIterator<T>,
+    private readonly shape: (error: unknown) => unknown,
+  ) {
+    this.reshape = (error) => Promise.reject(shape(error));
+  }
+
+  next(): Promise<IteratorResult<T>> {
+    try {
+      return this.inner.next().then(undefined, this.reshape);
+    } catch (error) {
+      return this.reshape(error); // a step that throws at once
+    }
+  }
+
+  return(value?: unknown): Promise<IteratorResult<T>> {
+    try {
+      return (this.inner.return ? this.inner.return(value) : Promise.resolve({ done: true as const, value: value as T })).then(undefined, this.reshape);
+    } catch (error) {
+      return this.reshape(error);
+    }
+  }
+
+  throw(error?: unknown): Promise<IteratorResult<T>> {
+    try {
+      return (this.inner.throw ? this.inner.throw(error) : Promise.reject(error)).then(undefined, this.reshape);
+    } catch (thrown) {
+      return this.reshape(thrown);
+    }
+  }
 }

@@ -4,7 +4,7 @@
 // connect-es's per-call abort, the HandlerContext that connect-es would build
 // for the call, and gRPC's trailers.
 import type { IncomingHttpHeaders } from "node:http";
-import { Code, ConnectError, createContextValues, type HandlerContext, type MethodImplSpec } from "@connectrpc/connect";
+import { Code, ConnectError, type ContextKey, type ContextValues, type HandlerContext, type MethodImplSpec } from "@connectrpc/connect";
 import type { UniversalHandlerOptions } from "@connectrpc/connect/protocol";
 import { parseTimeout as parseConnectTimeout } from "@connectrpc/connect/protocol-connect";
 import { parseTimeout as parseGrpcTimeout, setTrailerStatus } from "@connectrpc/connect/protocol-grpc";
@@ -159,6 +159,27 @@ export function headerValue(value: string | string[] | undefined): string | null
   return value === undefined ? null : Array.isArray(value) ? value.join(", ") : value;
 }
 
+/**
+ * connect-es's ContextValues (createContextValues), with its methods on a
+ * prototype: the object literal it returns makes three new functions for
+ * every call, which an open Watch holds for as long as it lasts.
+ */
+class CallValues implements ContextValues {
+  get<T>(key: ContextKey<T>): T {
+    return key.id in this ? ((this as Record<symbol, unknown>)[key.id] as T) : key.defaultValue;
+  }
+
+  set<T>(key: ContextKey<T>, value: T): this {
+    (this as Record<symbol, unknown>)[key.id] = value;
+    return this;
+  }
+
+  delete(key: ContextKey<unknown>): this {
+    delete (this as Record<symbol, unknown>)[key.id];
+    return this;
+  }
+}
+
 /** The context connect-es gives a handler, for a call answered on a short path. */
 export function callContext(spec: MethodImplSpec, req: NodeRequest, protocolName: string, signal: AbortSignal, timeoutMs: number | undefined, status: CallStatus): HandlerContext {
   const deadline = timeoutMs === undefined ? undefined : Date.now() + timeoutMs;
@@ -174,7 +195,7 @@ export function callContext(spec: MethodImplSpec, req: NodeRequest, protocolName
     responseHeader: new Headers(),
     responseTrailer: new Headers(),
     protocolName,
-    values: createContextValues().set(callStatusKey, status),
+    values: new CallValues().set(callStatusKey, status),
     url: `${scheme}://${authority}${req.url ?? ""}`,
   };
 }
