@@ -15,7 +15,7 @@ import { P2PService } from "../gen/synapse/v1/p2p_pb.js";
 import { pino } from "pino";
 import { findErrorDetail } from "../src/protocol/errors.js";
 import type { RunningServer } from "../src/server/server.js";
-import { startTestServer, tempDir } from "./helpers/server.js";
+import { connectClient, startTestServer, tempDir } from "./helpers/server.js";
 import { GROUP_INTERFACES, UNGROUPED_INTERFACES } from "./helpers/interfaces.js";
 
 type Variant = { name: string; transport: (baseUrl: string) => Transport };
@@ -283,6 +283,35 @@ describe("graceful shutdown", () => {
     await ended;
     expect(response).toMatch(/^HTTP\/1\.1 200/);
     expect(response).toContain('"type":"text_analysis"');
+  });
+});
+
+describe("a Watch open when shutdown begins", () => {
+  it("ends with UNAVAILABLE and says where to resume", async () => {
+    const server = await startTestServer({ agentId: "draining_watch_agent" });
+    const client = await connectClient(server);
+    const { taskId, task } = await client.submit("text_analysis", { text: "One.", require_approval: true }, { waitMs: 5000 });
+    const from = task!.lastSequence + 1n;
+    const p2p = createClient(P2PService, createGrpcTransport({ baseUrl: server.url }));
+    const items: string[] = [];
+    let snapshot!: () => void;
+    const opened = new Promise<void>((resolve) => (snapshot = resolve));
+    const watching = (async () => {
+      for await (const item of p2p.watch({ taskId, fromSequence: from }, { headers: { authorization: `Bearer ${await client.token(60)}` } })) {
+        items.push(item.kind.case ?? "");
+        if (item.kind.case === "snapshot") snapshot();
+      }
+    })();
+    await opened;
+    const closing = server.close();
+    const ended = await watching.then(
+      () => undefined,
+      (error: unknown) => ConnectError.from(error),
+    );
+    await closing;
+    expect(items).toEqual(["snapshot"]);
+    expect(ended?.code).toBe(Code.Unavailable);
+    expect(ended?.rawMessage).toBe(`the agent is shutting down; resume with from_sequence ${from}`);
   });
 });
 

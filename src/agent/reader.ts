@@ -12,6 +12,7 @@ import type { TaskState } from "../../gen/synapse/v1/payloads_pb.js";
 import { clip, protocolError, taskNotFound } from "../protocol/errors.js";
 import { isTerminal } from "../protocol/state-machine.js";
 import type { PartyRecord, StoredEvent, StoredReply, TaskPage, TaskRecord, TaskStore } from "../store/store.js";
+import { onAbort } from "../abort.js";
 import { TaskAccess } from "./access.js";
 import type { TaskEventBus } from "./events.js";
 import type { AgentObserver } from "../observability/agent-observer.js";
@@ -78,12 +79,16 @@ export class TaskReader {
   /**
    * The task's current state first, then every event from `fromSequence`,
    * then new ones as they happen, with heartbeats when idle; ends after the
-   * terminal event or when `signal` aborts. Events this process commits
+   * terminal event or when `stop` aborts (any of them, when several: a call's
+   * signal and the server's draining, say, without a signal linking them per
+   * watch). Events this process commits
    * come from the bus as they are committed, the same objects (and so the
    * same encoded bytes) for every watcher; anything else (a resume, a gap,
    * another instance's commit) is read from the store, so none is lost.
    */
-  async *watch(taskId: string, caller: TaskReaderCaller, fromSequence: number, signal: AbortSignal, options: { heartbeats?: boolean } = {}): AsyncGenerator<WatchItem> {
+  async *watch(taskId: string, caller: TaskReaderCaller, fromSequence: number, stop: AbortSignal | readonly AbortSignal[], options: { heartbeats?: boolean } = {}): AsyncGenerator<WatchItem> {
+    const signals: readonly AbortSignal[] = stop instanceof AbortSignal ? [stop] : stop;
+    const stopped = () => signals.some((signal) => signal.aborted);
     const callerAgentId = agentIdOf(caller);
     const heard: StoredEvent[] = []; // handed over by the bus since the last look
     let latest: TaskRecord | undefined; // the task as of the last event heard
@@ -104,8 +109,7 @@ export class TaskReader {
       unsubscribe();
       throw error;
     }
-    const onAbort = () => wake?.();
-    signal.addEventListener("abort", onAbort);
+    const stopListening = signals.map((signal) => onAbort(signal, () => wake?.()));
     this.options.observer?.watchOpened();
     try {
       yield { kind: "snapshot", task: first };
@@ -113,7 +117,7 @@ export class TaskReader {
       // Events the task had when it was read are in the store; a watch that starts after them has nothing to read there.
       if (next <= first.lastSequence) unheard = true;
       let task: TaskRecord | undefined = first;
-      while (!signal.aborted) {
+      while (!stopped()) {
         if (unheard) {
           unheard = false;
           heard.length = 0;
@@ -148,17 +152,17 @@ export class TaskReader {
             clearTimeout(timer);
             resolve(false);
           };
-          if (unheard || heard.length > 0 || signal.aborted) wake();
+          if (unheard || heard.length > 0 || stopped()) wake();
         });
         wake = undefined;
-        if (idle && !signal.aborted && options.heartbeats !== false) {
+        if (idle && !stopped() && options.heartbeats !== false) {
           const receiver = first.requester.agentId === callerAgentId ? first.requester : { agentId: callerAgentId, systemId: "", keyId: "" };
           yield { kind: "heartbeat", heartbeat: await this.options.heartbeat(receiver, first) };
         }
       }
     } finally {
       unsubscribe();
-      signal.removeEventListener("abort", onAbort);
+      for (const stopListeningTo of stopListening) stopListeningTo();
       this.options.observer?.watchClosed();
     }
   }

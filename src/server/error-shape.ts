@@ -106,7 +106,7 @@ class ShapingIterator<T> implements AsyncIterator<T> {
 
   constructor(
     private readonly inner: AsyncIterator<T>,
-    private readonly shape: (error: unknown) => unknown,
+    shape: (error: unknown) => unknown,
   ) {
     this.reshape = (error) => Promise.reject(shape(error));
   }

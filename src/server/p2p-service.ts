@@ -20,7 +20,6 @@ import { taskPageSize, type TaskReaderCaller, type WatchItem } from "../agent/re
 import { taskView } from "../agent/task-view.js";
 import { signedMessage } from "../envelope/view.js";
 import type { StoredEvent, StoredReply, TaskRecord } from "../store/store.js";
-import { linkedSignal } from "../abort.js";
 import { authenticate } from "./auth.js";
 import { callStatusKey } from "./call-status.js";
 import { openSent } from "./open-sent.js";
@@ -124,19 +123,15 @@ export function p2pService(agent: Agent, draining: AbortSignal, replyLimit: numb
 
     async *watch(request, ctx) {
       const caller = await reader(ctx);
-      const { signal, release } = linkedSignal(ctx.signal, draining);
       const format = replyFormat(ctx);
-      let last = 0n;
-      try {
-        for await (const item of agent.reader.watch(request.taskId, caller, Number(request.fromSequence), signal)) {
-          if (item.kind === "event") last = BigInt(item.event.sequence);
-          yield watchMessage(item, format);
-        }
-      } finally {
-        release();
+      // Where a client resumes: after the last event this stream sent, or where it asked to start.
+      let next = request.fromSequence > 0n ? request.fromSequence : 1n;
+      for await (const item of agent.reader.watch(request.taskId, caller, Number(request.fromSequence), [ctx.signal, draining])) {
+        if (item.kind === "event") next = BigInt(item.event.sequence) + 1n;
+        yield watchMessage(item, format);
       }
       if (draining.aborted) {
-        throw new ConnectError(`the agent is shutting down; resume with from_sequence ${last + 1n}`, Code.Unavailable);
+        throw new ConnectError(`the agent is shutting down; resume with from_sequence ${next}`, Code.Unavailable);
       }
     },
 
