@@ -56,11 +56,25 @@ export function p2pService(agent: Agent, draining: AbortSignal, replyLimit: numb
     const caller = await authenticate(bearer, ctx);
     return { agentId: caller.agentId, operator: agent.operatorKeyIds.has(caller.keyId) };
   };
-  const watchMessage = (item: WatchItem, format: ReplyFormat): WatchResponse => {
-    if (item.kind === "snapshot") {
-      const view = viewFor(item.task, format);
-      return fitTasks(WatchResponseSchema, create(WatchResponseSchema, { kind: { case: "snapshot", value: view } }), [view], format, replyLimit);
+  const snapshotResponse = (task: TaskRecord, format: ReplyFormat): WatchResponse => {
+    const view = viewFor(task, format);
+    return fitTasks(WatchResponseSchema, create(WatchResponseSchema, { kind: { case: "snapshot", value: view } }), [view], format, replyLimit);
+  };
+  // Watchers that open on the same version of a task (a dashboard, everyone
+  // resubscribing after a restart) are handed one binary snapshot, encoded
+  // once: a record is never changed in place, a new version is a new object.
+  const binarySnapshots = new WeakMap<TaskRecord, WatchResponse>();
+  const binarySnapshot = (task: TaskRecord): WatchResponse => {
+    let response = binarySnapshots.get(task);
+    if (response === undefined) {
+      response = snapshotResponse(task, "binary");
+      encoded(WatchResponseSchema, response);
+      binarySnapshots.set(task, response);
     }
+    return response;
+  };
+  const watchMessage = (item: WatchItem, format: ReplyFormat): WatchResponse => {
+    if (item.kind === "snapshot") return format === "binary" ? binarySnapshot(item.task) : snapshotResponse(item.task, format);
     if (item.kind === "heartbeat") {
       return format === "binary"
         ? withEncodedField(create(WatchResponseSchema), WATCH_HEARTBEAT, signedMessageBytes(item.heartbeat))
