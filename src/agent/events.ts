@@ -77,7 +77,7 @@ export class TaskEventBus {
    * trailers, their close) does not hold up the others' event.
    */
   settled(taskId: string): Promise<void> {
-    if (!this.backlog.some((telling) => telling.change.taskId === taskId)) return Promise.resolve();
+    if (!this.telling(taskId)) return Promise.resolve();
     return new Promise((resolve) => {
       const waiters = this.settledWaiters.get(taskId);
       if (waiters === undefined) this.settledWaiters.set(taskId, [resolve]);
@@ -115,7 +115,7 @@ export class TaskEventBus {
         this.backlog.shift();
         // Next turn: the event's last frames go out to the sockets before thousands of streams end.
         const taskId = telling.change.taskId;
-        setImmediate(() => this.wakeSettled(taskId));
+        if (this.settledWaiters.has(taskId)) setImmediate(() => this.wakeSettled(taskId));
       }
     }
     if (this.backlog.length > 0) setImmediate(this.tell);
@@ -127,9 +127,14 @@ export class TaskEventBus {
    * keep the event loop from the sockets (their flow-control updates, their
    * writes) for that long.
    */
+  /** Whether a change of the task is still being told. */
+  private telling(taskId: string): boolean {
+    return this.backlog.some((telling) => telling.change.taskId === taskId);
+  }
+
   private wakeSettled(taskId: string): void {
     const waiters = this.settledWaiters.get(taskId);
-    if (waiters === undefined || this.backlog.some((telling) => telling.change.taskId === taskId)) return;
+    if (waiters === undefined || this.telling(taskId)) return;
     const now = waiters.splice(0, WOKEN_PER_TURN);
     if (waiters.length === 0) this.settledWaiters.delete(taskId);
     else setImmediate(() => this.wakeSettled(taskId));

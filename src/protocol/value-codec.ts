@@ -36,7 +36,6 @@ export function encodeStruct(json: JsonObject): Uint8Array {
   return new Writer(sizeStruct(json, lengths), lengths).struct(json).bytes;
 }
 
-
 /** A length-delimited part of `size` bytes with its prefix, its length recorded at `slot`. */
 function delimited(lengths: number[], slot: number, size: number): number {
   lengths[slot] = size;

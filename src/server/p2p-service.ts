@@ -45,6 +45,24 @@ function viewFor(record: TaskRecord, format: ReplyFormat, options: { withRequest
 }
 
 /**
+ * One binary WatchResponse per object it shows (a task version, an event),
+ * built and encoded once, so the stream path writes the same frame to every
+ * watcher it goes to.
+ */
+function sharedBinaryResponse<K extends object>(build: (from: K) => WatchResponse): (from: K) => WatchResponse {
+  const responses = new WeakMap<K, WatchResponse>();
+  return (from) => {
+    let response = responses.get(from);
+    if (response === undefined) {
+      response = build(from);
+      encoded(WatchResponseSchema, response);
+      responses.set(from, response);
+    }
+    return response;
+  };
+}
+
+/**
  * @param replyLimit the largest message the server writes: replies showing a
  * task leave its request out rather than exceed it (see reply-fit.ts).
  */
@@ -61,18 +79,11 @@ export function p2pService(agent: Agent, draining: AbortSignal, replyLimit: numb
     return fitTasks(WatchResponseSchema, create(WatchResponseSchema, { kind: { case: "snapshot", value: view } }), [view], format, replyLimit);
   };
   // Watchers that open on the same version of a task (a dashboard, everyone
-  // resubscribing after a restart) are handed one binary snapshot, encoded
-  // once: a record is never changed in place, a new version is a new object.
-  const binarySnapshots = new WeakMap<TaskRecord, WatchResponse>();
-  const binarySnapshot = (task: TaskRecord): WatchResponse => {
-    let response = binarySnapshots.get(task);
-    if (response === undefined) {
-      response = snapshotResponse(task, "binary");
-      encoded(WatchResponseSchema, response);
-      binarySnapshots.set(task, response);
-    }
-    return response;
-  };
+  // resubscribing after a restart) are handed one binary snapshot: a record
+  // is never changed in place, a new version is a new object.
+  const binarySnapshot = sharedBinaryResponse((task: TaskRecord) => snapshotResponse(task, "binary"));
+  // Every watcher of the task is handed one response per event.
+  const binaryEventResponse = sharedBinaryResponse((event: StoredEvent) => withEncodedField(create(WatchResponseSchema), WATCH_EVENT, taskEventBytes(event)));
   const watchMessage = (item: WatchItem, format: ReplyFormat): WatchResponse => {
     if (item.kind === "snapshot") return format === "binary" ? binarySnapshot(item.task) : snapshotResponse(item.task, format);
     if (item.kind === "heartbeat") {
@@ -83,18 +94,6 @@ export function p2pService(agent: Agent, draining: AbortSignal, replyLimit: numb
     return format === "binary"
       ? binaryEventResponse(item.event)
       : create(WatchResponseSchema, { kind: { case: "event", value: { sequence: BigInt(item.event.sequence), message: signed(item.event) } } });
-  };
-  // Every watcher of the task is handed one response per event, and its bytes
-  // are known: the stream path writes the same frame to every stream.
-  const eventResponses = new WeakMap<StoredEvent, WatchResponse>();
-  const binaryEventResponse = (event: StoredEvent): WatchResponse => {
-    let response = eventResponses.get(event);
-    if (response === undefined) {
-      response = withEncodedField(create(WatchResponseSchema), WATCH_EVENT, taskEventBytes(event));
-      encoded(WatchResponseSchema, response);
-      eventResponses.set(event, response);
-    }
-    return response;
   };
   return {
     async send(request, ctx) {

@@ -224,11 +224,11 @@ export class SqliteTaskStore extends ChangeEmitter implements TaskStore {
   }
 
   async countTasks(states: readonly TaskState[]): Promise<number> {
+    // Only unfinished states: counted in memory. With a terminal state among them: the table.
     const counted = this.counts.count(states);
     if (counted !== undefined) return counted;
     const wanted = [...new Set(states)];
-    const onlyActive = wanted.every((state) => !isTerminal(state));
-    const statement = this.statement(`count:${wanted.length}:${onlyActive}`, () => `SELECT COUNT(*) AS n FROM tasks WHERE state IN (${placeholders(wanted.length)})${onlyActive ? " AND active = 1" : ""}`);
+    const statement = this.statement(`count:${wanted.length}`, () => `SELECT COUNT(*) AS n FROM tasks WHERE state IN (${placeholders(wanted.length)})`);
     return (statement.get(...wanted) as { n: number }).n;
   }
 
