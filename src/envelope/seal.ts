@@ -13,6 +13,7 @@ import {
 } from "../../gen/synapse/v1/envelope_pb.js";
 import { defaultEd25519, type Ed25519 } from "../crypto/ed25519.js";
 import type { AgentKey } from "../crypto/keys.js";
+import { encodeHeader } from "../protocol/header-codec.js";
 import { messageTypeInfo } from "../protocol/message-types.js";
 import { envelopeSigningInput } from "./pae.js";
 
@@ -115,7 +116,7 @@ export function signParts(header: Uint8Array, payload: Uint8Array, key: AgentKey
 export function seal(input: SealInput, key: AgentKey, ed: Ed25519 = defaultEd25519): Sealed {
   const header = buildHeader(input, key);
   const info = messageTypeInfo(input.messageType)!;
-  const headerBytes = toBinary(HeaderSchema, header);
+  const headerBytes = encodeHeader(header);
   const payloadBytes = input.encodedPayload ?? toBinary(info.payloadSchema, input.payload);
   return { envelope: signParts(headerBytes, payloadBytes, key, ed), header };
 }

@@ -1,0 +1,211 @@
+// Headers encoded directly: every event and reply is sealed over a freshly
+// encoded Header, and protobuf-es's reflective writer (a closure per field,
+// a buffer grown from 128 bytes by doubling) cost several times what writing
+// its fifteen fields straight into a buffer of the right size does. The
+// bytes are what toBinary(HeaderSchema, header) writes (a test checks it); a
+// header this encoder does not cover (unknown fields, a negative enum, a
+// timestamp before 1970 or past 2106, a sequence past 2^32) is left to
+// toBinary.
+import { toBinary } from "@bufbuild/protobuf";
+import type { Timestamp } from "@bufbuild/protobuf/wkt";
+import { HeaderSchema, type AgentRef, type Header, type TraceContext } from "../../gen/synapse/v1/envelope_pb.js";
+import { varintSize, writeVarint } from "./varint.js";
+
+// Tags (field number << 3 | wire type): Header's fields, then AgentRef's, TraceContext's and Timestamp's.
+const MESSAGE_ID = 0x0a; // 1
+const MESSAGE_TYPE = 0x10; // 2, varint
+const PROTOCOL_VERSION = 0x1a; // 3
+const SENDER = 0x22; // 4
+const RECEIVER = 0x2a; // 5
+const SENT_AT = 0x32; // 6
+const EXPIRES_AT = 0x3a; // 7
+const REPLY_TO = 0x42; // 8
+const TASK_ID = 0x4a; // 9
+const SESSION_ID = 0x52; // 10
+const CORRELATION_ID = 0x5a; // 11
+const TRACE = 0x62; // 12
+const IDEMPOTENCY_KEY = 0x6a; // 13
+const PAYLOAD_TYPE = 0x72; // 14
+const SEQUENCE = 0x78; // 15, varint
+const FIRST = 0x0a; // field 1, length-delimited
+const SECOND = 0x12; // field 2, length-delimited
+const THIRD = 0x1a; // field 3, length-delimited
+const SECONDS = 0x08; // Timestamp.seconds, varint
+const NANOS = 0x10; // Timestamp.nanos, varint
+
+const UINT32_LIMIT = 2 ** 32;
+
+/** The binary encoding of a Header, as toBinary writes it. */
+export function encodeHeader(header: Header): Uint8Array {
+  if (!covered(header)) return toBinary(HeaderSchema, header);
+  // Byte lengths of the strings, measured once, in writing order.
+  const texts: number[] = [];
+  const size = sizeHeader(header, texts);
+  const out = new Writer(size, texts);
+  out.text(MESSAGE_ID, header.messageId);
+  if (header.messageType !== 0) out.varintField(MESSAGE_TYPE, header.messageType);
+  out.text(PROTOCOL_VERSION, header.protocolVersion);
+  out.agent(SENDER, header.sender);
+  out.agent(RECEIVER, header.receiver);
+  out.timestamp(SENT_AT, header.sentAt);
+  out.timestamp(EXPIRES_AT, header.expiresAt);
+  out.text(REPLY_TO, header.replyTo);
+  out.text(TASK_ID, header.taskId);
+  out.text(SESSION_ID, header.sessionId);
+  out.text(CORRELATION_ID, header.correlationId);
+  out.trace(TRACE, header.trace);
+  out.text(IDEMPOTENCY_KEY, header.idempotencyKey);
+  out.text(PAYLOAD_TYPE, header.payloadType);
+  if (header.sequence !== 0n) out.varintField(SEQUENCE, Number(header.sequence));
+  return out.done();
+}
+
+const noUnknown = (message: { $unknown?: unknown[] } | undefined) => message === undefined || !message.$unknown?.length;
+
+function coveredTimestamp(timestamp: Timestamp | undefined): boolean {
+  return timestamp === undefined || (noUnknown(timestamp) && timestamp.seconds >= 0n && timestamp.seconds < UINT32_LIMIT && timestamp.nanos >= 0);
+}
+
+function covered(header: Header): boolean {
+  return (
+    noUnknown(header) &&
+    header.messageType >= 0 &&
+    header.sequence < UINT32_LIMIT &&
+    noUnknown(header.sender) &&
+    noUnknown(header.receiver) &&
+    noUnknown(header.trace) &&
+    coveredTimestamp(header.sentAt) &&
+    coveredTimestamp(header.expiresAt)
+  );
+}
+
+const delimited = (size: number) => 1 + varintSize(size) + size;
+
+/** A string field's size (0 when empty); records its byte length for the writer. */
+function sizeText(value: string, texts: number[]): number {
+  const length = value.length === 0 ? 0 : Buffer.byteLength(value);
+  texts.push(length);
+  return length === 0 ? 0 : delimited(length);
+}
+
+const sizeVarintField = (value: number) => (value === 0 ? 0 : 1 + varintSize(value));
+
+function sizeAgent(agent: AgentRef | undefined, texts: number[]): number {
+  if (agent === undefined) return 0;
+  return delimited(sizeText(agent.agentId, texts) + sizeText(agent.systemId, texts) + sizeText(agent.keyId, texts));
+}
+
+function sizeTimestamp(timestamp: Timestamp | undefined): number {
+  if (timestamp === undefined) return 0;
+  return delimited(sizeVarintField(Number(timestamp.seconds)) + sizeVarintField(timestamp.nanos));
+}
+
+function sizeTrace(trace: TraceContext | undefined, texts: number[]): number {
+  if (trace === undefined) return 0;
+  return delimited(sizeText(trace.traceparent, texts) + sizeText(trace.tracestate, texts));
+}
+
+function sizeHeader(header: Header, texts: number[]): number {
+  return (
+    sizeText(header.messageId, texts) +
+    sizeVarintField(header.messageType) +
+    sizeText(header.protocolVersion, texts) +
+    sizeAgent(header.sender, texts) +
+    sizeAgent(header.receiver, texts) +
+    sizeTimestamp(header.sentAt) +
+    sizeTimestamp(header.expiresAt) +
+    sizeText(header.replyTo, texts) +
+    sizeText(header.taskId, texts) +
+    sizeText(header.sessionId, texts) +
+    sizeText(header.correlationId, texts) +
+    sizeTrace(header.trace, texts) +
+    sizeText(header.idempotencyKey, texts) +
+    sizeText(header.payloadType, texts) +
+    sizeVarintField(Number(header.sequence))
+  );
+}
+
+/** Writes into a buffer of the exact size, taking the strings' lengths in the order they were measured. */
+class Writer {
+  private readonly bytes: Buffer;
+  private at = 0;
+  private nextText = 0;
+
+  constructor(
+    size: number,
+    private readonly texts: readonly number[],
+  ) {
+    // Not from Buffer's shared pool: kept bytes would hold a whole pool slab.
+    this.bytes = Buffer.allocUnsafeSlow(size);
+  }
+
+  private varint(value: number): void {
+    this.at = writeVarint(this.bytes, this.at, value);
+  }
+
+  varintField(tag: number, value: number): void {
+    if (value === 0) return;
+    this.bytes[this.at++] = tag;
+    this.varint(value);
+  }
+
+  /** A string field, left out when empty (proto3). */
+  text(tag: number, value: string): void {
+    const length = this.texts[this.nextText++]!;
+    if (length === 0) return;
+    const bytes = this.bytes;
+    bytes[this.at++] = tag;
+    this.varint(length);
+    if (length === value.length) {
+      // ASCII (its UTF-8 is one byte per code unit): a loop beats a call into Buffer's native writer for short strings.
+      let at = this.at;
+      for (let i = 0; i < length; i++) bytes[at++] = value.charCodeAt(i);
+      this.at = at;
+    } else {
+      this.at += bytes.write(value, this.at, length, "utf8");
+    }
+  }
+
+  /** A nested message's tag and length; its size is computed again (cheap) rather than remembered. */
+  private open(tag: number, size: number): void {
+    this.bytes[this.at++] = tag;
+    this.varint(size);
+  }
+
+  private textsSize(count: number): number {
+    let size = 0;
+    for (let i = this.nextText; i < this.nextText + count; i++) {
+      const length = this.texts[i]!;
+      if (length > 0) size += delimited(length);
+    }
+    return size;
+  }
+
+  agent(tag: number, agent: AgentRef | undefined): void {
+    if (agent === undefined) return;
+    this.open(tag, this.textsSize(3));
+    this.text(FIRST, agent.agentId);
+    this.text(SECOND, agent.systemId);
+    this.text(THIRD, agent.keyId);
+  }
+
+  trace(tag: number, trace: TraceContext | undefined): void {
+    if (trace === undefined) return;
+    this.open(tag, this.textsSize(2));
+    this.text(FIRST, trace.traceparent);
+    this.text(SECOND, trace.tracestate);
+  }
+
+  timestamp(tag: number, timestamp: Timestamp | undefined): void {
+    if (timestamp === undefined) return;
+    const seconds = Number(timestamp.seconds);
+    this.open(tag, sizeVarintField(seconds) + sizeVarintField(timestamp.nanos));
+    this.varintField(SECONDS, seconds);
+    this.varintField(NANOS, timestamp.nanos);
+  }
+
+  done(): Uint8Array {
+    if (this.at !== this.bytes.byteLength) throw new Error(`header encoder wrote ${this.at} of ${this.bytes.byteLength} bytes`);
+    return new Uint8Array(this.bytes.buffer, this.bytes.byteOffset, this.bytes.byteLength);
+  }
+}
