@@ -151,6 +151,42 @@ describe("trace context, session and correlation ids", () => {
     }
   });
 
+  it("a handler's logger names its task and trace, and a handler that logs nothing makes none", async () => {
+    const lines: Array<Record<string, unknown>> = [];
+    const destination = new Writable({
+      write(chunk: Buffer, _encoding, done) {
+        for (const line of chunk.toString().split("\n")) if (line) lines.push(JSON.parse(line) as Record<string, unknown>);
+        done();
+      },
+    });
+    const made: string[] = [];
+    const logs: TaskHandler = {
+      async executeTask(ctx) {
+        if (ctx.payload.log) ctx.logger.info({ step: 1 }, "handler says");
+        else made.push(Object.getOwnPropertyDescriptor(ctx, "logger")?.get ? "lazy" : "eager");
+        return { output: { ok: true } };
+      },
+    };
+    const executor = await startTestServer({
+      logger: createLogger({ level: "info", destination }),
+      handlers: new Map([["logs", logs]]),
+      capabilities: { supportedTaskTypes: [{ type: "logs", name: "logs" }] },
+    });
+    try {
+      const client = await connectClient(executor);
+      const quiet = await client.submit("logs", {}, { waitMs: 5000 });
+      expect(quiet.task?.state).toBe(TaskState.COMPLETED);
+      expect(made).toEqual(["lazy"]);
+      const sent = await client.submit("logs", { log: true }, { waitMs: 5000 });
+      expect(sent.task?.state).toBe(TaskState.COMPLETED);
+      const said = lines.filter((line) => line.msg === "handler says");
+      expect(said).toHaveLength(1);
+      expect(said[0]).toMatchObject({ step: 1, task_id: sent.taskId, trace_id: ids(sent.reply?.header).traceparent!.slice(3, 35) });
+    } finally {
+      await executor.close();
+    }
+  });
+
   it("log lines about a message name it: trace id, message id and type, task, sender, receiver and state", async () => {
     const lines: Array<Record<string, unknown>> = [];
     const destination = new Writable({

@@ -108,6 +108,9 @@ export class Execution {
   answerCursor = 0;
   /** Set once the handler is done and its outcome is being recorded: nothing is left to stop. */
   settling = false;
+  /** The rejects of the races under way (the handler's run, a question it waits on). */
+  private readonly racing = new Set<(reason: unknown) => void>();
+  private listening = false;
 
   constructor(
     readonly input: TaskInput & { attempt: number },
@@ -137,7 +140,7 @@ export class Execution {
     this.startTimers();
     try {
       // Every uploaded file is checked against its signed hash before the handler sees any of it.
-      const uploads = await this.race(this.uploads.verify(signal));
+      const uploads = this.uploads.empty ? await this.uploads.verify(signal) : await this.race(this.uploads.verify(signal));
       const output = await this.race(this.handler.executeTask(this.context(uploads)));
       const result = await this.finish(output);
       if (signal.aborted) return this.reportStop();
@@ -182,19 +185,29 @@ export class Execution {
     const signal = this.controller.signal;
     return new Promise<T>((resolve, reject) => {
       if (signal.aborted) return reject(signal.reason);
-      const onAbort = () => reject(signal.reason);
-      signal.addEventListener("abort", onAbort, { once: true });
+      // One abort listener per execution, not one added and removed per race (EventTarget's are costly).
+      if (!this.listening) {
+        this.listening = true;
+        signal.addEventListener("abort", () => this.stopRaces(), { once: true });
+      }
+      this.racing.add(reject);
       work.then(
         (value) => {
-          signal.removeEventListener("abort", onAbort);
+          this.racing.delete(reject);
           resolve(value);
         },
         (error: unknown) => {
-          signal.removeEventListener("abort", onAbort);
+          this.racing.delete(reject);
           reject(error);
         },
       );
     });
+  }
+
+  private stopRaces(): void {
+    const reason: unknown = this.controller.signal.reason;
+    for (const reject of this.racing) reject(reason);
+    this.racing.clear();
   }
 
   private async reportStop(): Promise<void> {
@@ -208,6 +221,8 @@ export class Execution {
     const signal = this.controller.signal;
     const host = this.host;
     const carried = this.carried;
+    const parent = this.logger;
+    let logger: Logger | undefined;
     const trace: TaskTrace = Object.freeze({
       traceparent: carried?.traceparent ?? "",
       tracestate: carried?.tracestate ?? "",
@@ -221,7 +236,10 @@ export class Execution {
       signal,
       uploads,
       trace,
-      logger: this.logger.child(taskLogFields({ taskId, carried })),
+      // Made when a handler first logs: most never do, and a child logger serializes its fields.
+      get logger() {
+        return (logger ??= parent.child(taskLogFields({ taskId, carried })));
+      },
       progress: async (percent, message = "", intermediate) => {
         if (signal.aborted) throw signal.reason;
         const clamped = Math.max(0, Math.min(100, Math.round(percent)));

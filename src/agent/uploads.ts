@@ -85,6 +85,11 @@ export class PreparedUploads {
     return new PreparedUploads(undefined, "", []);
   }
 
+  /** No files to check: verify() settles at once. */
+  get empty(): boolean {
+    return this.references.length === 0;
+  }
+
   async verify(signal: AbortSignal): Promise<TaskUploads> {
     const files: UploadedFile[] = [];
     const records = new Map<string, UploadRecord>();
