@@ -3,7 +3,10 @@
 // that travel in the signed task_complete, written directly from the JSON
 // output (reflecting over a Value cost more than signing the event). The
 // message remembers those bytes, so storing or showing it encodes nothing.
+// The output's Value tree is only read to show the result as JSON (binary
+// views and stores use the remembered bytes), so it is built when first read.
 import { create, toBinary, type JsonObject, type JsonValue } from "@bufbuild/protobuf";
+import type { Value } from "@bufbuild/protobuf/wkt";
 import { TaskResultSchema, type ResultStream, type TaskResult } from "../../gen/synapse/v1/payloads_pb.js";
 import { rememberEncoding, withEncodedField } from "../protocol/encoded.js";
 import { toValue } from "../protocol/json-values.js";
@@ -24,7 +27,23 @@ export function buildTaskResult(outputType: string, output: JsonValue | undefine
   const wire = create(TaskResultSchema, { outputType, stream });
   if (output !== undefined) withEncodedField(wire, OUTPUT, encodeValue(output));
   if (metadata !== undefined) withEncodedField(wire, METADATA, encodeStruct(metadata));
-  const result = create(TaskResultSchema, { outputType, output: output === undefined ? undefined : toValue(output), metadata, stream });
+  const result = create(TaskResultSchema, { outputType, metadata, stream });
+  if (output !== undefined) valueWhenRead(result, output);
   rememberEncoding(result, toBinary(TaskResultSchema, wire));
   return { result, wire };
+}
+
+/** Gives `result.output` the Value of `output`, made on first read (an own, enumerable field, as create makes it). */
+function valueWhenRead(result: TaskResult, output: JsonValue): void {
+  const define = (value: Value) => Object.defineProperty(result, "output", { value, writable: true, enumerable: true, configurable: true });
+  Object.defineProperty(result, "output", {
+    get: () => {
+      const value = toValue(output);
+      define(value);
+      return value;
+    },
+    set: (value: Value) => define(value),
+    enumerable: true,
+    configurable: true,
+  });
 }
