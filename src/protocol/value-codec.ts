@@ -43,7 +43,8 @@ function delimited(lengths: number[], slot: number, size: number): number {
 }
 
 // Every key travels, "__proto__" too (JSON.parse makes it an own key, and so does protobuf-es).
-const entriesOf = (json: JsonObject) => Object.entries(json);
+// Keys rather than entries: one array per object, not one more per field (each object is walked twice).
+const keysOf = (json: JsonObject) => Object.keys(json);
 
 /** The size of a Value's fields; pushes the lengths of its parts, in writing order. */
 function sizeValue(json: JsonValue, lengths: number[]): number {
@@ -70,10 +71,10 @@ function sizeValue(json: JsonValue, lengths: number[]): number {
 
 function sizeStruct(json: JsonObject, lengths: number[]): number {
   let size = 0;
-  for (const [key, value] of entriesOf(json)) {
+  for (const key of keysOf(json)) {
     const entrySlot = lengths.push(0) - 1;
     const keySize = delimited(lengths, lengths.push(0) - 1, Buffer.byteLength(key));
-    const valueSize = delimited(lengths, lengths.push(0) - 1, sizeValue(value, lengths));
+    const valueSize = delimited(lengths, lengths.push(0) - 1, sizeValue(json[key]!, lengths));
     size += delimited(lengths, entrySlot, keySize + valueSize);
   }
   return size;
@@ -113,10 +114,10 @@ class Writer {
   }
 
   struct(json: JsonObject): this {
-    for (const [key, value] of entriesOf(json)) {
+    for (const key of keysOf(json)) {
       this.byte(STRUCT_FIELDS).prefix();
       this.byte(MAP_KEY).text(key);
-      this.byte(MAP_VALUE).prefix().value(value);
+      this.byte(MAP_VALUE).prefix().value(json[key]!);
     }
     return this;
   }
