@@ -35,7 +35,7 @@ import { TaskSteering } from "./steering.js";
 import type { EventRecorder } from "./recorder.js";
 import type { ExecutionRunner } from "./runner.js";
 import { onAbort } from "../abort.js";
-import { isRedelivery, MessageGate, replayed, type MessageCause } from "./message-gate.js";
+import { isRedelivery, MessageGate, replayed, seenWithReply, type MessageCause } from "./message-gate.js";
 import type { TaskSchemas } from "./schemas.js";
 import type { AgentUploads } from "./uploads.js";
 
@@ -120,7 +120,7 @@ export class TaskEngine {
 
   /** Remembers a message whose reply is not a task event; a concurrent twin's reply wins. */
   private async answered(opened: OpenedEnvelope, cause: Cause, reply: StoredReply | undefined, task?: TaskRecord): Promise<SendOutcome> {
-    const existing = await this.options.store.rememberMessage({ ...cause, reply, taskId: task?.taskId ?? cause.taskId });
+    const existing = await this.options.store.rememberMessage(seenWithReply(cause, reply, task?.taskId ?? cause.taskId));
     if (existing !== undefined) return this.redelivered(opened, existing);
     return { reply, task };
   }

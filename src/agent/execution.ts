@@ -230,9 +230,14 @@ export class Execution {
       sessionId: carried?.sessionId ?? "",
       correlationId: carried?.correlationId ?? "",
     });
+    const input = this.input;
+    // Named field by field: spreading the input and then adding fields made a hidden class per context.
     const ctx: TaskContext = {
-      ...this.input,
-      payload: { ...this.input.payload },
+      taskId,
+      taskType: input.taskType,
+      requester: input.requester,
+      attempt: input.attempt,
+      payload: { ...input.payload },
       signal,
       uploads,
       trace,

@@ -22,6 +22,7 @@ import { ACTIVE_STATES, type EventRecorder } from "./recorder.js";
 import type { ExecutionRunner } from "./runner.js";
 import type { TaskSchemas } from "./schemas.js";
 import type { AgentUploads } from "./uploads.js";
+import { seenWithReply } from "./message-gate.js";
 
 export const RETRY_AFTER_SECONDS = 5;
 
@@ -113,7 +114,7 @@ export class TaskIntake {
       task = await transitioning(spec.id, TaskState.PENDING, step.next, base.carried, () => {
         event = recorder.sealEvent(base, type, message, 1, header.messageId);
         return store.createTask({ ...base, ...patch, ...claim, state: step.next }, event, {
-          message: { ...cause, reply: event, taskId: spec.id },
+          message: seenWithReply(cause, event, spec.id),
           maxActive: max,
           callbackUrl: request.callbackUrl || undefined,
         });

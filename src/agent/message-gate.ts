@@ -12,6 +12,11 @@ import { StoreConflictError, type MessageScope, type MessageStore, type SeenMess
 /** What a commit remembers of the message that caused it. */
 export type MessageCause = Omit<SeenMessage, "reply">;
 
+/** The seen message a cause becomes with its reply (field by field: a spread that adds a field makes a hidden class per copy). */
+export function seenWithReply(cause: MessageCause, reply: SeenMessage["reply"], taskId: string | undefined): SeenMessage {
+  return { scope: cause.scope, messageId: cause.messageId, senderAgentId: cause.senderAgentId, digest: cause.digest, keepUntilMs: cause.keepUntilMs, taskId, reply };
+}
+
 export interface MessageGateOptions {
   scope: MessageScope;
   messages: Pick<MessageStore, "getMessage">;

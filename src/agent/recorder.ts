@@ -20,6 +20,7 @@ import { protocolError } from "../protocol/errors.js";
 import { transition, TERMINAL_STATES } from "../protocol/state-machine.js";
 import { StoreConflictError, type CarriedIds, type PartyRecord, type SeenMessage, type StoredEvent, type StoredReply, type TaskPatch, type TaskRecord, type TaskStore } from "../store/store.js";
 import type { AgentIdentity } from "./identity.js";
+import { seenWithReply } from "./message-gate.js";
 
 /** States in which a task holds one of the max_concurrent_tasks slots. */
 export const ACTIVE_STATES = Object.values(TaskState).filter(
@@ -90,7 +91,7 @@ export class EventRecorder {
       if (!step.allowed) return undefined;
       const commit = async (): Promise<Recorded | undefined> => {
         const event = this.sealEvent(current, type, built.message, current.lastSequence + 1, request.replyTo, built.encoded);
-        const message = request.cause === undefined ? undefined : { ...request.cause, reply: event, taskId: current.taskId };
+        const message = request.cause === undefined ? undefined : seenWithReply(request.cause, event, current.taskId);
         try {
           const task = await store.commit(current.taskId, current.version, { ...built.patch, state: step.next, updatedAtMs: now() }, event, {
             message,

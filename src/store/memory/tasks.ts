@@ -27,6 +27,7 @@ import {
   type TaskRecord,
   type TaskStore,
 } from "../store.js";
+import { firstRecord } from "../records.js";
 import { MemoryMessages } from "./messages.js";
 import { Names, PackedTask } from "./packed.js";
 import { Slabs } from "./sections.js";
@@ -115,7 +116,7 @@ export class MemoryTaskStore extends ChangeEmitter implements TaskStore {
     if (options.maxActive !== undefined && !isTerminal(task.state) && this.active.size >= options.maxActive) {
       throw new StoreLimitError(this.active.size, options.maxActive);
     }
-    const record: TaskRecord = { ...task, version: 1, lastSequence: 1 };
+    const record = firstRecord(task);
     const entry: LiveTask = { record, events: [firstEvent], messages: [] };
     this.tasks.set(task.taskId, entry);
     if (!isTerminal(record.state)) this.active.add(task.taskId);

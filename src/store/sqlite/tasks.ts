@@ -31,6 +31,7 @@ import {
   type TaskRecord,
   type TaskStore,
 } from "../store.js";
+import { firstRecord } from "../records.js";
 import { ActiveCounts } from "./active-counts.js";
 import { BatchWriter } from "./batch.js";
 import { SqliteSideTables } from "./side-tables.js";
@@ -113,7 +114,7 @@ export class SqliteTaskStore extends ChangeEmitter implements TaskStore {
   // ── tasks and their event logs ─────────────────────────────────────────
 
   async createTask(task: NewTask, firstEvent: StoredEvent, options: CreateOptions = {}): Promise<TaskRecord> {
-    const record: TaskRecord = { ...task, version: 1, lastSequence: 1 };
+    const record = firstRecord(task);
     return this.batch.run(() => {
       if (firstEvent.sequence !== 1) throw new StoreConflictError("sequence", "the first event must have sequence 1");
       if (this.sql.getTask.get(task.taskId) !== undefined) throw new StoreConflictError("task_exists", `task ${task.taskId} exists`);
@@ -174,8 +175,13 @@ export class SqliteTaskStore extends ChangeEmitter implements TaskStore {
       }
       if (options.message !== undefined) this.insertMessageOrThrow(options.message);
       const updated: TaskRecord = { ...current, ...patch, version: current.version + 1, lastSequence: event ? event.sequence : current.lastSequence };
-      const columns = { ...patchColumns(patch), version: updated.version, last_sequence: updated.lastSequence };
-      this.updateStatement(Object.keys(columns)).run({ ...columns, task_id: taskId });
+      // Set on the object patchColumns made, not spread into new ones (a spread that adds fields costs a hidden class per copy).
+      const columns = patchColumns(patch);
+      columns.version = updated.version;
+      columns.last_sequence = updated.lastSequence;
+      const update = this.updateStatement(Object.keys(columns));
+      columns.task_id = taskId;
+      update.run(columns);
       if (event !== undefined) this.sql.insertEvent.run(event.sequence, envelopeBytes(event.envelope), taskId);
       this.counts.moved(current.state, updated.state);
       this.remember(updated);
