@@ -26,6 +26,18 @@ function ids(header: Header | undefined) {
   return { traceparent: header?.trace?.traceparent, tracestate: header?.trace?.tracestate, sessionId: header?.sessionId, correlationId: header?.correlationId };
 }
 
+/** A logger destination that keeps every line written to it, parsed. */
+function collectedLog(): { lines: Array<Record<string, unknown>>; destination: Writable } {
+  const lines: Array<Record<string, unknown>> = [];
+  const destination = new Writable({
+    write(chunk: Buffer, _encoding, done) {
+      for (const line of chunk.toString().split("\n")) if (line) lines.push(JSON.parse(line) as Record<string, unknown>);
+      done();
+    },
+  });
+  return { lines, destination };
+}
+
 /** Every event of a task, read through Watch. */
 async function eventHeaders(client: SynapseClient, taskId: string): Promise<Header[]> {
   const headers = [];
@@ -152,13 +164,7 @@ describe("trace context, session and correlation ids", () => {
   });
 
   it("a handler's logger names its task and trace, and a handler that logs nothing makes none", async () => {
-    const lines: Array<Record<string, unknown>> = [];
-    const destination = new Writable({
-      write(chunk: Buffer, _encoding, done) {
-        for (const line of chunk.toString().split("\n")) if (line) lines.push(JSON.parse(line) as Record<string, unknown>);
-        done();
-      },
-    });
+    const { lines, destination } = collectedLog();
     const made: string[] = [];
     const logs: TaskHandler = {
       async executeTask(ctx) {
@@ -188,13 +194,7 @@ describe("trace context, session and correlation ids", () => {
   });
 
   it("log lines about a message name it: trace id, message id and type, task, sender, receiver and state", async () => {
-    const lines: Array<Record<string, unknown>> = [];
-    const destination = new Writable({
-      write(chunk: Buffer, _encoding, done) {
-        for (const line of chunk.toString().split("\n")) if (line) lines.push(JSON.parse(line) as Record<string, unknown>);
-        done();
-      },
-    });
+    const { lines, destination } = collectedLog();
     const executor = await startTestServer({ logger: createLogger({ level: "info", destination }) });
     const bystander = await startTestServer();
     try {
