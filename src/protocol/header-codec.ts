@@ -3,9 +3,9 @@
 // a buffer grown from 128 bytes by doubling) cost several times what writing
 // its fifteen fields straight into a buffer of the right size does. The
 // bytes are what toBinary(HeaderSchema, header) writes (a test checks it); a
-// header this encoder does not cover (unknown fields, a negative enum, a
-// timestamp before 1970 or past 2106, a sequence past 2^32) is left to
-// toBinary.
+// header this encoder does not cover (unknown fields, an enum or nanos
+// outside 0..2^31, a timestamp before 1970 or past 2106, a sequence outside
+// 0..2^32) is left to toBinary.
 import { toBinary } from "@bufbuild/protobuf";
 import type { Timestamp } from "@bufbuild/protobuf/wkt";
 import { HeaderSchema, type AgentRef, type Header, type TraceContext } from "../../gen/synapse/v1/envelope_pb.js";
@@ -34,6 +34,10 @@ const SECONDS = 0x08; // Timestamp.seconds, varint
 const NANOS = 0x10; // Timestamp.nanos, varint
 
 const UINT32_LIMIT = 2 ** 32;
+const INT32_LIMIT = 2 ** 31;
+
+/** A non-negative int32, which protobuf writes as the plain varint this encoder writes. */
+const plainInt32 = (value: number) => Number.isInteger(value) && value >= 0 && value < INT32_LIMIT;
 
 /** The binary encoding of a Header, as toBinary writes it. */
 export function encodeHeader(header: Header): Uint8Array {
@@ -43,7 +47,7 @@ export function encodeHeader(header: Header): Uint8Array {
   const size = sizeHeader(header, texts);
   const out = new Writer(size, texts);
   out.text(MESSAGE_ID, header.messageId);
-  if (header.messageType !== 0) out.varintField(MESSAGE_TYPE, header.messageType);
+  out.varintField(MESSAGE_TYPE, header.messageType);
   out.text(PROTOCOL_VERSION, header.protocolVersion);
   out.agent(SENDER, header.sender);
   out.agent(RECEIVER, header.receiver);
@@ -56,20 +60,21 @@ export function encodeHeader(header: Header): Uint8Array {
   out.trace(TRACE, header.trace);
   out.text(IDEMPOTENCY_KEY, header.idempotencyKey);
   out.text(PAYLOAD_TYPE, header.payloadType);
-  if (header.sequence !== 0n) out.varintField(SEQUENCE, Number(header.sequence));
+  out.varintField(SEQUENCE, Number(header.sequence));
   return out.done();
 }
 
 const noUnknown = (message: { $unknown?: unknown[] } | undefined) => message === undefined || !message.$unknown?.length;
 
 function coveredTimestamp(timestamp: Timestamp | undefined): boolean {
-  return timestamp === undefined || (noUnknown(timestamp) && timestamp.seconds >= 0n && timestamp.seconds < UINT32_LIMIT && timestamp.nanos >= 0);
+  return timestamp === undefined || (noUnknown(timestamp) && timestamp.seconds >= 0n && timestamp.seconds < UINT32_LIMIT && plainInt32(timestamp.nanos));
 }
 
 function covered(header: Header): boolean {
   return (
     noUnknown(header) &&
-    header.messageType >= 0 &&
+    plainInt32(header.messageType) &&
+    header.sequence >= 0n &&
     header.sequence < UINT32_LIMIT &&
     noUnknown(header.sender) &&
     noUnknown(header.receiver) &&
