@@ -2,6 +2,7 @@
 // analysis, summarization, CSV statistics, the approval gate, and their
 // outputs checked against the task types' output schemas.
 import type { JsonObject, JsonValue } from "@bufbuild/protobuf";
+import fc from "fast-check";
 import { Ajv, type SchemaObject, type ValidateFunction } from "ajv";
 import { describe, expect, it } from "vitest";
 import type { SupportedTaskType } from "../gen/synapse/v1/capabilities_pb.js";
@@ -21,7 +22,7 @@ import { columnStats, dataAnalysisHandler, parseCsv } from "../src/agent/referen
 import { referenceHandlers } from "../src/agent/reference/index.js";
 import { splitSentences, summarizationHandler, summarize } from "../src/agent/reference/summarization.js";
 import { DATA_ANALYSIS, SUMMARIZATION, TEXT_ANALYSIS } from "../src/agent/reference/task-types.js";
-import { analyzeText, textAnalysisHandler } from "../src/agent/reference/text-analysis.js";
+import { analyzeText, codePoints, textAnalysisHandler } from "../src/agent/reference/text-analysis.js";
 import { silentLogger } from "../src/log.js";
 
 type ProgressCall = { percent: number; message: string | undefined };
@@ -180,6 +181,16 @@ describe("analyzeText", () => {
         { word: "再见", count: 1 },
       ],
     });
+  });
+
+  it("counts characters as code points, as spreading the string does: pairs once, lone surrogates once each", () => {
+    expect(codePoints("a😀b")).toBe(3);
+    expect(codePoints("\ud83d")).toBe(1);
+    expect(codePoints("x\ude00\ud83d")).toBe(3);
+    // Any UTF-16 code units, surrogates often: lone ones, pairs, and pairs out of order.
+    const unit = fc.oneof(fc.integer({ min: 0xd800, max: 0xdfff }), fc.integer({ min: 0, max: 0xffff }));
+    const text = fc.array(unit, { maxLength: 80 }).map((units) => String.fromCharCode(...units));
+    fc.assert(fc.property(text, (sample) => codePoints(sample) === [...sample].length), { numRuns: 1000 });
   });
 
   it("gives zeros for empty and blank text and one sentence without a terminator", () => {

@@ -62,6 +62,22 @@ export function wordFrequencies(words: readonly string[]): Map<string, number> {
   return counts;
 }
 
+/** Code points, as `[...text].length` counts them (a lone surrogate is one), without an array of them. */
+export function codePoints(text: string): number {
+  let count = text.length;
+  for (let i = 0; i < text.length - 1; i++) {
+    const unit = text.charCodeAt(i);
+    if (unit >= 0xd800 && unit <= 0xdbff) {
+      const next = text.charCodeAt(i + 1);
+      if (next >= 0xdc00 && next <= 0xdfff) {
+        count--; // a surrogate pair is one code point
+        i++;
+      }
+    }
+  }
+  return count;
+}
+
 export function analyzeText(text: string, top = 5): TextStats {
   const words = wordsOf(text);
   const top_words = [...wordFrequencies(words)]
@@ -70,7 +86,7 @@ export function analyzeText(text: string, top = 5): TextStats {
     .sort((a, b) => b.count - a.count || (a.word < b.word ? -1 : a.word > b.word ? 1 : 0))
     .slice(0, Math.max(0, top));
   return {
-    characters: [...text].length,
+    characters: codePoints(text),
     words: words.length,
     sentences: splitSentences(text).length,
     top_words,
