@@ -11,8 +11,12 @@ import { generateKey } from "../src/crypto/keys.js";
 import { seal } from "../src/envelope/seal.js";
 import { encodeHeader } from "../src/protocol/header-codec.js";
 
-// Strings of any UTF-16 (lone surrogates too), and some past 127 bytes (two-byte length prefixes).
-const text = fc.oneof(fc.string({ unit: "binary", maxLength: 40 }), fc.string({ minLength: 120, maxLength: 300 }), fc.constant(""));
+// Strings of any UTF-16 code units (lone surrogates too, which travel as U+FFFD), of any Unicode
+// text, and some past 127 bytes (two-byte length prefixes).
+const codeUnits = fc
+  .array(fc.oneof(fc.integer({ min: 0xd800, max: 0xdfff }), fc.integer({ min: 0, max: 0xffff })), { maxLength: 40 })
+  .map((units) => String.fromCharCode(...units));
+const text = fc.oneof(codeUnits, fc.string({ unit: "binary", maxLength: 40 }), fc.string({ minLength: 120, maxLength: 300 }), fc.constant(""));
 const agent = fc.option(fc.record({ agentId: text, systemId: text, keyId: text }), { nil: undefined });
 const timestamp = fc.option(
   fc.record({ seconds: fc.bigInt({ min: 0n, max: 2n ** 32n - 1n }), nanos: fc.integer({ min: 0, max: 999_999_999 }) }),
