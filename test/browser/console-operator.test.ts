@@ -96,7 +96,8 @@ describe("the console in Chromium, as an operator, with a registry", () => {
 
     await page.locator('nav a[data-route="tasks"]').click();
     await expect.poll(() => rows().count(), { timeout: TIMEOUT }).toBe(20);
-    expect(await page.getByTestId("operator-note").isVisible()).toBe(true);
+    // The note is drawn with the rows; wait for it as for them rather than reading it once.
+    await page.getByTestId("operator-note").waitFor({ state: "visible", timeout: TIMEOUT });
     expect(await page.getByTestId("page-label").textContent()).toBe("page 1");
     await page.getByTestId("page-older").click();
     await expect.poll(() => page.getByTestId("page-label").textContent(), { timeout: TIMEOUT }).toBe("page 2");
