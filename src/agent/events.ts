@@ -121,17 +121,17 @@ export class TaskEventBus {
     if (this.backlog.length > 0) setImmediate(this.tell);
   };
 
+  /** Whether a change of the task is still being told. */
+  private telling(taskId: string): boolean {
+    return this.backlog.some((telling) => telling.change.taskId === taskId);
+  }
+
   /**
    * Wakes those waiting for the task's tellings, a slice per turn: each
    * wakes a stream that then ends, and ending thousands in one turn would
    * keep the event loop from the sockets (their flow-control updates, their
    * writes) for that long.
    */
-  /** Whether a change of the task is still being told. */
-  private telling(taskId: string): boolean {
-    return this.backlog.some((telling) => telling.change.taskId === taskId);
-  }
-
   private wakeSettled(taskId: string): void {
     const waiters = this.settledWaiters.get(taskId);
     if (waiters === undefined || this.telling(taskId)) return;

@@ -9,7 +9,8 @@
 import { toBinary } from "@bufbuild/protobuf";
 import { EnvelopeSchema, type Envelope, type Signature } from "../../gen/synapse/v1/envelope_pb.js";
 import { encoded } from "./encoded.js";
-import { varintSize, writeVarint } from "./varint.js";
+import { SizedWriter } from "./sized-writer.js";
+import { varintSize } from "./varint.js";
 
 // Tags (field number << 3 | wire type) of Envelope's and Signature's fields.
 const ENVELOPE_HEADER = 0x0a; // 1, length-delimited
@@ -39,7 +40,7 @@ export function encodeEnvelope(envelope: Envelope): Uint8Array {
     (envelope.header.byteLength > 0 ? delimited(envelope.header.byteLength) : 0) +
     (envelope.payload.byteLength > 0 ? delimited(envelope.payload.byteLength) : 0) +
     (signature === undefined ? 0 : delimited(signatureSize));
-  const out = new Writer(size);
+  const out = new SizedWriter(size, "envelope");
   out.bytesField(ENVELOPE_HEADER, envelope.header);
   out.bytesField(ENVELOPE_PAYLOAD, envelope.payload);
   if (signature !== undefined) {
@@ -67,41 +68,4 @@ function sizeSignature(signature: Signature, keyIdBytes: number): number {
     (signature.value.byteLength > 0 ? delimited(signature.value.byteLength) : 0) +
     (signature.publicKey.byteLength > 0 ? delimited(signature.publicKey.byteLength) : 0)
   );
-}
-
-/** Writes into a buffer of the exact size. */
-class Writer {
-  private readonly bytes: Buffer;
-  private at = 0;
-
-  constructor(size: number) {
-    // Not from Buffer's shared pool: kept bytes would hold a whole pool slab.
-    this.bytes = Buffer.allocUnsafeSlow(size);
-  }
-
-  byte(value: number): void {
-    this.bytes[this.at++] = value;
-  }
-
-  varint(value: number): void {
-    this.at = writeVarint(this.bytes, this.at, value);
-  }
-
-  /** A bytes field, left out when empty (proto3). */
-  bytesField(tag: number, value: Uint8Array): void {
-    if (value.byteLength === 0) return;
-    this.byte(tag);
-    this.varint(value.byteLength);
-    this.bytes.set(value, this.at);
-    this.at += value.byteLength;
-  }
-
-  text(value: string, byteLength: number): void {
-    this.at += this.bytes.write(value, this.at, byteLength, "utf8");
-  }
-
-  done(): Uint8Array {
-    if (this.at !== this.bytes.byteLength) throw new Error(`envelope encoder wrote ${this.at} of ${this.bytes.byteLength} bytes`);
-    return new Uint8Array(this.bytes.buffer, this.bytes.byteOffset, this.bytes.byteLength);
-  }
 }

@@ -9,7 +9,8 @@
 import { toBinary } from "@bufbuild/protobuf";
 import type { Timestamp } from "@bufbuild/protobuf/wkt";
 import { HeaderSchema, type AgentRef, type Header, type TraceContext } from "../../gen/synapse/v1/envelope_pb.js";
-import { varintSize, writeVarint } from "./varint.js";
+import { SizedWriter } from "./sized-writer.js";
+import { varintSize } from "./varint.js";
 
 // Tags (field number << 3 | wire type): Header's fields, then AgentRef's, TraceContext's and Timestamp's.
 const MESSAGE_ID = 0x0a; // 1
@@ -46,20 +47,20 @@ export function encodeHeader(header: Header): Uint8Array {
   const texts: number[] = [];
   const size = sizeHeader(header, texts);
   const out = new Writer(size, texts);
-  out.text(MESSAGE_ID, header.messageId);
+  out.textField(MESSAGE_ID, header.messageId);
   out.varintField(MESSAGE_TYPE, header.messageType);
-  out.text(PROTOCOL_VERSION, header.protocolVersion);
+  out.textField(PROTOCOL_VERSION, header.protocolVersion);
   out.agent(SENDER, header.sender);
   out.agent(RECEIVER, header.receiver);
   out.timestamp(SENT_AT, header.sentAt);
   out.timestamp(EXPIRES_AT, header.expiresAt);
-  out.text(REPLY_TO, header.replyTo);
-  out.text(TASK_ID, header.taskId);
-  out.text(SESSION_ID, header.sessionId);
-  out.text(CORRELATION_ID, header.correlationId);
+  out.textField(REPLY_TO, header.replyTo);
+  out.textField(TASK_ID, header.taskId);
+  out.textField(SESSION_ID, header.sessionId);
+  out.textField(CORRELATION_ID, header.correlationId);
   out.trace(TRACE, header.trace);
-  out.text(IDEMPOTENCY_KEY, header.idempotencyKey);
-  out.text(PAYLOAD_TYPE, header.payloadType);
+  out.textField(IDEMPOTENCY_KEY, header.idempotencyKey);
+  out.textField(PAYLOAD_TYPE, header.payloadType);
   out.varintField(SEQUENCE, Number(header.sequence));
   return out.done();
 }
@@ -130,50 +131,35 @@ function sizeHeader(header: Header, texts: number[]): number {
   );
 }
 
-/** Writes into a buffer of the exact size, taking the strings' lengths in the order they were measured. */
-class Writer {
-  private readonly bytes: Buffer;
-  private at = 0;
+/** Writes a Header into a buffer of its exact size, taking the strings' lengths in the order they were measured. */
+class Writer extends SizedWriter {
   private nextText = 0;
 
   constructor(
     size: number,
     private readonly texts: readonly number[],
   ) {
-    // Not from Buffer's shared pool: kept bytes would hold a whole pool slab.
-    this.bytes = Buffer.allocUnsafeSlow(size);
-  }
-
-  private varint(value: number): void {
-    this.at = writeVarint(this.bytes, this.at, value);
+    super(size, "header");
   }
 
   varintField(tag: number, value: number): void {
     if (value === 0) return;
-    this.bytes[this.at++] = tag;
+    this.byte(tag);
     this.varint(value);
   }
 
   /** A string field, left out when empty (proto3). */
-  text(tag: number, value: string): void {
+  textField(tag: number, value: string): void {
     const length = this.texts[this.nextText++]!;
     if (length === 0) return;
-    const bytes = this.bytes;
-    bytes[this.at++] = tag;
+    this.byte(tag);
     this.varint(length);
-    if (length === value.length) {
-      // ASCII (its UTF-8 is one byte per code unit): a loop beats a call into Buffer's native writer for short strings.
-      let at = this.at;
-      for (let i = 0; i < length; i++) bytes[at++] = value.charCodeAt(i);
-      this.at = at;
-    } else {
-      this.at += bytes.write(value, this.at, length, "utf8");
-    }
+    this.text(value, length);
   }
 
   /** A nested message's tag and length; its size is computed again (cheap) rather than remembered. */
   private open(tag: number, size: number): void {
-    this.bytes[this.at++] = tag;
+    this.byte(tag);
     this.varint(size);
   }
 
@@ -189,16 +175,16 @@ class Writer {
   agent(tag: number, agent: AgentRef | undefined): void {
     if (agent === undefined) return;
     this.open(tag, this.textsSize(3));
-    this.text(FIRST, agent.agentId);
-    this.text(SECOND, agent.systemId);
-    this.text(THIRD, agent.keyId);
+    this.textField(FIRST, agent.agentId);
+    this.textField(SECOND, agent.systemId);
+    this.textField(THIRD, agent.keyId);
   }
 
   trace(tag: number, trace: TraceContext | undefined): void {
     if (trace === undefined) return;
     this.open(tag, this.textsSize(2));
-    this.text(FIRST, trace.traceparent);
-    this.text(SECOND, trace.tracestate);
+    this.textField(FIRST, trace.traceparent);
+    this.textField(SECOND, trace.tracestate);
   }
 
   timestamp(tag: number, timestamp: Timestamp | undefined): void {
@@ -207,10 +193,5 @@ class Writer {
     this.open(tag, sizeVarintField(seconds) + sizeVarintField(timestamp.nanos));
     this.varintField(SECONDS, seconds);
     this.varintField(NANOS, timestamp.nanos);
-  }
-
-  done(): Uint8Array {
-    if (this.at !== this.bytes.byteLength) throw new Error(`header encoder wrote ${this.at} of ${this.bytes.byteLength} bytes`);
-    return new Uint8Array(this.bytes.buffer, this.bytes.byteOffset, this.bytes.byteLength);
   }
 }
