@@ -39,8 +39,9 @@ export interface ExecutionHost {
   askHuman(execution: Execution, question: HumanQuestion): Promise<HumanAnswer>;
   /** The task's current payload (with provided and modified fields merged in). */
   currentPayload(taskId: string): Promise<JsonObject>;
-  complete(taskId: string, result: FinishedResult): Promise<void>;
-  fail(taskId: string, failure: FailureReport): Promise<void>;
+  /** Records the task's end; true when it did (that commit also gave up the run's lease), false when the task had already ended. */
+  complete(taskId: string, result: FinishedResult): Promise<boolean>;
+  fail(taskId: string, failure: FailureReport): Promise<boolean>;
 }
 
 export interface ExecutionLimits {
@@ -129,12 +130,16 @@ export class Execution {
     if (!this.settling && !this.controller.signal.aborted) this.controller.abort(new ExecutionStop(failure, message));
   }
 
-  /** Runs the handler and records how it ended (in a span of the task's trace, when tracing). */
-  run(): Promise<void> {
+  /**
+   * Runs the handler and records how it ended (in a span of the task's trace,
+   * when tracing); true when this run recorded the task's end, and with it
+   * gave up its lease.
+   */
+  run(): Promise<boolean> {
     return runningHandler(this.input, this.carried, () => this.runHandler());
   }
 
-  private async runHandler(): Promise<void> {
+  private async runHandler(): Promise<boolean> {
     const { taskId } = this.input;
     const signal = this.controller.signal;
     this.startTimers();
@@ -145,11 +150,11 @@ export class Execution {
       const result = await this.finish(output);
       if (signal.aborted) return this.reportStop();
       this.settling = true;
-      await this.host.complete(taskId, result);
+      return await this.host.complete(taskId, result);
     } catch (error) {
       if (signal.aborted) return this.reportStop();
       this.settling = true;
-      await this.host.fail(taskId, this.failureOf(error));
+      return await this.host.fail(taskId, this.failureOf(error));
     } finally {
       for (const timer of this.timers) clearTimeout(timer);
     }
@@ -210,10 +215,10 @@ export class Execution {
     this.racing.clear();
   }
 
-  private async reportStop(): Promise<void> {
+  private async reportStop(): Promise<boolean> {
     const reason = this.controller.signal.reason as unknown;
     this.settling = true;
-    if (reason instanceof ExecutionStop && reason.failure) await this.host.fail(this.input.taskId, reason.failure);
+    return reason instanceof ExecutionStop && reason.failure !== undefined && (await this.host.fail(this.input.taskId, reason.failure));
   }
 
   private context(uploads: TaskUploads): TaskContext {

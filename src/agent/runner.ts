@@ -216,8 +216,7 @@ export class ExecutionRunner implements ExecutionHost {
   }
 
   private async failClaimed(task: TaskRecord, failure: FailureReport): Promise<void> {
-    await this.recordFailure(task.taskId, failure, this.me);
-    await this.options.store.releaseLeases(this.me, [task.taskId]);
+    if (!(await this.recordFailure(task.taskId, failure, this.me))) await this.options.store.releaseLeases(this.me, [task.taskId]);
   }
 
   /** Counts the new attempt (before the handler runs, so a crash never hides one) and runs it. */
@@ -294,12 +293,16 @@ export class ExecutionRunner implements ExecutionHost {
     });
     execution
       .run()
-      .catch((error: unknown) => this.options.logger.error({ ...taskLogFields(task), err: error }, "execution failed unexpectedly"))
-      .finally(() => {
+      .catch((error: unknown) => {
+        this.options.logger.error({ ...taskLogFields(task), err: error }, "execution failed unexpectedly");
+        return false;
+      })
+      .then((recordedEnd) => {
         unsubscribe();
         this.progressReports.take(task.taskId);
         this.executions.delete(task.taskId);
-        if (!this.stopped) void this.options.store.releaseLeases(this.me, [task.taskId]).catch(() => undefined);
+        // A run that recorded the task's end gave up its lease in that commit; any other still holds it.
+        if (!recordedEnd && !this.stopped) void this.options.store.releaseLeases(this.me, [task.taskId]).catch(() => undefined);
       });
   }
 
@@ -368,11 +371,11 @@ export class ExecutionRunner implements ExecutionHost {
     return this.questions.askHuman(execution, question);
   }
 
-  async complete(taskId: string, result: FinishedResult): Promise<void> {
+  async complete(taskId: string, result: FinishedResult): Promise<boolean> {
     // The completion says more than a progress report it follows within the interval.
     this.progressReports.take(taskId);
     if (result.stream) await this.options.store.putResult(taskId, result.stream.bytes);
-    await this.fenced(taskId, () =>
+    const recorded = await this.fenced(taskId, () =>
       this.options.recorder.record({
         taskId,
         fence: this.me,
@@ -398,16 +401,17 @@ export class ExecutionRunner implements ExecutionHost {
         },
       }),
     );
+    return recorded !== undefined;
   }
 
-  async fail(taskId: string, failure: FailureReport): Promise<void> {
+  async fail(taskId: string, failure: FailureReport): Promise<boolean> {
     this.progressReports.take(taskId);
-    await this.fenced(taskId, () => this.recordFailure(taskId, failure, this.me));
+    return this.fenced(taskId, () => this.recordFailure(taskId, failure, this.me));
   }
 
-  /** Records task_failed (fenced by `fence` when given). */
-  async recordFailure(taskId: string, failure: FailureReport, fence?: string): Promise<void> {
-    await this.options.recorder.record({
+  /** Records task_failed (fenced by `fence` when given), giving up the lease with it; false when the task had already ended. */
+  async recordFailure(taskId: string, failure: FailureReport, fence?: string): Promise<boolean> {
+    const recorded = await this.options.recorder.record({
       taskId,
       fence,
       build: () => {
@@ -422,6 +426,7 @@ export class ExecutionRunner implements ExecutionHost {
         };
       },
     });
+    return recorded !== undefined;
   }
 
   // ── shutdown ───────────────────────────────────────────────────────────
