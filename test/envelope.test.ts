@@ -1,10 +1,10 @@
 import { create, toBinary } from "@bufbuild/protobuf";
 import { ConnectError, Code } from "@connectrpc/connect";
 import { describe, expect, it } from "vitest";
-import { EnvelopeSchema, HeaderSchema, MessageType } from "../gen/synapse/v1/envelope_pb.js";
+import { EnvelopeSchema, HeaderSchema, MessageType, type Header } from "../gen/synapse/v1/envelope_pb.js";
 import { AckPayloadSchema, TaskCancelPayloadSchema, TaskRequestPayloadSchema } from "../gen/synapse/v1/payloads_pb.js";
 import { generateKey, type AgentKey } from "../src/crypto/keys.js";
-import { open, type OpenOptions } from "../src/envelope/open.js";
+import { MAX_HEADER_STRING_CHARS, open, type OpenOptions } from "../src/envelope/open.js";
 import { buildHeader, seal, signParts, type SealInput } from "../src/envelope/seal.js";
 import type { TrustPolicy } from "../src/envelope/trust.js";
 import { findErrorDetail } from "../src/protocol/errors.js";
@@ -91,6 +91,47 @@ describe("seal and open", () => {
     header.sender!.keyId = mallory.keyId;
     const envelope = signParts(toBinary(HeaderSchema, header), toBinary(TaskRequestPayloadSchema, request().payload as never), alice);
     expect((await refusal(open(envelope, options()))).protocolCode).toBe("signature_invalid");
+  });
+
+  it("refuses every header string past its limit, naming the field, and takes one at the limit", async () => {
+    const fields: Array<[string, (header: Header, value: string) => void, number]> = [
+      ["message_id", (h, v) => (h.messageId = v), MAX_HEADER_STRING_CHARS],
+      ["protocol_version", (h, v) => (h.protocolVersion = v), MAX_HEADER_STRING_CHARS],
+      ["sender.agent_id", (h, v) => (h.sender!.agentId = v), MAX_HEADER_STRING_CHARS],
+      ["sender.system_id", (h, v) => (h.sender!.systemId = v), MAX_HEADER_STRING_CHARS],
+      ["sender.key_id", (h, v) => (h.sender!.keyId = v), MAX_HEADER_STRING_CHARS],
+      ["receiver.agent_id", (h, v) => (h.receiver!.agentId = v), MAX_HEADER_STRING_CHARS],
+      ["receiver.system_id", (h, v) => (h.receiver!.systemId = v), MAX_HEADER_STRING_CHARS],
+      ["receiver.key_id", (h, v) => (h.receiver!.keyId = v), MAX_HEADER_STRING_CHARS],
+      ["reply_to", (h, v) => (h.replyTo = v), MAX_HEADER_STRING_CHARS],
+      ["task_id", (h, v) => (h.taskId = v), MAX_HEADER_STRING_CHARS],
+      ["session_id", (h, v) => (h.sessionId = v), MAX_HEADER_STRING_CHARS],
+      ["correlation_id", (h, v) => (h.correlationId = v), MAX_HEADER_STRING_CHARS],
+      ["trace.traceparent", (h, v) => (h.trace = { $typeName: "synapse.v1.TraceContext", traceparent: v, tracestate: "" }), MAX_HEADER_STRING_CHARS],
+      ["trace.tracestate", (h, v) => (h.trace = { $typeName: "synapse.v1.TraceContext", traceparent: "", tracestate: v }), 512],
+      ["idempotency_key", (h, v) => (h.idempotencyKey = v), MAX_HEADER_STRING_CHARS],
+      ["payload_type", (h, v) => (h.payloadType = v), MAX_HEADER_STRING_CHARS],
+    ];
+    const signed = (set: (header: Header) => void) => {
+      const header = buildHeader(request(), alice);
+      set(header);
+      return signParts(toBinary(HeaderSchema, header), toBinary(TaskRequestPayloadSchema, request().payload as never), alice);
+    };
+    for (const [name, set, max] of fields) {
+      const error = await open(signed((h) => set(h, "x".repeat(max + 1))), options()).then(
+        () => undefined,
+        (e: unknown) => e,
+      );
+      expect(error, name).toBeInstanceOf(ConnectError);
+      expect((error as ConnectError).rawMessage, name).toBe(`header.${name} is longer than ${max} characters`);
+      expect(findErrorDetail(error)?.protocolCode, name).toBe("message_format_invalid");
+      // At the limit the length check passes: whatever refuses the message then is not it.
+      const atLimit = await open(signed((h) => set(h, "x".repeat(max))), options()).then(
+        () => undefined,
+        (e: unknown) => e,
+      );
+      expect(atLimit instanceof ConnectError ? atLimit.rawMessage : "", name).not.toMatch(/is longer than/);
+    }
   });
 
   it("refuses a message for another receiver as PERMISSION_DENIED", async () => {

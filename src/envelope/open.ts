@@ -99,26 +99,29 @@ async function verifySignature(envelope: Envelope, trust: TrustPolicy, ed: Ed255
 export const MAX_HEADER_STRING_CHARS = 256;
 const MAX_TRACESTATE_CHARS = 512; // W3C Trace Context: vendors propagate at least 512
 
+/** Each bounded header string: its name in errors, how to read it, its limit (a table made once, not per message). */
+const HEADER_STRINGS: ReadonlyArray<readonly [name: string, read: (header: Header) => string | undefined, max: number]> = [
+  ["message_id", (h) => h.messageId, MAX_HEADER_STRING_CHARS],
+  ["protocol_version", (h) => h.protocolVersion, MAX_HEADER_STRING_CHARS],
+  ["sender.agent_id", (h) => h.sender?.agentId, MAX_HEADER_STRING_CHARS],
+  ["sender.system_id", (h) => h.sender?.systemId, MAX_HEADER_STRING_CHARS],
+  ["sender.key_id", (h) => h.sender?.keyId, MAX_HEADER_STRING_CHARS],
+  ["receiver.agent_id", (h) => h.receiver?.agentId, MAX_HEADER_STRING_CHARS],
+  ["receiver.system_id", (h) => h.receiver?.systemId, MAX_HEADER_STRING_CHARS],
+  ["receiver.key_id", (h) => h.receiver?.keyId, MAX_HEADER_STRING_CHARS],
+  ["reply_to", (h) => h.replyTo, MAX_HEADER_STRING_CHARS],
+  ["task_id", (h) => h.taskId, MAX_HEADER_STRING_CHARS],
+  ["session_id", (h) => h.sessionId, MAX_HEADER_STRING_CHARS],
+  ["correlation_id", (h) => h.correlationId, MAX_HEADER_STRING_CHARS],
+  ["trace.traceparent", (h) => h.trace?.traceparent, MAX_HEADER_STRING_CHARS],
+  ["trace.tracestate", (h) => h.trace?.tracestate, MAX_TRACESTATE_CHARS],
+  ["idempotency_key", (h) => h.idempotencyKey, MAX_HEADER_STRING_CHARS],
+  ["payload_type", (h) => h.payloadType, MAX_HEADER_STRING_CHARS],
+];
+
 function checkHeaderStrings(header: Header): void {
-  const fields: Array<[string, string | undefined, number?]> = [
-    ["message_id", header.messageId],
-    ["protocol_version", header.protocolVersion],
-    ["sender.agent_id", header.sender?.agentId],
-    ["sender.system_id", header.sender?.systemId],
-    ["sender.key_id", header.sender?.keyId],
-    ["receiver.agent_id", header.receiver?.agentId],
-    ["receiver.system_id", header.receiver?.systemId],
-    ["receiver.key_id", header.receiver?.keyId],
-    ["reply_to", header.replyTo],
-    ["task_id", header.taskId],
-    ["session_id", header.sessionId],
-    ["correlation_id", header.correlationId],
-    ["trace.traceparent", header.trace?.traceparent],
-    ["trace.tracestate", header.trace?.tracestate, MAX_TRACESTATE_CHARS],
-    ["idempotency_key", header.idempotencyKey],
-    ["payload_type", header.payloadType],
-  ];
-  for (const [name, value, max = MAX_HEADER_STRING_CHARS] of fields) {
+  for (const [name, read, max] of HEADER_STRINGS) {
+    const value = read(header);
     if (value !== undefined && value.length > max) throw invalid(`header.${name} is longer than ${max} characters`);
   }
 }
