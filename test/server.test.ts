@@ -1,6 +1,7 @@
 // The one-port server through real sockets: every protocol and HTTP version,
 // GET, errors, limits, TLS and graceful shutdown.
-import { create, toBinary } from "@bufbuild/protobuf";
+import { create, toBinary, toJson } from "@bufbuild/protobuf";
+import { ValueSchema } from "@bufbuild/protobuf/wkt";
 import { Code, ConnectError, createClient, type Transport } from "@connectrpc/connect";
 import { createConnectTransport, createGrpcTransport, createGrpcWebTransport } from "@connectrpc/connect-node";
 import { execFileSync } from "node:child_process";
@@ -11,23 +12,26 @@ import { join } from "node:path";
 import { Writable } from "node:stream";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { CapabilitiesService, HandshakeRequestSchema } from "../gen/synapse/v1/capabilities_pb.js";
+import { MessageType } from "../gen/synapse/v1/envelope_pb.js";
 import { P2PService } from "../gen/synapse/v1/p2p_pb.js";
+import { TaskState } from "../gen/synapse/v1/payloads_pb.js";
+import type { TransportOptions } from "../src/client/transport.js";
 import { pino } from "pino";
 import { findErrorDetail } from "../src/protocol/errors.js";
 import type { RunningServer } from "../src/server/server.js";
 import { connectClient, startTestServer, tempDir } from "./helpers/server.js";
 import { GROUP_INTERFACES, UNGROUPED_INTERFACES } from "./helpers/interfaces.js";
 
-type Variant = { name: string; transport: (baseUrl: string) => Transport };
+type Variant = { name: string; transport: (baseUrl: string) => Transport; client?: TransportOptions };
 
 const variants: Variant[] = [
-  { name: "Connect JSON over HTTP/1.1", transport: (baseUrl) => createConnectTransport({ baseUrl, httpVersion: "1.1" }) },
-  { name: "Connect binary over HTTP/1.1", transport: (baseUrl) => createConnectTransport({ baseUrl, httpVersion: "1.1", useBinaryFormat: true }) },
-  { name: "Connect JSON over h2c", transport: (baseUrl) => createConnectTransport({ baseUrl, httpVersion: "2" }) },
-  { name: "Connect binary over h2c", transport: (baseUrl) => createConnectTransport({ baseUrl, httpVersion: "2", useBinaryFormat: true }) },
-  { name: "gRPC over h2c", transport: (baseUrl) => createGrpcTransport({ baseUrl }) },
-  { name: "gRPC-web over HTTP/1.1", transport: (baseUrl) => createGrpcWebTransport({ baseUrl, httpVersion: "1.1" }) },
-  { name: "gRPC-web over h2c", transport: (baseUrl) => createGrpcWebTransport({ baseUrl, httpVersion: "2" }) },
+  { name: "Connect JSON over HTTP/1.1", transport: (baseUrl) => createConnectTransport({ baseUrl, httpVersion: "1.1" }), client: { protocol: "connect", httpVersion: "1.1" } },
+  { name: "Connect binary over HTTP/1.1", transport: (baseUrl) => createConnectTransport({ baseUrl, httpVersion: "1.1", useBinaryFormat: true }), client: { protocol: "connect", binary: true, httpVersion: "1.1" } },
+  { name: "Connect JSON over h2c", transport: (baseUrl) => createConnectTransport({ baseUrl, httpVersion: "2" }), client: { protocol: "connect", httpVersion: "2" } },
+  { name: "Connect binary over h2c", transport: (baseUrl) => createConnectTransport({ baseUrl, httpVersion: "2", useBinaryFormat: true }), client: { protocol: "connect", binary: true, httpVersion: "2" } },
+  { name: "gRPC over h2c", transport: (baseUrl) => createGrpcTransport({ baseUrl }), client: { protocol: "grpc" } },
+  { name: "gRPC-web over HTTP/1.1", transport: (baseUrl) => createGrpcWebTransport({ baseUrl, httpVersion: "1.1" }), client: { protocol: "grpc-web", binary: true, httpVersion: "1.1" } },
+  { name: "gRPC-web over h2c", transport: (baseUrl) => createGrpcWebTransport({ baseUrl, httpVersion: "2" }), client: { protocol: "grpc-web", binary: true, httpVersion: "2" } },
 ];
 
 function logSink(): { lines: Array<Record<string, unknown>>; stream: Writable } {
@@ -58,6 +62,22 @@ describe("one port, every protocol", () => {
       expect(capabilities?.maxFileSize).toBe(10_485_760n);
       expect(capabilities?.maxConcurrentTasks).toBe(10);
       expect(capabilities?.supportedTaskTypes.map((t) => t.type)).toEqual(["text_analysis", "summarization", "data_analysis"]);
+    });
+
+    it(`a waited Send answers with the signed reply and the finished task: ${variant.name}`, async () => {
+      const client = await connectClient(server, { transport: variant.client });
+      const sent = await client.submit("text_analysis", { text: "One sentence. Two sentences here." }, { waitMs: 5000 });
+      expect(sent.reply?.header.messageType).toBe(MessageType.TASK_CONFIRM);
+      const task = sent.task!;
+      expect(task).toMatchObject({ taskId: sent.taskId, taskType: "text_analysis", state: TaskState.COMPLETED, progress: 100, lastSequence: 2n });
+      expect(task.requester?.agentId).toBe(client.agentId);
+      expect(task.executor?.agentId).toBe("agent_under_test");
+      expect(task.request).toBeUndefined();
+      expect(task.updatedAt!.seconds).toBeGreaterThanOrEqual(task.createdAt!.seconds);
+      expect(toJson(ValueSchema, task.result!.output!)).toMatchObject({ words: 5, sentences: 2, characters: 33 });
+      // The same task as GetTask shows it, less the request the sender has.
+      const polled = await client.getTask(sent.taskId);
+      expect({ ...task, request: undefined }).toEqual({ ...polled, request: undefined });
     });
 
     it(`NOT_FOUND with an ErrorDetail for an unknown task type: ${variant.name}`, async () => {

@@ -2,7 +2,7 @@
 // was decoded from (a received payload: exactly what was signed) or first
 // encoded to are kept beside it, and asked for again instead of encoding
 // it anew. Only for messages nothing changes after they are made.
-import { toBinary, type DescMessage, type Message, type MessageShape } from "@bufbuild/protobuf";
+import { toBinary, type DescMessage, type Message, type MessageShape, type UnknownField } from "@bufbuild/protobuf";
 import { WireType } from "@bufbuild/protobuf/wire";
 import { varintSize, writeVarint } from "./varint.js";
 
@@ -36,6 +36,27 @@ export function knownEncoding(message: object): Uint8Array | undefined {
 export function withEncodedField<T extends Message>(message: T, fieldNumber: number, bytes: Uint8Array): T {
   const data = delimitedFields([[undefined, bytes]]); // the length prefix, then the bytes
   message.$unknown = [...(message.$unknown ?? []), { no: fieldNumber, wireType: WireType.LengthDelimited, data }];
+  return message;
+}
+
+/**
+ * A message whose every field is already encoded (`message` has none set, nor unknown fields):
+ * the fields go in as withEncodedField puts them, for any binary writer, and
+ * the whole message's bytes, which toBinary would write the same, are
+ * remembered for a writer that asks (knownEncoding) and need not run it.
+ */
+export function fromEncodedFields<T extends Message>(message: T, fields: ReadonlyArray<readonly [fieldNumber: number, bytes: Uint8Array]>): T {
+  const whole = delimitedFields(fields);
+  // Each unknown field's data (its length prefix and bytes) is a view into the whole, not a copy.
+  const unknown: UnknownField[] = [];
+  let at = 0;
+  for (const [no, bytes] of fields) {
+    const start = at + varintSize(no * 8);
+    at = start + varintSize(bytes.byteLength) + bytes.byteLength;
+    unknown.push({ no, wireType: WireType.LengthDelimited, data: whole.subarray(start, at) });
+  }
+  message.$unknown = unknown;
+  known.set(message, whole);
   return message;
 }
 

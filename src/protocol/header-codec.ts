@@ -9,10 +9,9 @@
 import { toBinary } from "@bufbuild/protobuf";
 import type { Timestamp } from "@bufbuild/protobuf/wkt";
 import { HeaderSchema, type AgentRef, type Header, type TraceContext } from "../../gen/synapse/v1/envelope_pb.js";
-import { SizedWriter } from "./sized-writer.js";
-import { varintSize } from "./varint.js";
+import { delimited, FieldWriter, sizeAgent, sizeText, sizeTimestamp as sizeTimestampParts, sizeVarintField } from "./sized-writer.js";
 
-// Tags (field number << 3 | wire type): Header's fields, then AgentRef's, TraceContext's and Timestamp's.
+// Tags (field number << 3 | wire type) of Header's fields.
 const MESSAGE_ID = 0x0a; // 1
 const MESSAGE_TYPE = 0x10; // 2, varint
 const PROTOCOL_VERSION = 0x1a; // 3
@@ -28,11 +27,6 @@ const TRACE = 0x62; // 12
 const IDEMPOTENCY_KEY = 0x6a; // 13
 const PAYLOAD_TYPE = 0x72; // 14
 const SEQUENCE = 0x78; // 15, varint
-const FIRST = 0x0a; // field 1, length-delimited
-const SECOND = 0x12; // field 2, length-delimited
-const THIRD = 0x1a; // field 3, length-delimited
-const SECONDS = 0x08; // Timestamp.seconds, varint
-const NANOS = 0x10; // Timestamp.nanos, varint
 
 const UINT32_LIMIT = 2 ** 32;
 const INT32_LIMIT = 2 ** 31;
@@ -52,8 +46,8 @@ export function encodeHeader(header: Header): Uint8Array {
   out.textField(PROTOCOL_VERSION, header.protocolVersion);
   out.agent(SENDER, header.sender);
   out.agent(RECEIVER, header.receiver);
-  out.timestamp(SENT_AT, header.sentAt);
-  out.timestamp(EXPIRES_AT, header.expiresAt);
+  out.timestampField(SENT_AT, header.sentAt);
+  out.timestampField(EXPIRES_AT, header.expiresAt);
   out.textField(REPLY_TO, header.replyTo);
   out.textField(TASK_ID, header.taskId);
   out.textField(SESSION_ID, header.sessionId);
@@ -85,25 +79,8 @@ function covered(header: Header): boolean {
   );
 }
 
-const delimited = (size: number) => 1 + varintSize(size) + size;
-
-/** A string field's size (0 when empty); records its byte length for the writer. */
-function sizeText(value: string, texts: number[]): number {
-  const length = value.length === 0 ? 0 : Buffer.byteLength(value);
-  texts.push(length);
-  return length === 0 ? 0 : delimited(length);
-}
-
-const sizeVarintField = (value: number) => (value === 0 ? 0 : 1 + varintSize(value));
-
-function sizeAgent(agent: AgentRef | undefined, texts: number[]): number {
-  if (agent === undefined) return 0;
-  return delimited(sizeText(agent.agentId, texts) + sizeText(agent.systemId, texts) + sizeText(agent.keyId, texts));
-}
-
 function sizeTimestamp(timestamp: Timestamp | undefined): number {
-  if (timestamp === undefined) return 0;
-  return delimited(sizeVarintField(Number(timestamp.seconds)) + sizeVarintField(timestamp.nanos));
+  return timestamp === undefined ? 0 : sizeTimestampParts(Number(timestamp.seconds), timestamp.nanos);
 }
 
 function sizeTrace(trace: TraceContext | undefined, texts: number[]): number {
@@ -132,66 +109,16 @@ function sizeHeader(header: Header, texts: number[]): number {
 }
 
 /** Writes a Header into a buffer of its exact size, taking the strings' lengths in the order they were measured. */
-class Writer extends SizedWriter {
-  private nextText = 0;
-
-  constructor(
-    size: number,
-    private readonly texts: readonly number[],
-  ) {
-    super(size, "header");
-  }
-
-  varintField(tag: number, value: number): void {
-    if (value === 0) return;
-    this.byte(tag);
-    this.varint(value);
-  }
-
-  /** A string field, left out when empty (proto3). */
-  textField(tag: number, value: string): void {
-    const length = this.texts[this.nextText++]!;
-    if (length === 0) return;
-    this.byte(tag);
-    this.varint(length);
-    this.text(value, length);
-  }
-
-  /** A nested message's tag and length; its size is computed again (cheap) rather than remembered. */
-  private open(tag: number, size: number): void {
-    this.byte(tag);
-    this.varint(size);
-  }
-
-  private textsSize(count: number): number {
-    let size = 0;
-    for (let i = this.nextText; i < this.nextText + count; i++) {
-      const length = this.texts[i]!;
-      if (length > 0) size += delimited(length);
-    }
-    return size;
-  }
-
-  agent(tag: number, agent: AgentRef | undefined): void {
-    if (agent === undefined) return;
-    this.open(tag, this.textsSize(3));
-    this.textField(FIRST, agent.agentId);
-    this.textField(SECOND, agent.systemId);
-    this.textField(THIRD, agent.keyId);
+class Writer extends FieldWriter {
+  constructor(size: number, texts: readonly number[]) {
+    super(size, texts, "header");
   }
 
   trace(tag: number, trace: TraceContext | undefined): void {
-    if (trace === undefined) return;
-    this.open(tag, this.textsSize(2));
-    this.textField(FIRST, trace.traceparent);
-    this.textField(SECOND, trace.tracestate);
+    if (trace !== undefined) this.textPair(tag, trace.traceparent, trace.tracestate);
   }
 
-  timestamp(tag: number, timestamp: Timestamp | undefined): void {
-    if (timestamp === undefined) return;
-    const seconds = Number(timestamp.seconds);
-    this.open(tag, sizeVarintField(seconds) + sizeVarintField(timestamp.nanos));
-    this.varintField(SECONDS, seconds);
-    this.varintField(NANOS, timestamp.nanos);
+  timestampField(tag: number, timestamp: Timestamp | undefined): void {
+    if (timestamp !== undefined) this.timestamp(tag, Number(timestamp.seconds), timestamp.nanos);
   }
 }

@@ -25,12 +25,14 @@ import { callStatusKey } from "./call-status.js";
 import { openSent } from "./open-sent.js";
 import { fittedPage, fitTasks, replyFormat, type ReplyFormat } from "./reply-fit.js";
 import { signedMessageBytes, taskEventBytes } from "./signed-bytes.js";
-import { encoded, knownEncoding, withEncodedField } from "../protocol/encoded.js";
+import { taskViewBytes } from "./task-bytes.js";
+import { encoded, fromEncodedFields, knownEncoding, withEncodedField } from "../protocol/encoded.js";
 
 const signed = (reply: StoredReply) => signedMessage(reply.envelope, reply.header, reply.payload);
 
-// Field numbers of SendResponse.reply, WatchResponse's event and heartbeat, and Task.result.
+// Field numbers of SendResponse's reply and task, WatchResponse's event and heartbeat, and Task.result.
 const SEND_REPLY = 1;
+const SEND_TASK = 2;
 const WATCH_EVENT = 2;
 const WATCH_HEARTBEAT = 3;
 const TASK_RESULT = 13;
@@ -108,12 +110,21 @@ export function p2pService(agent: Agent, draining: AbortSignal, replyLimit: numb
       if (status !== undefined) status.taskState = task?.state ?? outcome.state;
       // The sender has its request: the task shown leaves it out (GetTask shows it).
       const format = replyFormat(ctx);
-      const view = task ? viewFor(task, format, { withRequest: false }) : undefined;
       if (format === "binary") {
-        const response = create(SendResponseSchema, { task: view });
-        return outcome.reply ? withEncodedField(response, SEND_REPLY, signedMessageBytes(outcome.reply)) : response;
+        // The reply's signed bytes, and the task's view written directly where task-bytes.ts covers it:
+        // then the whole response is bytes already, which the short path writes as they are.
+        const replyBytes = outcome.reply && signedMessageBytes(outcome.reply);
+        const taskBytes = task && taskViewBytes(task);
+        if (task === undefined || taskBytes !== undefined) {
+          const fields: Array<[number, Uint8Array]> = [];
+          if (replyBytes) fields.push([SEND_REPLY, replyBytes]);
+          if (taskBytes) fields.push([SEND_TASK, taskBytes]);
+          return fromEncodedFields(create(SendResponseSchema), fields);
+        }
+        const response = create(SendResponseSchema, { task: viewFor(task, format, { withRequest: false }) });
+        return replyBytes ? withEncodedField(response, SEND_REPLY, replyBytes) : response;
       }
-      return create(SendResponseSchema, { reply: outcome.reply ? signed(outcome.reply) : undefined, task: view });
+      return create(SendResponseSchema, { reply: outcome.reply ? signed(outcome.reply) : undefined, task: task && viewFor(task, format, { withRequest: false }) });
     },
 
     async getTask(request, ctx) {

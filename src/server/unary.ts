@@ -17,6 +17,7 @@
 import { type ConnectError, type HandlerContext, type MethodImplSpec } from "@connectrpc/connect";
 import { compressionNegotiate, createMethodSerializationLookup, invokeUnaryImplementation, type Compression } from "@connectrpc/connect/protocol";
 import { codeToHttpStatus, errorToJsonBytes, trailerMux } from "@connectrpc/connect/protocol-connect";
+import { knownEncoding } from "../protocol/encoded.js";
 import { callStatusFor } from "./request-log.js";
 import { addGrpcTrailers, CallSignal, callContext, failureOf, frame, headerValue, identityEncoding, nodeHeaders, recordOutcome, shortEntry, type AnswerCall, type NodeRequest, type NodeResponse, type ShortCall, type ShortOptions, type Wire } from "./short-call.js";
 
@@ -52,7 +53,8 @@ export function unaryCall(spec: MethodImplSpec, options: ShortOptions): ShortCal
     try {
       const input = serialization.getI(wire.binary).parse(body);
       const output = await invokeUnaryImplementation(spec, context, input, options.interceptors);
-      reply = serialization.getO(wire.binary).serialize(output);
+      // A response built from bytes already encoded (a Send reply) goes out as those bytes.
+      reply = (wire.binary ? knownEncoding(output) : undefined) ?? serialization.getO(wire.binary).serialize(output);
     } catch (error) {
       failure = failureOf(error);
     } finally {
