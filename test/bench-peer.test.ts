@@ -9,7 +9,7 @@ import { fileURLToPath } from "node:url";
 import { describe, expect, it } from "vitest";
 import { BenchUsageError, parseBenchArgs } from "../bench/args.js";
 import type { WatchLine } from "../bench/peer/loadgen.js";
-import { judge, type FanoutRun, type Ratio } from "../bench/peer/report.js";
+import { judge, sharedCores, type FanoutRun, type PeerSummaryRow, type Ratio } from "../bench/peer/report.js";
 
 const RUN = fileURLToPath(new URL("../dist/bench/run.js", import.meta.url));
 const hasGo = spawnSync("go", ["version"]).status === 0;
@@ -70,6 +70,30 @@ describe("the fan-out target", () => {
   });
 });
 
+describe("the shared-cores line", () => {
+  const row = (contender: PeerSummaryRow["contender"], protocol: PeerSummaryRow["protocol"], family: PeerSummaryRow["family"], server: number | null, generator: number | null): PeerSummaryRow => ({
+    contender,
+    protocol,
+    family,
+    rounds: 1,
+    requests: 1,
+    errors: 0,
+    rps: 1,
+    p50_ms: 1,
+    p99_ms: 1,
+    server_cpu_us_per_request: server,
+    generator_cpu_us_per_request: generator,
+    cpu_vs_floor: null,
+    rps_vs_peer: null,
+    cpu_vs_peer: null,
+  });
+
+  it("sets server + generator CPU per task against A2A-js's, per protocol family, and says what parity needs", () => {
+    const lines = sharedCores([row("synapse-sqlite", "grpc", "grpc", 500, 125), row("synapse-sqlite", "connect-json", "json", 480, null), row("a2a-js", "grpc", "grpc", 225, 50), row("a2a-js", "jsonrpc", "json", 330, 110)]);
+    expect(lines).toEqual(["  synapse-sqlite grpc: 500 + 125 = 625 us, a2a-js grpc: 225 + 50 = 275 us: the cores allow 0.44x; 1.0x needs the server at <= 150 us per task"]);
+  });
+});
+
 describe.skipIf(!hasGo)("npm run bench -- peer", () => {
   it("compares every contender over every protocol and reports memory, payload sizes, fan-out and targets", async () => {
     const { code, stdout, stderr } = await runBench(["--peer", "--rounds", "1", "--seconds", "1", "--concurrency", "4", "--tasks", "200", "--watchers", "100", "--json"]);
@@ -89,6 +113,7 @@ describe.skipIf(!hasGo)("npm run bench -- peer", () => {
       expect(row.requests, `${row.contender}/${row.protocol}`).toBeGreaterThan(0);
       expect(row.errors, `${row.contender}/${row.protocol}`).toBe(0);
       expect(row.server_cpu_us_per_request).toBeGreaterThan(0);
+      expect(row.generator_cpu_us_per_request, `${row.contender}/${row.protocol}`).toBeGreaterThan(0);
       expect(typeof row.p99_ms).toBe("number");
       if (row.contender === "a2a-js") expect(row.rps_vs_peer).toBeNull();
       else expect(row.rps_vs_peer).toMatchObject({ median: expect.any(Number), min: expect.any(Number), max: expect.any(Number) });

@@ -100,6 +100,8 @@ export interface LoadLine {
   p50_ms: number;
   p99_ms: number;
   server_cpu_ms: number | null;
+  /** The load generator's own CPU time over the measured seconds (it shares the cores with the server). */
+  generator_cpu_ms: number | null;
   first_error?: string;
 }
 

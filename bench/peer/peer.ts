@@ -87,6 +87,7 @@ function toTurn(round: number, target: Target, line: LoadLine): PeerTurn {
     p50_ms: line.p50_ms,
     p99_ms: line.p99_ms,
     server_cpu_us_per_request: line.server_cpu_ms === null || line.requests === 0 ? null : (line.server_cpu_ms * 1000) / line.requests,
+    generator_cpu_us_per_request: line.generator_cpu_ms == null || line.requests === 0 ? null : (line.generator_cpu_ms * 1000) / line.requests,
     ...(line.first_error ? { first_error: line.first_error } : {}),
   };
 }
@@ -126,6 +127,7 @@ function summarize(turns: PeerTurn[], floorUs: number): PeerSummaryRow[] {
       }
       const cpu = mine.flatMap((turn) => (turn.server_cpu_us_per_request === null ? [] : [turn.server_cpu_us_per_request]));
       const cpuMedian = cpu.length === 0 ? null : median(cpu);
+      const generator = mine.flatMap((turn) => (turn.generator_cpu_us_per_request === null ? [] : [turn.generator_cpu_us_per_request]));
       rows.push({
         contender,
         protocol: mine[0]!.protocol,
@@ -137,6 +139,7 @@ function summarize(turns: PeerTurn[], floorUs: number): PeerSummaryRow[] {
         p50_ms: median(mine.map((turn) => turn.p50_ms)),
         p99_ms: median(mine.map((turn) => turn.p99_ms)),
         server_cpu_us_per_request: cpuMedian,
+        generator_cpu_us_per_request: generator.length === 0 ? null : median(generator),
         cpu_vs_floor: cpuMedian === null ? null : cpuMedian / floorUs,
         rps_vs_peer: spread(rpsRatios),
         cpu_vs_peer: spread(cpuRatios),

@@ -18,6 +18,8 @@ export interface PeerTurn {
   p99_ms: number;
   /** The server process's user + system CPU time over the measured seconds, per completed request. */
   server_cpu_us_per_request: number | null;
+  /** The load generator's CPU time over the measured seconds, per completed request (signing and verifying, for Synapse). */
+  generator_cpu_us_per_request: number | null;
   first_error?: string;
 }
 
@@ -39,6 +41,7 @@ export interface PeerSummaryRow {
   p50_ms: number;
   p99_ms: number;
   server_cpu_us_per_request: number | null;
+  generator_cpu_us_per_request: number | null;
   /** Server CPU per request over the Ed25519 floor of this run. */
   cpu_vs_floor: number | null;
   /** Against A2A-js in the same round and protocol family (null for A2A-js itself). */
@@ -149,13 +152,36 @@ export function judge(report: Omit<PeerReport, "targets">): TargetCheck[] {
   return checks;
 }
 
+/**
+ * What the shared cores allow: with the cores busy, tasks/s is the inverse of
+ * server + generator CPU per task, so the ratio to A2A-js cannot pass the
+ * ratio of those sums, and parity needs the server at or under A2A-js's sum
+ * less our generator's share (which signs each request and verifies each reply).
+ */
+export function sharedCores(summary: readonly PeerSummaryRow[]): string[] {
+  const lines: string[] = [];
+  for (const row of summary.filter((r) => r.contender !== "a2a-js")) {
+    const peer = summary.find((r) => r.contender === "a2a-js" && r.family === row.family);
+    if (peer === undefined || row.server_cpu_us_per_request === null || row.generator_cpu_us_per_request === null) continue;
+    if (peer.server_cpu_us_per_request === null || peer.generator_cpu_us_per_request === null) continue;
+    const own = row.server_cpu_us_per_request + row.generator_cpu_us_per_request;
+    const theirs = peer.server_cpu_us_per_request + peer.generator_cpu_us_per_request;
+    lines.push(
+      `  ${row.contender} ${row.protocol}: ${f(row.server_cpu_us_per_request, 0)} + ${f(row.generator_cpu_us_per_request, 0)} = ${f(own, 0)} us, ` +
+        `a2a-js ${peer.protocol}: ${f(peer.server_cpu_us_per_request, 0)} + ${f(peer.generator_cpu_us_per_request, 0)} = ${f(theirs, 0)} us: ` +
+        `the cores allow ${f(theirs / own, 2)}x; 1.0x needs the server at <= ${f(theirs - row.generator_cpu_us_per_request, 0)} us per task`,
+    );
+  }
+  return lines;
+}
+
 const ratio = (r: Ratio | null) => (r === null ? "-" : `${f(r.median, 2)} (${f(r.min, 2)}-${f(r.max, 2)})`);
 const sizeName = (bytes: number) => (bytes >= 2 ** 20 ? `${bytes / 2 ** 20} MiB` : bytes >= 1024 ? `${bytes / 1024} KiB` : `${bytes} B`);
 
 export function toPeerTable(report: PeerReport): string {
   const c = report.config;
   const summary = table(
-    ["contender", "protocol", "tasks/s", "p50 ms", "p99 ms", "errors", "server CPU us/task", "x Ed25519 floor", "tasks/s vs A2A-js (min-max)", "CPU vs A2A-js"],
+    ["contender", "protocol", "tasks/s", "p50 ms", "p99 ms", "errors", "server CPU us/task", "x Ed25519 floor", "tasks/s vs A2A-js (min-max)", "CPU vs A2A-js", "generator CPU us/task"],
     report.summary.map((row) => [
       row.contender,
       row.protocol,
@@ -167,6 +193,7 @@ export function toPeerTable(report: PeerReport): string {
       row.cpu_vs_floor === null ? "-" : `${f(row.cpu_vs_floor, 1)}x`,
       row.contender === "a2a-js" ? "1.00" : ratio(row.rps_vs_peer),
       row.cpu_vs_peer === null ? "-" : `${f(row.cpu_vs_peer.median, 2)}x`,
+      row.generator_cpu_us_per_request === null ? "-" : f(row.generator_cpu_us_per_request, 0),
     ]),
   );
   const floor = report.floor;
@@ -196,6 +223,7 @@ export function toPeerTable(report: PeerReport): string {
       : `  median: the event at every stream after ${f(fan.fanout_ms.median, 0)} ms (${f(fan.fanout_ms.min, 0)}-${f(fan.fanout_ms.max, 0)}), at half of them after ${f(fan.fanout_p50_ms!, 0)} ms; streams open after ${f(fan.open_ms!, 0)} ms; Send ${f(fan.send_ms!, 0)} ms`,
   ];
   const targets = report.targets.map((check) => `  ${check.pass ? "PASS" : "MISS"}  ${check.target}: ${check.value}`);
+  const shares = sharedCores(report.summary);
   const errors = report.turns.filter((turn) => turn.first_error !== undefined).map((turn) => `  round ${turn.round} ${turn.contender} ${turn.protocol}: ${turn.errors} errors, first: ${turn.first_error}`);
   const lines = [
     `config:\n  ${Object.entries(c).map(([key, value]) => `${key}=${value}`).join("\n  ")}`,
@@ -210,6 +238,7 @@ export function toPeerTable(report: PeerReport): string {
     "",
     ...fanout,
     "",
+    ...(shares.length ? [`shared cores: the load generator runs on the same ${report.config.cpus} cores as the server, so tasks/s follows server + generator CPU per task (medians):`, ...shares, ""] : []),
     "targets (issue 10):",
     ...targets,
     ...(errors.length ? ["", "errors:", ...errors] : []),
@@ -232,10 +261,11 @@ export function toPeerJson(report: PeerReport): string {
       p50_ms: round(row.p50_ms, 3),
       p99_ms: round(row.p99_ms, 3),
       server_cpu_us_per_request: round(row.server_cpu_us_per_request, 1),
+      generator_cpu_us_per_request: round(row.generator_cpu_us_per_request, 1),
       cpu_vs_floor: round(row.cpu_vs_floor, 2),
       rps_vs_peer: roundRatio(row.rps_vs_peer),
       cpu_vs_peer: roundRatio(row.cpu_vs_peer),
     })),
-    turns: report.turns.map((turn) => ({ ...turn, seconds: round(turn.seconds, 3), rps: round(turn.rps, 1), p50_ms: round(turn.p50_ms, 3), p99_ms: round(turn.p99_ms, 3), server_cpu_us_per_request: round(turn.server_cpu_us_per_request, 1) })),
+    turns: report.turns.map((turn) => ({ ...turn, seconds: round(turn.seconds, 3), rps: round(turn.rps, 1), p50_ms: round(turn.p50_ms, 3), p99_ms: round(turn.p99_ms, 3), server_cpu_us_per_request: round(turn.server_cpu_us_per_request, 1), generator_cpu_us_per_request: round(turn.generator_cpu_us_per_request, 1) })),
   })}\n`;
 }

@@ -33,6 +33,9 @@ type loadResult struct {
 	P50Ms          float64  `json:"p50_ms"`
 	P99Ms          float64  `json:"p99_ms"`
 	ServerCPUMs    *float64 `json:"server_cpu_ms"`
+	// GeneratorCPUMs is this process's own CPU time over the measured part: on
+	// shared cores the server gets what the generator leaves.
+	GeneratorCPUMs *float64 `json:"generator_cpu_ms"`
 	FirstError     string   `json:"first_error,omitempty"`
 }
 
@@ -132,8 +135,16 @@ func runLoad(mode string, fn call, o loadOptions) loadResult {
 	if o.pid > 0 {
 		before, cpuErr = cpuMs(o.pid)
 	}
+	self := os.Getpid()
+	selfBefore, selfErr := cpuMs(self)
 	lat, errors, firstError, elapsed := phase(fn, o, o.duration, o.count)
 	r := loadResult{Mode: mode, Concurrency: o.concurrency, Requests: len(lat), WarmupRequests: warmed, Errors: errors, Seconds: elapsed.Seconds(), FirstError: firstError}
+	if selfErr == nil {
+		if after, err := cpuMs(self); err == nil {
+			used := after - selfBefore
+			r.GeneratorCPUMs = &used
+		}
+	}
 	if o.pid > 0 && cpuErr == nil {
 		if after, err := cpuMs(o.pid); err == nil {
 			used := after - before
