@@ -32,7 +32,7 @@ import { Execution, type ExecutionHost, type FailureReport, type FinishedResult 
 import type { HumanAnswer, HumanQuestion, MissingFieldSpec, TaskHandler } from "./handler.js";
 import { ProgressReports, type ProgressReport } from "./progress.js";
 import { Questions } from "./questions.js";
-import { buildTaskResult } from "./task-result.js";
+import { buildTaskResult, completePayloadBytes } from "./task-result.js";
 import type { EventRecorder } from "./recorder.js";
 import type { TaskSchemas } from "./schemas.js";
 import type { AgentUploads } from "./uploads.js";
@@ -388,7 +388,7 @@ export class ExecutionRunner implements ExecutionHost {
           return {
             type: MessageType.TASK_COMPLETE,
             message,
-            encoded: toBinary(TaskCompletePayloadSchema, create(TaskCompletePayloadSchema, { taskId, result: built.wire, summary: result.summary })),
+            encoded: completePayloadBytes(taskId, built.bytes, result.summary),
             patch: {
               result: built.result,
               progress: 100,

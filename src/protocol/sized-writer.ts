@@ -30,6 +30,13 @@ export class SizedWriter {
     this.at += value.byteLength;
   }
 
+  /** A set message field of already-encoded bytes: written even when empty, as toBinary writes a set message. */
+  messageField(tag: number, value: Uint8Array): void {
+    this.byte(tag);
+    this.varint(value.byteLength);
+    this.raw(value);
+  }
+
   /** A bytes field, left out when empty (proto3). */
   bytesField(tag: number, value: Uint8Array): void {
     if (value.byteLength === 0) return;

@@ -7,7 +7,7 @@ import { create, equals } from "@bufbuild/protobuf";
 import { expect, it } from "vitest";
 import { HeaderSchema, MessageType } from "../../gen/synapse/v1/envelope_pb.js";
 import { TaskCompletePayloadSchema, TaskRequestPayloadSchema, TaskState, type TaskResult } from "../../gen/synapse/v1/payloads_pb.js";
-import { buildTaskResult } from "../../src/agent/task-result.js";
+import { buildTaskResult, completePayloadBytes } from "../../src/agent/task-result.js";
 import { generateKey } from "../../src/crypto/keys.js";
 import { seal } from "../../src/envelope/seal.js";
 import type { SeenMessage, StoredEvent, StoredReply, TaskStore } from "../../src/store/store.js";
@@ -16,12 +16,13 @@ import { executor, newTask, requester, sameEnvelope, signedEvent, signedReply } 
 const key = generateKey();
 
 /** A signed task_complete carrying `result`, as the executor records it. */
-function completion(taskId: string, sequence: number, result: TaskResult, wire: TaskResult): StoredEvent {
+function completion(taskId: string, sequence: number, result: TaskResult, resultBytes: Uint8Array): StoredEvent {
   const payload = create(TaskCompletePayloadSchema, { taskId, result, summary: "done" });
   const { envelope, header } = seal(
     {
       messageType: MessageType.TASK_COMPLETE,
-      payload: create(TaskCompletePayloadSchema, { taskId, result: wire, summary: "done" }),
+      payload,
+      encodedPayload: completePayloadBytes(taskId, resultBytes, "done"),
       sender: executor,
       receiver: requester,
       taskId,
@@ -53,8 +54,8 @@ const seen = (messageId: string, reply: StoredReply, taskId = "t1"): SeenMessage
 export function finishedTaskCases(store: () => TaskStore): void {
   it("a finished task reads back as committed: its fields, its events' exact bytes, the replies remembered with it", async () => {
     const output = { words: 3, ratio: 0.25, text: "héllo ✓ 🚀", flags: [true, false, null], nested: { list: [-1, "two"] } };
-    const { result, wire } = buildTaskResult("text_analysis", output, { model: "none" }, undefined);
-    const events: StoredEvent[] = [signedEvent("t1", 1), signedEvent("t1", 2), completion("t1", 3, result, wire)];
+    const { result, bytes } = buildTaskResult("text_analysis", output, { model: "none" }, undefined);
+    const events: StoredEvent[] = [signedEvent("t1", 1), signedEvent("t1", 2), completion("t1", 3, result, bytes)];
     const answers = [{ kind: "info" as const, phase: "execution" as const, fields: { language: "日本語", count: 2 } }];
     // The input is the request's payload itself, as intake makes it.
     const request = create(TaskRequestPayloadSchema, { task: { id: "t1", type: "text_analysis", payload: { text: "ünïcode input", n: [1, 2] } } });
