@@ -7,7 +7,7 @@
 // input, any other task fails with agent_not_ready (recoverable). Decision
 // deadlines are kept from the stored times, and escalate as the task type's
 // policy says.
-import { create, toBinary, type JsonObject, type JsonValue } from "@bufbuild/protobuf";
+import { create, type JsonObject, type JsonValue } from "@bufbuild/protobuf";
 import { MessageType } from "../../gen/synapse/v1/envelope_pb.js";
 import { ErrorCode } from "../../gen/synapse/v1/errors_pb.js";
 import {

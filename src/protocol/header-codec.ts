@@ -8,7 +8,7 @@
 // 0..2^32) is left to toBinary.
 import { toBinary } from "@bufbuild/protobuf";
 import type { Timestamp } from "@bufbuild/protobuf/wkt";
-import { HeaderSchema, type AgentRef, type Header, type TraceContext } from "../../gen/synapse/v1/envelope_pb.js";
+import { HeaderSchema, type Header, type TraceContext } from "../../gen/synapse/v1/envelope_pb.js";
 import { delimited, FieldWriter, sizeAgent, sizeText, sizeTimestamp as sizeTimestampParts, sizeVarintField } from "./sized-writer.js";
 
 // Tags (field number << 3 | wire type) of Header's fields.
