@@ -25,7 +25,7 @@ export class SizedWriter {
   }
 
   /** Bytes as they are (already-encoded content). */
-  raw(value: Uint8Array): void {
+  protected raw(value: Uint8Array): void {
     this.bytes.set(value, this.at);
     this.at += value.byteLength;
   }

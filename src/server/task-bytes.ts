@@ -9,8 +9,7 @@
 // gets undefined, and the caller builds the message as before.
 import type { TaskRecord } from "../store/store.js";
 import { knownEncoding } from "../protocol/encoded.js";
-import { FieldWriter, sizeAgent, sizeText, sizeTimestamp, sizeVarintField } from "../protocol/sized-writer.js";
-import { varintSize } from "../protocol/varint.js";
+import { delimited, FieldWriter, sizeAgent, sizeText, sizeTimestamp, sizeVarintField } from "../protocol/sized-writer.js";
 
 // Tags (field number << 3 | wire type) of synapse.v1.Task's fields.
 const TASK_ID = 0x0a; // 1
@@ -57,7 +56,7 @@ export function taskViewBytes(record: TaskRecord): Uint8Array | undefined {
     sizeTimestamp(seconds(record.createdAtMs), nanos(record.createdAtMs)) +
     sizeTimestamp(seconds(record.updatedAtMs), nanos(record.updatedAtMs)) +
     sizeVarintField(record.lastSequence) +
-    (result === undefined ? 0 : 1 + varintSize(result.byteLength) + result.byteLength);
+    (result === undefined ? 0 : delimited(result.byteLength));
   const out = new FieldWriter(size, texts, "task view");
   out.textField(TASK_ID, record.taskId);
   out.textField(TASK_TYPE, record.taskType);
@@ -69,11 +68,6 @@ export function taskViewBytes(record: TaskRecord): Uint8Array | undefined {
   out.timestamp(CREATED_AT, seconds(record.createdAtMs), nanos(record.createdAtMs));
   out.timestamp(UPDATED_AT, seconds(record.updatedAtMs), nanos(record.updatedAtMs));
   out.varintField(LAST_SEQUENCE, record.lastSequence);
-  // A present result is written even when empty, as toBinary writes a set message field.
-  if (result !== undefined) {
-    out.byte(RESULT);
-    out.varint(result.byteLength);
-    out.raw(result);
-  }
+  if (result !== undefined) out.messageField(RESULT, result);
   return out.done();
 }
