@@ -62,8 +62,7 @@ function withStream(outputType: string, output: Uint8Array | undefined, metadata
 /** The binary TaskCompletePayload for a task, its result's bytes (BuiltResult.bytes) and a summary, as toBinary writes it. */
 export function completePayloadBytes(taskId: string, result: Uint8Array, summary: string): Uint8Array {
   const texts: number[] = [];
-  const taskIdSize = sizeText(taskId, texts);
-  const size = taskIdSize + delimited(result.byteLength) + sizeText(summary, texts);
+  const size = sizeText(taskId, texts) + delimited(result.byteLength) + sizeText(summary, texts);
   const out = new FieldWriter(size, texts, "task_complete payload");
   out.textField(COMPLETE_TASK_ID, taskId);
   out.messageField(COMPLETE_RESULT, result);

@@ -1,6 +1,7 @@
 // The writer of the direct encoders (envelope-codec.ts, header-codec.ts,
-// server/task-bytes.ts): they measure a message first, then write its fields
-// into one buffer of exactly that size, with no forks, chunks or copies.
+// server/task-bytes.ts, agent/task-result.ts): they measure a message first,
+// then write its fields into one buffer of exactly that size, with no forks,
+// chunks or copies.
 import { varintSize, writeVarint } from "./varint.js";
 
 export class SizedWriter {
