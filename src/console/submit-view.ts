@@ -86,6 +86,8 @@ export function submitView(container: HTMLElement, session: Session, model: Task
   submit.disabled = types.length === 0;
   form.addEventListener("submit", (event) => {
     event.preventDefault();
+    // The form stays in the page between submissions: its status now speaks of this one, not of the task sent before.
+    delete status.dataset.taskId;
     let payload: JsonObject;
     try {
       payload = parsePayload(textarea.value);
