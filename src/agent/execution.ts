@@ -103,7 +103,12 @@ function sha256(bytes: Uint8Array): Uint8Array {
 }
 
 export class Execution {
-  readonly controller = new AbortController();
+  /** Why the run was stopped, once it is. */
+  private stopped: ExecutionStop | undefined;
+  // The signal a handler sees is made when something first asks for it: most
+  // runs never stop and most handlers never read it, and an AbortSignal is
+  // costly to make and, living as long as the run, to collect.
+  private controller: AbortController | undefined;
   private readonly timers: NodeJS.Timeout[] = [];
   /** How far into the task's recorded answers this run has read (see TaskContext.attempt). */
   answerCursor = 0;
@@ -111,7 +116,6 @@ export class Execution {
   settling = false;
   /** The rejects of the races under way (the handler's run, a question it waits on). */
   private readonly racing = new Set<(reason: unknown) => void>();
-  private listening = false;
 
   constructor(
     readonly input: TaskInput & { attempt: number },
@@ -125,9 +129,21 @@ export class Execution {
     private readonly carried?: CarriedIds,
   ) {}
 
+  /** Aborted (with an ExecutionStop) when the run is stopped. */
+  get signal(): AbortSignal {
+    if (this.controller === undefined) {
+      this.controller = new AbortController();
+      if (this.stopped !== undefined) this.controller.abort(this.stopped);
+    }
+    return this.controller.signal;
+  }
+
   /** Stops the handler; `failure` says how the task ends (none when it already ended). */
   stop(failure: FailureReport | undefined, message: string): void {
-    if (!this.settling && !this.controller.signal.aborted) this.controller.abort(new ExecutionStop(failure, message));
+    if (this.settling || this.stopped !== undefined) return;
+    this.stopped = new ExecutionStop(failure, message);
+    this.controller?.abort(this.stopped);
+    this.stopRaces();
   }
 
   /**
@@ -141,18 +157,17 @@ export class Execution {
 
   private async runHandler(): Promise<boolean> {
     const { taskId } = this.input;
-    const signal = this.controller.signal;
     this.startTimers();
     try {
       // Every uploaded file is checked against its signed hash before the handler sees any of it.
-      const uploads = this.uploads.empty ? await this.uploads.verify(signal) : await this.race(this.uploads.verify(signal));
+      const uploads = this.uploads.empty ? await this.uploads.verify() : await this.race(this.uploads.verify(this.signal));
       const output = await this.race(this.handler.executeTask(this.context(uploads)));
       const result = await this.finish(output);
-      if (signal.aborted) return this.reportStop();
+      if (this.stopped !== undefined) return this.reportStop();
       this.settling = true;
       return await this.host.complete(taskId, result);
     } catch (error) {
-      if (signal.aborted) return this.reportStop();
+      if (this.stopped !== undefined) return this.reportStop();
       this.settling = true;
       return await this.host.fail(taskId, this.failureOf(error));
     } finally {
@@ -187,14 +202,9 @@ export class Execution {
 
   /** Settles as soon as the handler does, or as soon as the execution is stopped. */
   private race<T>(work: Promise<T>): Promise<T> {
-    const signal = this.controller.signal;
     return new Promise<T>((resolve, reject) => {
-      if (signal.aborted) return reject(signal.reason);
-      // One abort listener per execution, not one added and removed per race (EventTarget's are costly).
-      if (!this.listening) {
-        this.listening = true;
-        signal.addEventListener("abort", () => this.stopRaces(), { once: true });
-      }
+      if (this.stopped !== undefined) return reject(this.stopped);
+      // stop() rejects the races under way itself: no listener on a signal per race (EventTarget's are costly).
       this.racing.add(reject);
       work.then(
         (value) => {
@@ -210,22 +220,21 @@ export class Execution {
   }
 
   private stopRaces(): void {
-    const reason: unknown = this.controller.signal.reason;
-    for (const reject of this.racing) reject(reason);
+    for (const reject of this.racing) reject(this.stopped);
     this.racing.clear();
   }
 
   private async reportStop(): Promise<boolean> {
-    const reason = this.controller.signal.reason as unknown;
+    const failure = this.stopped?.failure;
     this.settling = true;
-    return reason instanceof ExecutionStop && reason.failure !== undefined && (await this.host.fail(this.input.taskId, reason.failure));
+    return failure !== undefined && (await this.host.fail(this.input.taskId, failure));
   }
 
   private context(uploads: TaskUploads): TaskContext {
     const { taskId } = this.input;
-    const signal = this.controller.signal;
     const host = this.host;
     const carried = this.carried;
+    const run = this; // for the context's signal getter
     const parent = this.logger;
     let logger: Logger | undefined;
     const trace: TaskTrace = Object.freeze({
@@ -243,7 +252,9 @@ export class Execution {
       requester: input.requester,
       attempt: input.attempt,
       payload: { ...input.payload },
-      signal,
+      get signal() {
+        return run.signal;
+      },
       uploads,
       trace,
       // Made when a handler first logs: most never do, and a child logger serializes its fields.
@@ -251,18 +262,18 @@ export class Execution {
         return (logger ??= parent.child(taskLogFields({ taskId, carried })));
       },
       progress: async (percent, message = "", intermediate) => {
-        if (signal.aborted) throw signal.reason;
+        if (this.stopped !== undefined) throw this.stopped;
         const clamped = Math.max(0, Math.min(100, Math.round(percent)));
         await host.progress(taskId, clamped, message, intermediate);
       },
       askForInfo: async (fields, question) => {
-        if (signal.aborted) throw signal.reason;
+        if (this.stopped !== undefined) throw this.stopped;
         const provided = await this.race(host.askForInfo(this, fields, question));
         ctx.payload = await host.currentPayload(taskId);
         return provided;
       },
       askHuman: async (question) => {
-        if (signal.aborted) throw signal.reason;
+        if (this.stopped !== undefined) throw this.stopped;
         const answer = await this.race(host.askHuman(this, question));
         ctx.payload = await host.currentPayload(taskId);
         return answer;
@@ -273,10 +284,9 @@ export class Execution {
 
   private async finish(output: TaskOutput): Promise<FinishedResult> {
     const { taskType } = this.input;
-    const signal = this.controller.signal;
     let stream: FinishedResult["stream"];
     if (output.stream) {
-      const bytes = await collect(output.stream.data, this.limits.maxStreamBytes, signal);
+      const bytes = await collect(output.stream.data, this.limits.maxStreamBytes, this.signal);
       stream = { contentType: output.stream.contentType, bytes, sha256: sha256(bytes) };
     }
     let inline = output.output;

@@ -110,7 +110,7 @@ export class Questions {
     question: { type: MessageType; message: Message; patch: TaskPatch },
   ): Promise<TaskAnswer> {
     const taskId = execution.input.taskId;
-    const signal = execution.controller.signal;
+    const signal = execution.signal;
     const asked = await this.options.fenced(taskId, () => this.options.recorder.record({ taskId, fence: this.me, build: () => question }));
     if (asked === undefined) throw new Error("the task can no longer ask");
     const from = asked.task.answers.length;

@@ -90,7 +90,8 @@ export class PreparedUploads {
     return this.references.length === 0;
   }
 
-  async verify(signal: AbortSignal): Promise<TaskUploads> {
+  /** Checks every file, stopping when `signal` aborts (none needed when there is nothing to check). */
+  async verify(signal?: AbortSignal): Promise<TaskUploads> {
     const files: UploadedFile[] = [];
     const records = new Map<string, UploadRecord>();
     for (const reference of this.references) {
@@ -101,7 +102,7 @@ export class PreparedUploads {
       const hash = createHash("sha256");
       let size = 0;
       for await (const chunk of readUploadChunks(this.store, record)) {
-        if (signal.aborted) throw signal.reason;
+        if (signal?.aborted) throw signal.reason;
         hash.update(chunk);
         size += chunk.byteLength;
       }
