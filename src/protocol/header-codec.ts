@@ -9,7 +9,7 @@
 import { toBinary } from "@bufbuild/protobuf";
 import type { Timestamp } from "@bufbuild/protobuf/wkt";
 import { HeaderSchema, type Header, type TraceContext } from "../../gen/synapse/v1/envelope_pb.js";
-import { delimited, FieldWriter, sizeAgent, sizeText, sizeTimestamp as sizeTimestampParts, sizeVarintField } from "./sized-writer.js";
+import { delimited, FieldWriter, INT32_LIMIT, noUnknown, plainBelow, sizeAgent, sizeText, sizeTimestamp as sizeTimestampParts, sizeVarintField, UINT32_LIMIT } from "./sized-writer.js";
 
 // Tags (field number << 3 | wire type) of Header's fields.
 const MESSAGE_ID = 0x0a; // 1
@@ -28,11 +28,8 @@ const IDEMPOTENCY_KEY = 0x6a; // 13
 const PAYLOAD_TYPE = 0x72; // 14
 const SEQUENCE = 0x78; // 15, varint
 
-const UINT32_LIMIT = 2 ** 32;
-const INT32_LIMIT = 2 ** 31;
-
 /** A non-negative int32, which protobuf writes as the plain varint this encoder writes. */
-const plainInt32 = (value: number) => Number.isInteger(value) && value >= 0 && value < INT32_LIMIT;
+const plainInt32 = (value: number) => plainBelow(value, INT32_LIMIT);
 
 /** The binary encoding of a Header, as toBinary writes it. */
 export function encodeHeader(header: Header): Uint8Array {
@@ -58,8 +55,6 @@ export function encodeHeader(header: Header): Uint8Array {
   out.varintField(SEQUENCE, Number(header.sequence));
   return out.done();
 }
-
-const noUnknown = (message: { $unknown?: unknown[] } | undefined) => message === undefined || !message.$unknown?.length;
 
 function coveredTimestamp(timestamp: Timestamp | undefined): boolean {
   return timestamp === undefined || (noUnknown(timestamp) && timestamp.seconds >= 0n && timestamp.seconds < UINT32_LIMIT && plainInt32(timestamp.nanos));

@@ -74,6 +74,16 @@ const THIRD = 0x1a; // field 3, length-delimited
 const SECONDS = 0x08; // Timestamp.seconds, varint
 const NANOS = 0x10; // Timestamp.nanos, varint
 
+// What the tagged writer covers; an encoder leaves anything else to toBinary.
+export const UINT32_LIMIT = 2 ** 32;
+export const INT32_LIMIT = 2 ** 31;
+
+/** A whole number in 0..limit, which protobuf writes as the plain varint FieldWriter writes. */
+export const plainBelow = (value: number, limit: number) => Number.isSafeInteger(value) && value >= 0 && value < limit;
+
+/** No unknown fields to carry (an absent message has none). */
+export const noUnknown = (message: object | undefined) => message === undefined || !(message as { $unknown?: unknown[] }).$unknown?.length;
+
 /** An agent reference's fields (synapse.v1.AgentRef, or a record of the same three strings). */
 export interface AgentFields {
   agentId: string;

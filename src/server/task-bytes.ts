@@ -9,7 +9,7 @@
 // gets undefined, and the caller builds the message as before.
 import type { TaskRecord } from "../store/store.js";
 import { knownEncoding } from "../protocol/encoded.js";
-import { delimited, FieldWriter, sizeAgent, sizeText, sizeTimestamp, sizeVarintField } from "../protocol/sized-writer.js";
+import { delimited, FieldWriter, INT32_LIMIT, noUnknown, plainBelow, sizeAgent, sizeText, sizeTimestamp, sizeVarintField, UINT32_LIMIT } from "../protocol/sized-writer.js";
 
 // Tags (field number << 3 | wire type) of synapse.v1.Task's fields.
 const TASK_ID = 0x0a; // 1
@@ -24,11 +24,8 @@ const UPDATED_AT = 0x4a; // 9
 const LAST_SEQUENCE = 0x50; // 10, varint
 const RESULT = 0x6a; // 13
 
-const UINT32_LIMIT = 2 ** 32;
-const INT32_LIMIT = 2 ** 31;
-
-const below = (value: number, limit: number) => Number.isSafeInteger(value) && value >= 0 && value < limit;
-const noUnknown = (value: object) => !(value as { $unknown?: unknown[] }).$unknown?.length;
+/** A time the writer covers: whole milliseconds from 1970 to 2106 (Timestamp seconds below 2^32). */
+const coveredMs = (ms: number) => plainBelow(ms, UINT32_LIMIT * 1000);
 
 /** A Timestamp's seconds and nanos from milliseconds, as timestampFromMs makes them (for 0 <= ms, whole). */
 const seconds = (ms: number) => Math.floor(ms / 1000);
@@ -39,9 +36,8 @@ export function taskViewBytes(record: TaskRecord): Uint8Array | undefined {
   if (record.pendingInfo !== undefined || record.pendingDecision !== undefined || record.error !== undefined || record.rejection !== undefined) return undefined;
   const result = record.result === undefined ? undefined : knownEncoding(record.result);
   if (record.result !== undefined && result === undefined) return undefined;
-  if (!below(record.state, INT32_LIMIT) || !below(record.progress, UINT32_LIMIT) || !below(record.lastSequence, UINT32_LIMIT)) return undefined;
-  if (!below(seconds(record.createdAtMs), UINT32_LIMIT) || !below(seconds(record.updatedAtMs), UINT32_LIMIT)) return undefined;
-  if (!Number.isSafeInteger(record.createdAtMs) || !Number.isSafeInteger(record.updatedAtMs)) return undefined;
+  if (!plainBelow(record.state, INT32_LIMIT) || !plainBelow(record.progress, UINT32_LIMIT) || !plainBelow(record.lastSequence, UINT32_LIMIT)) return undefined;
+  if (!coveredMs(record.createdAtMs) || !coveredMs(record.updatedAtMs)) return undefined;
   if (!noUnknown(record.requester) || !noUnknown(record.executor)) return undefined;
 
   const texts: number[] = [];
