@@ -84,12 +84,18 @@ describe("registry walkthrough", () => {
     expect(ungranted.stdout).toContain("no capability matches");
 
     const me = await keyIdOf(env.SYNAPSE_HOME!);
-    const granted = await cli("permissions", "grant", registry.url, me, "--permission", "reimbursement:read", "--permission", "risk:write", "--reason", "risk analyst", "--home", ops);
+    // The key id last, after "--": a random key's id begins with "-" one time in 64.
+    const granted = await cli("permissions", "grant", registry.url, "--permission", "reimbursement:read", "--permission", "risk:write", "--reason", "risk analyst", "--home", ops, "--", me);
     expect(granted.code).toBe(0);
     expect(granted.stdout).toContain(`${me}  reimbursement:read, risk:write  (risk analyst)`);
     const mine = await cli("permissions", "list", registry.url, "--mine");
     expect(mine.stdout).toContain("reimbursement:read, risk:write");
-    const selfGrant = await cli("permissions", "grant", registry.url, me, "--permission", "admin:all");
+    // A key id that begins with "-" (as one in 64 do), after "--".
+    const dashed = `-${"A".repeat(42)}`;
+    const dashGrant = await cli("permissions", "grant", registry.url, "--permission", "reimbursement:read", "--home", ops, "--", dashed);
+    expect([dashGrant.code, dashGrant.stdout.includes(`${dashed}  reimbursement:read`)]).toEqual([0, true]);
+    expect((await cli("permissions", "revoke", registry.url, "--home", ops, "--", dashed)).code).toBe(0);
+    const selfGrant = await cli("permissions", "grant", registry.url, "--permission", "admin:all", "--", me);
     expect([selfGrant.code, selfGrant.stderr.includes("only a registry admin may")]).toEqual([1, true]);
 
     const matched = await cli("capability", "match", registry.url, ...rule);

@@ -14,7 +14,8 @@ export const permissionsUsage = `usage: synapse permissions grant  REGISTRY_URL 
        synapse permissions list   REGISTRY_URL [KEY_ID | --mine]
 
 KEY_ID is the grantee's key id (43 characters, as \`synapse keygen\` prints), or "*"
-for every authenticated caller. grant replaces what the key held; revoke removes
+for every authenticated caller; a key id that begins with "-" goes last, after "--"
+(synapse permissions grant URL --permission P -- -Abc...). grant replaces what the key held; revoke removes
 it. Both need a registry admin key (synapse serve --registry-admin) in SYNAPSE_HOME
 and are audited (\`synapse audit\`). list is public; --mine shows your own key's.
 Every form takes --json.`;
