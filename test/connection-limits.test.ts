@@ -244,6 +244,29 @@ describe("write timeout", () => {
   });
 });
 
+describe("a call's listeners", () => {
+  it("leaves no listener of its own on an HTTP/2 stream once the call is over", async () => {
+    let seen!: { stream: http2.ServerHttp2Stream; during: number };
+    const handler: RequestHandler = (req, res) => {
+      const stream = (req as http2.Http2ServerRequest).stream;
+      seen = { stream, during: stream.listenerCount("drain") };
+      res.end("ok");
+    };
+    const listener = createListener({ handler, ...SHORT });
+    const { port } = await listener.listen(0, "127.0.0.1");
+    const session = await h2Connect(`http://127.0.0.1:${port}`);
+    const stream = session.request({ ":path": "/" });
+    stream.resume();
+    await new Promise((resolve) => stream.on("close", resolve));
+    await sleep(50);
+    // The connection table's write-progress listener is gone; Node's own stay.
+    expect(seen.stream.closed).toBe(true);
+    expect(seen.stream.listenerCount("drain")).toBe(seen.during - 1);
+    session.destroy();
+    listener.destroyAll();
+  });
+});
+
 describe("connection cap", () => {
   it("sheds the connection that has waited longest for its headers, not a busy or idle one", async () => {
     const server = await startTestServer({ maxConnections: 6 });

@@ -231,8 +231,13 @@ export class ConnectionTable {
       markBodyDone(conn, call);
       this.#refresh(conn, Date.now());
     });
-    out.on("drain", () => (call.progressAt = Date.now()));
+    const drained = () => (call.progressAt = Date.now());
+    out.on("drain", drained);
     const ended = () => {
+      // Node may keep a closed HTTP/2 stream until a full GC (its native handle
+      // does while the socket still holds its writes): left on it, this
+      // listener would keep the call's request reachable that long too.
+      out.off("drain", drained);
       if (removeCall(conn, call)) this.#refresh(conn, Date.now());
     };
     res.once("finish", ended);
