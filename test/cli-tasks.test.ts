@@ -34,6 +34,8 @@ describe("synapse submit, status, tasks", () => {
     expect(result.code).toBe(0);
     const out = json<{ task_id: string; reply: { type: string }; task: TaskJson }>(result.stdout);
     expect(out.reply.type).toBe("p2p:task_confirm");
+    // The CLI makes time-ordered (version 7) task ids.
+    expect(out.task_id).toMatch(/^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab]/);
     expect(out.task.state).toBe("TASK_STATE_COMPLETED");
     expect(out.task.result?.output).toMatchObject({ words: 4, sentences: 2 });
 

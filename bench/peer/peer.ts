@@ -264,6 +264,7 @@ export async function peerBench(options: BenchOptions, progress: Progress): Prom
         watchers: options.watchers,
         task: `text_analysis of a ${TEXT.length}-character text, waited to completion (Synapse: signed task_request, Send with wait; A2A: SendMessage, blocking)`,
         load_generator: `bench/peer/loadgen (${goVersion() ?? "go"}), closed loop, gRPC over one HTTP/2 connection, JSON over one HTTP/1.1 keep-alive connection per worker`,
+        ids: "Synapse requests carry time-ordered UUIDv7 task and message ids, as Synapse's clients make them (the load generator's -ids v4 sends random ones); A2A requests random UUIDv4 ids",
         node: process.version,
       },
       floor,

@@ -34,6 +34,7 @@ import { seal } from "../envelope/seal.js";
 import type { TrustPolicy } from "../envelope/trust.js";
 import { PinnedKeys } from "../envelope/trust-sources.js";
 import { protocolError } from "../protocol/errors.js";
+import { uuidV7 } from "../protocol/ids.js";
 import { freshTraceparent, traceFieldsOf } from "../observability/trace-context.js";
 import type { BallotInput, GroupClientOptions, GroupSendResult, GroupTaskInput, GroupWatchItem, SubtaskAnswer, VerifiedGroupEvent, VoteInput } from "./group-types.js";
 import { createTransport } from "./transport.js";
@@ -168,7 +169,7 @@ export class GroupClient {
 
   /** Submits a group task, run as P2P tasks at the members; `waitMs` holds the reply until it ends or waits for an answer. Coordinators only. */
   submitTask(groupId: string, input: GroupTaskInput, waitMs?: number) {
-    const groupTaskId = input.groupTaskId ?? randomUUID();
+    const groupTaskId = input.groupTaskId ?? uuidV7();
     const payload = create(GroupTaskSubmitPayloadSchema, {
       groupId,
       groupTaskId,

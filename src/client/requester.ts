@@ -8,7 +8,7 @@
 import { create, type JsonObject, type Message } from "@bufbuild/protobuf";
 import { durationFromMs, timestampFromMs } from "@bufbuild/protobuf/wkt";
 import { Code, ConnectError, createClient, type Client } from "@connectrpc/connect";
-import { createHash, randomUUID } from "node:crypto";
+import { createHash } from "node:crypto";
 import { CapabilitiesService, type AgentCapabilities } from "../../gen/synapse/v1/capabilities_pb.js";
 import { MessageType, type Envelope } from "../../gen/synapse/v1/envelope_pb.js";
 import { ErrorCode } from "../../gen/synapse/v1/errors_pb.js";
@@ -34,6 +34,7 @@ import type { TrustPolicy } from "../envelope/trust.js";
 import { PinnedKeys, TrustChain } from "../envelope/trust-sources.js";
 import { stateAfterEvent } from "../protocol/event-state.js";
 import { protocolError } from "../protocol/errors.js";
+import { uuidV7 } from "../protocol/ids.js";
 import { isTerminal, WAITING_STATES } from "../protocol/state-machine.js";
 import { clientSending, type OutgoingTrace } from "../observability/spans.js";
 import { freshTraceparent, traceFieldsOf, type TraceFields } from "../observability/trace-context.js";
@@ -199,7 +200,7 @@ export class SynapseClient {
    * waits for an answer, at most that long: submit and wait in one call.
    */
   async submit(taskType: string, payload: JsonObject, options: SubmitOptions = {}): Promise<SendResult & { taskId: string }> {
-    const taskId = options.taskId ?? randomUUID();
+    const taskId = options.taskId ?? uuidV7();
     const request = create(TaskRequestPayloadSchema, {
       task: {
         id: taskId,

@@ -11,6 +11,7 @@ import nacl from "tweetnacl";
 import { EnvelopeSchema, HeaderSchema, MessageType, SignatureAlgorithm, type Envelope, type Header } from "../../gen/synapse/v1/envelope_pb.js";
 import { TaskPriority, TaskRequestPayloadSchema } from "../../gen/synapse/v1/payloads_pb.js";
 import { envelopeSigningInput } from "../envelope/pae.js";
+import { uuidV7 } from "../protocol/ids.js";
 import { messageTypeInfo } from "../protocol/message-types.js";
 import { bytesEqual } from "./bytes.js";
 import type { ConsoleIdentity } from "./keys.js";
@@ -43,7 +44,7 @@ export interface SealInput<Desc extends DescMessage> {
 export async function sealMessage<Desc extends DescMessage>(identity: ConsoleIdentity, executor: Executor, input: SealInput<Desc>): Promise<{ envelope: Envelope; header: Header }> {
   const sentAtMs = input.nowMs ?? Date.now();
   const header = create(HeaderSchema, {
-    messageId: crypto.randomUUID(),
+    messageId: uuidV7(),
     messageType: input.type,
     protocolVersion: PROTOCOL_VERSION,
     sender: { agentId: identity.agentId, systemId: identity.systemId, keyId: identity.keyId },

@@ -15,6 +15,7 @@ import {
   TaskCancelPayloadSchema,
   TaskInfoProvidedPayloadSchema,
 } from "../../gen/synapse/v1/payloads_pb.js";
+import { uuidV7 } from "../protocol/ids.js";
 import { sealMessage, sealTaskRequest, verifyEnvelope, wireName, type Verification } from "./envelopes.js";
 import { p2p, type Session } from "./rpc.js";
 
@@ -49,7 +50,7 @@ async function send<Desc extends DescMessage>(session: Session, type: MessageTyp
 
 /** Sends a new task; the reply (task_confirm, task_reject or task_need_info) is verified. */
 export async function submitTask(session: Session, taskType: string, payload: JsonObject): Promise<SendOutcome & { taskId: string }> {
-  const taskId = crypto.randomUUID();
+  const taskId = uuidV7();
   const { envelope } = await sealTaskRequest(session.identity, session.executor, { taskId, taskType, payload });
   // No wait: the reply comes as soon as the task is confirmed, refused or questioned; Watch shows the rest.
   const response = await p2p.send({ envelope });

@@ -2,7 +2,6 @@
 // those bytes. The serialized bytes are what travels; nothing is re-encoded.
 import { create, toBinary, type Message, type MessageInitShape } from "@bufbuild/protobuf";
 import { timestampFromMs } from "@bufbuild/protobuf/wkt";
-import { randomUUID } from "node:crypto";
 import {
   EnvelopeSchema,
   HeaderSchema,
@@ -14,6 +13,7 @@ import {
 import { defaultEd25519, type Ed25519 } from "../crypto/ed25519.js";
 import type { AgentKey } from "../crypto/keys.js";
 import { encodeHeader } from "../protocol/header-codec.js";
+import { uuidV7 } from "../protocol/ids.js";
 import { messageTypeInfo } from "../protocol/message-types.js";
 import { envelopeSigningInput } from "./pae.js";
 
@@ -84,7 +84,7 @@ export function buildHeader(input: SealInput, key: AgentKey): Header {
   }
   const sentAtMs = input.sentAtMs ?? Date.now();
   const init: MessageInitShape<typeof HeaderSchema> = {
-    messageId: input.messageId ?? randomUUID(),
+    messageId: input.messageId ?? uuidV7(sentAtMs),
     messageType: input.messageType,
     protocolVersion: PROTOCOL_VERSION,
     sender: { agentId: input.sender.agentId, systemId: input.sender.systemId ?? "", keyId: key.keyId },

@@ -95,7 +95,17 @@ func main() {
 	conns := flag.Int("conns", 1, "gRPC connections (HTTP/2) to spread calls or watch streams over")
 	watchers := flag.Int("watchers", 10000, "synapse-watch: Watch streams to open")
 	timeout := flag.Duration("timeout", 2*time.Minute, "per request; for synapse-watch, the whole run")
+	ids := flag.String("ids", "v7", "Synapse task and message ids: v7 (time-ordered, as Synapse's clients make them) or v4 (random)")
 	flag.Parse()
+	switch *ids {
+	case "v7":
+		newID = uuidV7
+	case "v4":
+		newID = uuidV4
+	default:
+		fmt.Fprintf(os.Stderr, "loadgen: -ids must be v7 or v4, not %q\n", *ids)
+		os.Exit(2)
+	}
 
 	seed := make([]byte, 32)
 	if *seedHex != "" {

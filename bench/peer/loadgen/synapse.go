@@ -58,7 +58,7 @@ func newSynapseClient(ctx context.Context, conn grpc.ClientConnInterface, me ide
 
 // request seals a new task_request.
 func (c *synapseClient) request() (*synapsev1.SendRequest, *synapsev1.Header, error) {
-	taskID := uuidV4()
+	taskID := newID()
 	payload := &synapsev1.TaskRequestPayload{Task: &synapsev1.TaskSpec{Id: taskID, Type: "text_analysis", Payload: c.input}}
 	env, header, err := c.me.seal(synapsev1.MessageType_MESSAGE_TYPE_TASK_REQUEST, payload, c.executor.agentID, taskID)
 	if err != nil {

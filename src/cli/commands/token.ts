@@ -1,13 +1,13 @@
 // `synapse token URL` and `synapse envelope URL`: the pieces curl needs.
 import { create, toJson, type JsonObject } from "@bufbuild/protobuf";
 import { durationFromMs } from "@bufbuild/protobuf/wkt";
-import { randomUUID } from "node:crypto";
 import { MessageType } from "../../../gen/synapse/v1/envelope_pb.js";
 import { SendRequestSchema } from "../../../gen/synapse/v1/p2p_pb.js";
 import { TaskRequestPayloadSchema } from "../../../gen/synapse/v1/payloads_pb.js";
 import { integerOption, parse, requirePositional, UsageError } from "../args.js";
 import { clientOptions, openClient, parseUploads } from "../client.js";
 import { printLine } from "../output.js";
+import { uuidV7 } from "../../protocol/ids.js";
 
 export const tokenUsage = `usage: synapse token URL [--lifetime SECONDS] [--home DIR] [--protocol P]
 
@@ -57,7 +57,7 @@ export async function envelope(argv: string[]): Promise<number> {
   }
   if (typeof payload !== "object" || payload === null || Array.isArray(payload)) throw new UsageError("--payload must be a JSON object");
   const client = await openClient(url, values);
-  const taskId = values["task-id"] ?? randomUUID();
+  const taskId = values["task-id"] ?? uuidV7();
   const uploads = parseUploads(values.upload).map((upload) => ({ ...upload, size: BigInt(upload.size) }));
   const request = create(TaskRequestPayloadSchema, { task: { id: taskId, type: taskType, payload }, uploads });
   const wait = integerOption(values.wait, "--wait");
