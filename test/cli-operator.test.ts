@@ -33,7 +33,7 @@ describe("synapse serve --operator", () => {
   it("lets the operator's key list every requester's tasks, by type, and the requester only its own", async () => {
     const submitted = await runCli(["submit", served.url, "--home", requester, "--type", "text_analysis", "--payload", '{"text":"Seen by the operator."}', "--wait", "--json"]);
     expect(submitted.code).toBe(0);
-    const taskId = (JSON.parse(submitted.stdout) as { task_id: string }).task_id;
+    const taskId = (JSON.parse(submitted.stdout) as { taskId: string }).taskId;
 
     const asOperator = await runCli(["tasks", served.url, "--home", ops, "--type", "text_analysis", "--json"]);
     expect(asOperator.code).toBe(0);

@@ -147,9 +147,9 @@ describe("registry walkthrough", () => {
 describe("names at a registry", () => {
   const named = async () => {
     const dataDir = await tempDir();
-    const shown = JSON.parse((await runCli(["keygen", "--home", dataDir, "--agent-id", "billing-agent", "--json"])).stdout) as { agent_id: string; public_key: string };
-    expect(shown.agent_id).toBe("billing-agent");
-    return { dataDir, publicKey: shown.public_key };
+    const shown = JSON.parse((await runCli(["keygen", "--home", dataDir, "--agent-id", "billing-agent", "--json"])).stdout) as { agentId: string; publicKey: string };
+    expect(shown.agentId).toBe("billing-agent");
+    return { dataDir, publicKey: shown.publicKey };
   };
 
   it("refuses an agent that joins under a name nobody bound: serve exits 1 and says what to do", async () => {

@@ -3,7 +3,7 @@
 import { readFile, stat } from "node:fs/promises";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
-import { runCli, startServe } from "./helpers/cli.js";
+import { expectProtoJsonNames, runCli, startServe } from "./helpers/cli.js";
 import { tempDir } from "./helpers/server.js";
 
 describe("synapse serve", () => {
@@ -43,10 +43,11 @@ describe("synapse serve", () => {
 describe("synapse keygen and decode", () => {
   it("creates an identity in SYNAPSE_HOME and shows it again", async () => {
     const home = await tempDir();
-    const created = JSON.parse((await runCli(["keygen", "--json"], { env: { SYNAPSE_HOME: home } })).stdout) as { created: boolean; key_id: string };
-    const shown = JSON.parse((await runCli(["keygen", "--json", "--home", home])).stdout) as { created: boolean; key_id: string };
+    const created = JSON.parse((await runCli(["keygen", "--json"], { env: { SYNAPSE_HOME: home } })).stdout) as { created: boolean; keyId: string };
+    const shown = JSON.parse((await runCli(["keygen", "--json", "--home", home])).stdout) as { created: boolean; keyId: string };
     expect(created.created).toBe(true);
-    expect(shown).toMatchObject({ created: false, key_id: created.key_id });
+    expectProtoJsonNames(created);
+    expect(shown).toMatchObject({ created: false, keyId: created.keyId });
   });
 
   it("verifies and prints an envelope, and exits 1 on a tampered one", async () => {
@@ -56,16 +57,20 @@ describe("synapse keygen and decode", () => {
     const good = vectors.positive[0]!;
     const ok = await runCli(["decode", "--key-id", good.key_id], { input: JSON.stringify({ envelope: good.envelope }) });
     expect(ok.code).toBe(0);
-    const decoded = JSON.parse(ok.stdout) as { verified: boolean; expired: boolean; message_type: string; payload: { task: { type: string } } };
-    expect(decoded).toMatchObject({ verified: true, expired: true, message_type: "p2p:task_request" });
+    const decoded = JSON.parse(ok.stdout) as { verified: boolean; expired: boolean; messageType: string; payload: { task: { type: string } } };
+    expect(decoded).toMatchObject({ verified: true, expired: true, messageType: "p2p:task_request" });
     expect(decoded.payload.task.type).toBe("text_analysis");
+    expectProtoJsonNames(decoded);
+    expectProtoJsonNames((decoded as unknown as { signer: unknown }).signer, "signer");
 
     const sig = Buffer.from(good.envelope.signature.value, "base64");
     sig[3]! ^= 1;
     const tampered = { ...good.envelope, signature: { ...good.envelope.signature, value: sig.toString("base64") } };
     const bad = await runCli(["decode"], { input: JSON.stringify(tampered) });
     expect(bad.code).toBe(1);
-    expect(JSON.parse(bad.stdout)).toMatchObject({ verified: false, error: { code: "signature_invalid" } });
+    const refused = JSON.parse(bad.stdout) as Record<string, unknown>;
+    expect(refused).toMatchObject({ verified: false, error: { code: "signature_invalid" }, unverifiedHeader: { messageId: expect.any(String) } });
+    expectProtoJsonNames(refused);
 
     const wrongKey = await runCli(["decode", "--key-id", "someone-else"], { input: JSON.stringify(good.envelope) });
     expect(wrongKey.code).toBe(1);

@@ -71,7 +71,7 @@ describe("opening a SQLite store", () => {
     const home = { SYNAPSE_HOME: await tempDir("synapse-cli-home-") };
     let served = await startServe(["--data-dir", dir]);
     const submitted = await runCli(["submit", served.url, "--type", "text_analysis", "--payload", '{"text":"Kept. Across."}', "--wait", "--json"], { env: home });
-    const taskId = (JSON.parse(submitted.stdout) as { task_id: string }).task_id;
+    const taskId = (JSON.parse(submitted.stdout) as { taskId: string }).taskId;
     expect(await served.stop()).toBe(0);
     served = await startServe(["--data-dir", dir]);
     try {

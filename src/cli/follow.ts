@@ -29,7 +29,7 @@ export async function follow(client: SynapseClient, taskId: string, options: Fol
           ? { kind: "event", sequence: item.sequence, state: TaskState[item.state], ...(messageJson(item.event) as object) }
           : item.kind === "heartbeat"
             ? { kind: "heartbeat", ...(messageJson(item.heartbeat) as object) }
-            : { kind: "reconnecting", attempt: item.attempt, from_sequence: item.fromSequence, error: item.error.message };
+            : { kind: "reconnecting", attempt: item.attempt, fromSequence: item.fromSequence, error: item.error.message };
       process.stdout.write(`${JSON.stringify(line)}\n`);
     } else if (item.kind === "event") {
       const payload = item.event.payload as { progress?: number; message?: string };

@@ -66,3 +66,11 @@ export function startServe(args: string[], env: NodeJS.ProcessEnv = {}): Promise
     child.once("exit", (code) => reject(new Error(`serve exited with ${code}: ${stderr}`)));
   });
 }
+
+/** The CLI's --json output names its fields as proto JSON does (camelCase); user data inside keeps its own names. */
+export function expectProtoJsonNames(value: unknown, path = "output"): void {
+  if (value === null || typeof value !== "object" || Array.isArray(value)) return;
+  for (const key of Object.keys(value)) {
+    if (/[_-]/.test(key)) throw new Error(`${path}.${key} is not a proto JSON (camelCase) name`);
+  }
+}

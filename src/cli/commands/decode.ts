@@ -80,8 +80,8 @@ export async function decode(argv: string[]): Promise<number> {
       verified: true,
       expired: expired !== undefined,
       ...(expired ? { expiry: expired } : {}),
-      message_type: opened.info.wireName,
-      signer: { agent_id: opened.header.sender?.agentId, key_id: opened.header.sender?.keyId, public_key: toBase64Url(opened.publicKey) },
+      messageType: opened.info.wireName,
+      signer: { agentId: opened.header.sender?.agentId, keyId: opened.header.sender?.keyId, publicKey: toBase64Url(opened.publicKey) },
       header: messageJson(HeaderSchema, opened.header),
       payload: messageJson(opened.info.payloadSchema, opened.payload as never),
     });
@@ -101,8 +101,8 @@ export async function decode(argv: string[]): Promise<number> {
     printJson({
       verified: false,
       error: { code: detail?.protocolCode ?? "unknown", message: (error as Error).message },
-      unverified_header: header,
-      unverified_payload: payload,
+      unverifiedHeader: header,
+      unverifiedPayload: payload,
     });
     return 1;
   }

@@ -30,18 +30,18 @@ export async function keygen(argv: string[]): Promise<number> {
   if (exists && values.force) await saveKey(keyPath, generateKey());
   const { identity, created } = await loadOrCreateIdentity(dir, { agentId: values["agent-id"] });
   const result = {
-    agent_id: identity.agentId,
-    key_id: identity.key.keyId,
-    public_key: toBase64Url(identity.key.publicKey),
-    key_file: keyPath,
+    agentId: identity.agentId,
+    keyId: identity.key.keyId,
+    publicKey: toBase64Url(identity.key.publicKey),
+    keyFile: keyPath,
     created: created || Boolean(values.force),
   };
   if (values.json) printJson(result);
   else {
     printLine(`${result.created ? "created" : "existing"} identity in ${dir}`);
-    printLine(`agent id:   ${result.agent_id}`);
-    printLine(`key id:     ${result.key_id}`);
-    printLine(`public key: ${result.public_key} (raw Ed25519, base64url)`);
+    printLine(`agent id:   ${result.agentId}`);
+    printLine(`key id:     ${result.keyId}`);
+    printLine(`public key: ${result.publicKey} (raw Ed25519, base64url)`);
   }
   return 0;
 }

@@ -110,7 +110,7 @@ export async function agents(argv: string[]): Promise<number> {
     pageSize: integerOption(values["page-size"], "--page-size") ?? 0,
   });
   if (values.json) {
-    printJson({ agents: page.agents.map((agent) => toJson(RegisteredAgentSchema, agent)), next_page_token: page.nextPageToken });
+    printJson({ agents: page.agents.map((agent) => toJson(RegisteredAgentSchema, agent)), nextPageToken: page.nextPageToken });
     return 0;
   }
   for (const agent of page.agents) {
@@ -231,7 +231,7 @@ export async function capability(argv: string[]): Promise<number> {
         values.anonymous ? {} : { headers: await writeHeaders(url, values) },
       );
       if (values.json) {
-        printJson({ candidates: candidates.map((c) => toJson(CapabilityMatchSchema, c)), permissions_applied: permissionsApplied });
+        printJson({ candidates: candidates.map((c) => toJson(CapabilityMatchSchema, c)), permissionsApplied });
         return 0;
       }
       printLine(`permissions counted: ${permissionsApplied.length > 0 ? permissionsApplied.join(", ") : "none"}`);
@@ -256,7 +256,7 @@ export async function audit(argv: string[]): Promise<number> {
   const url = requirePositional(positionals, 0, "REGISTRY_URL", auditUsage);
   const page = await registry(url, values.protocol).listAuditEvents({ capabilityId: values.capability ?? "", pageSize: integerOption(values["page-size"], "--page-size") ?? 0 });
   if (values.json) {
-    printJson({ events: page.events.map((e) => toJson(AuditEventSchema, e)), next_page_token: page.nextPageToken });
+    printJson({ events: page.events.map((e) => toJson(AuditEventSchema, e)), nextPageToken: page.nextPageToken });
     return 0;
   }
   for (const event of page.events) {

@@ -71,14 +71,14 @@ export async function submit(argv: string[]): Promise<number> {
   const waitMs = values.wait ? (integerOption(values.timeout, "--timeout") ?? 300) * 1000 : undefined;
   const sent = await client.submit(values.type, payload, { taskId: values["task-id"], idempotencyKey: values["idempotency-key"], waitMs, uploads });
   if (values.watch) {
-    if (values.json) printJson({ task_id: sent.taskId, reply: sent.reply ? messageJson(sent.reply) : null });
+    if (values.json) printJson({ taskId: sent.taskId, reply: sent.reply ? messageJson(sent.reply) : null });
     else printLine(`submitted task ${sent.taskId}`);
     const state = await follow(client, sent.taskId, { json: values.json, untilInput: true });
     if (!values.json) for (const line of describeTask(await client.getTask(sent.taskId))) printLine(line);
     return exitCodeFor(state);
   }
   if (values.json) {
-    printJson({ task_id: sent.taskId, reply: sent.reply ? messageJson(sent.reply) : null, task: sent.task ? taskJson(sent.task) : null });
+    printJson({ taskId: sent.taskId, reply: sent.reply ? messageJson(sent.reply) : null, task: sent.task ? taskJson(sent.task) : null });
   } else if (sent.task) {
     for (const line of describeTask(sent.task)) printLine(line);
   }

@@ -39,7 +39,7 @@ export async function tasks(argv: string[]): Promise<number> {
     pageToken: values["page-token"],
   });
   if (values.json) {
-    printJson({ tasks: page.tasks.map(taskJson), next_page_token: page.nextPageToken });
+    printJson({ tasks: page.tasks.map(taskJson), nextPageToken: page.nextPageToken });
     return 0;
   }
   for (const task of page.tasks) {
