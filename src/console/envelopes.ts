@@ -44,7 +44,7 @@ export interface SealInput<Desc extends DescMessage> {
 export async function sealMessage<Desc extends DescMessage>(identity: ConsoleIdentity, executor: Executor, input: SealInput<Desc>): Promise<{ envelope: Envelope; header: Header }> {
   const sentAtMs = input.nowMs ?? Date.now();
   const header = create(HeaderSchema, {
-    messageId: uuidV7(),
+    messageId: uuidV7(sentAtMs),
     messageType: input.type,
     protocolVersion: PROTOCOL_VERSION,
     sender: { agentId: identity.agentId, systemId: identity.systemId, keyId: identity.keyId },

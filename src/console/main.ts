@@ -64,7 +64,7 @@ function routeTo(route: Route, initial: boolean, detail: TaskDetail, list: TaskL
 }
 
 async function start(): Promise<void> {
-  // WebCrypto, IndexedDB keys and crypto.randomUUID exist only in secure contexts.
+  // WebCrypto (crypto.subtle) and the IndexedDB-kept keys need a secure context.
   if (!isSecureContext) throw new Error("the console needs a secure context: open it over https, or on localhost");
   const held = await loadOrCreateIdentity();
   const { capabilities } = await capabilitiesService.getCapabilities({});
