@@ -87,7 +87,7 @@ type Message struct {
 	// Optional header fields.
 	TaskID, ReplyTo, SessionID, CorrelationID, IdempotencyKey string
 	Sequence                                                  uint64
-	// MessageID defaults to a random UUID, SentAt to now, TTL to DefaultTTL.
+	// MessageID defaults to a new time-ordered UUID (NewUUID), SentAt to now, TTL to DefaultTTL.
 	MessageID string
 	SentAt    time.Time
 	TTL       time.Duration
@@ -411,13 +411,23 @@ func clip(s string) string {
 	return fmt.Sprintf("%s…(%d chars)", string(r[:128]), len(r))
 }
 
-// NewUUID is a random RFC 9562 version 4 UUID, for message and task ids.
+// NewUUID is an RFC 9562 version 7 UUID (the Unix time in milliseconds, then
+// random bits), for message and task ids. Ids made in time order reach a
+// receiver's indexes (seen messages, tasks by id) near their last pages.
 func NewUUID() string {
+	return uuidV7(time.Now())
+}
+
+func uuidV7(now time.Time) string {
 	var b [16]byte
 	if _, err := rand.Read(b[:]); err != nil {
 		panic(err) // crypto/rand does not fail on supported platforms
 	}
-	b[6] = b[6]&0x0f | 0x40
+	ms := uint64(now.UnixMilli())
+	for i := 0; i < 6; i++ {
+		b[i] = byte(ms >> (40 - 8*i))
+	}
+	b[6] = b[6]&0x0f | 0x70
 	b[8] = b[8]&0x3f | 0x80
 	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16])
 }

@@ -1,6 +1,7 @@
 package synapse
 
 import (
+	"regexp"
 	"testing"
 	"time"
 
@@ -164,5 +165,28 @@ func TestRefusalAsGRPCStatus(t *testing.T) {
 	}
 	if got := ProtocolCode(st.Err()); got != "wrong_receiver" {
 		t.Fatalf("protocol code from the status: %q", got)
+	}
+}
+
+func TestNewUUIDIsVersion7InTimeOrder(t *testing.T) {
+	pattern := regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$`)
+	seen := map[string]bool{}
+	for i := 0; i < 1000; i++ {
+		id := NewUUID()
+		if !pattern.MatchString(id) || seen[id] {
+			t.Fatalf("id %q (seen before: %v)", id, seen[id])
+		}
+		seen[id] = true
+	}
+	if got := uuidV7(time.UnixMilli(0x0123456789ab)); got[:15] != "01234567-89ab-7" {
+		t.Fatalf("the time is not in the first 48 bits: %s", got)
+	}
+	earlier, later := uuidV7(time.UnixMilli(1_767_225_600_000)), uuidV7(time.UnixMilli(1_767_225_600_001))
+	if !(earlier < later) {
+		t.Fatalf("%s does not sort before %s", earlier, later)
+	}
+	_, header, err := Seal(mustIdentity(t), Message{Type: synapsev1.MessageType_MESSAGE_TYPE_TASK_CANCEL, Payload: &synapsev1.TaskCancelPayload{TaskId: "t1"}, TaskID: "t1"})
+	if err != nil || !pattern.MatchString(header.GetMessageId()) {
+		t.Fatalf("seal's message id %q (%v)", header.GetMessageId(), err)
 	}
 }

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Callable
 
 import pytest
 from synapse.v1 import envelope_pb2, payloads_pb2
 
-from synapse_kit import Identity, Peer, Refused, TrustStore, agent_id_for, is_self_certifying, open_envelope, seal, seal_header, trust_on_first_use
+from synapse_kit import Identity, Peer, Refused, TrustStore, agent_id_for, is_self_certifying, new_uuid, open_envelope, seal, seal_header, trust_on_first_use
 
 ALICE, BOB, MALLORY = Identity.generate(), Identity.generate(), Identity.generate()
 
@@ -104,3 +105,15 @@ def test_seal_checks_its_input() -> None:
     envelope, header = seal(ALICE, envelope_pb2.MESSAGE_TYPE_TASK_CANCEL, payloads_pb2.TaskCancelPayload(task_id="t"), BOB.agent_id, task_id="t", sequence=7)
     assert envelope_pb2.Header.FromString(envelope.header) == header
     assert (header.payload_type, header.sequence, header.sender.key_id) == ("synapse.v1.TaskCancelPayload", 7, ALICE.key_id)
+
+
+V7 = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$")
+
+
+def test_new_uuid_is_version_7_in_time_order() -> None:
+    ids = [new_uuid() for _ in range(1000)]
+    assert all(V7.match(i) for i in ids) and len(set(ids)) == len(ids)
+    assert new_uuid(0x0123456789AB / 1000).startswith("01234567-89ab-7")
+    assert new_uuid(1_767_225_600.000) < new_uuid(1_767_225_600.001)
+    _, header = seal(ALICE, envelope_pb2.MESSAGE_TYPE_TASK_CANCEL, payloads_pb2.TaskCancelPayload(task_id="t"), BOB.agent_id, task_id="t", sent_at=1_767_225_600.123)
+    assert V7.match(header.message_id) and int(header.message_id.replace("-", "")[:12], 16) == 1_767_225_600_123

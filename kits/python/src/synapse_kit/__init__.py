@@ -27,6 +27,7 @@ from .envelope import (
     DEFAULT_CLOCK_SKEW_SECONDS,
     PROTOCOL_VERSION,
     Opened,
+    new_uuid,
     open_envelope,
     payload_class,
     payload_type,
@@ -42,7 +43,7 @@ from .trust import Peer, TrustChain, TrustPolicy, TrustStore, Verdict, trust_on_
 __all__ = [
     "BASIC_INTERFACES", "Agent", "Callbacks", "Handler", "Task", "TaskFailure", "TaskType",
     "Client", "SendResult", "WatchItem", "channel_for", "is_terminal_event", "is_terminal_state", "to_dict",
-    "DEFAULT_CLOCK_SKEW_SECONDS", "PROTOCOL_VERSION", "Opened", "open_envelope", "payload_class", "payload_type",
+    "DEFAULT_CLOCK_SKEW_SECONDS", "PROTOCOL_VERSION", "Opened", "new_uuid", "open_envelope", "payload_class", "payload_type",
     "seal", "seal_header", "sign_bytes",
     "Refused", "error_detail_of", "protocol_code", "status_code_for",
     "Identity", "agent_id_for", "is_self_certifying", "key_id", "signing_input", "verify",

@@ -7,7 +7,6 @@ from __future__ import annotations
 import hashlib
 import threading
 import time
-import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -19,7 +18,7 @@ from google.protobuf.duration_pb2 import Duration
 from google.protobuf.message import Message
 
 from . import _stubs
-from .envelope import Opened, open_envelope, seal, type_name
+from .envelope import Opened, new_uuid, open_envelope, seal, type_name
 from .errors import Refused
 from .keys import Identity
 from .tokens import bearer_metadata, make_token
@@ -163,7 +162,7 @@ class Client:
                idempotency_key: str = "", callback_url: str = "", session_id: str = "") -> SendResult:
         """Sends a signed task_request for ``task_type`` with the JSON object ``input``."""
         payloads, env = _stubs.payloads(), _stubs.envelope()
-        task_id = task_id or str(uuid.uuid4())
+        task_id = task_id or new_uuid()
         struct = struct_pb2.Struct()
         struct.update(input or {})
         request = payloads.TaskRequestPayload(
