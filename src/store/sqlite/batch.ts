@@ -25,7 +25,7 @@ export class BatchWriter {
   private readonly sql;
 
   constructor(
-    private readonly db: Database.Database,
+    db: Database.Database,
     /** Called when a batch's commit itself failed: whatever was kept from it must be forgotten. */
     private readonly onLostBatch: () => void,
   ) {
