@@ -35,7 +35,7 @@ describe("exports map", () => {
       console.log(JSON.stringify(names));
     `);
     const names = JSON.parse(out) as Record<string, string[]>;
-    expect(names["synapse-connect"]).toEqual(expect.arrayContaining(["createIdentity", "sealEnvelope", "openEnvelope", "keyIdOf", "issueToken", "verifyToken", "PinnedKeys", "TaskState"]));
+    expect(names["synapse-connect"]).toEqual(expect.arrayContaining(["createIdentity", "sealEnvelope", "openEnvelope", "keyIdOf", "issueToken", "verifyToken", "PinnedKeys", "TaskState", "uuidV7"]));
     expect(names["synapse-connect/server"]).toEqual(expect.arrayContaining(["serveAgent", "createAgent", "openStore", "TaskFailure"]));
     expect(names["synapse-connect/client"]).toEqual(expect.arrayContaining(["SynapseClient", "taskOutput", "messageToJson"]));
     expect(names["synapse-connect/proto"]).toEqual(expect.arrayContaining(["P2PService", "CapabilitiesService", "RegistryService", "EnvelopeSchema", "TaskSchema"]));

@@ -8,7 +8,8 @@
  *   claim it; keys are named by their RFC 7638 thumbprint ({@link keyIdOf}).
  * - **Envelopes**: {@link sealEnvelope} signs the exact bytes that travel
  *   ({@link envelopeSigningInput}); {@link openEnvelope} verifies them and
- *   runs a receiver's checks.
+ *   runs a receiver's checks. {@link uuidV7} makes the time-ordered ids it
+ *   gives a message (and the client a task) when none is named.
  * - **Trust**: who may speak for an agent id ({@link TrustPolicy}):
  *   {@link PinnedKeys} (trust on first use), {@link TrustStore} (a file the
  *   operator writes), {@link TrustChain} (several, in order).
@@ -67,6 +68,7 @@ export { type SealInput, type Sealed, type Party, PROTOCOL_VERSION, DEFAULT_TTL_
 export { type OpenedEnvelope, DEFAULT_CLOCK_SKEW_MS } from "../envelope/open.js";
 export { envelopeSigningInput, ENVELOPE_SIGNING_DOMAIN } from "../envelope/pae.js";
 export { decodeUnverified } from "../envelope/view.js";
+export { uuidV7 } from "../protocol/ids.js";
 
 // Trust.
 export type { TrustPolicy, TrustVerdict } from "../envelope/trust.js";

@@ -62,7 +62,7 @@ export interface SendResult {
 
 /** Options of {@link SynapseClient.submit}. */
 export interface SubmitOptions {
-  /** The task id, any string the executor has not seen from you; default a new UUID. */
+  /** The task id, any string the executor has not seen from you; default a new time-ordered UUID (`uuidV7`). */
   taskId?: string;
   /** Hold the reply until the task is terminal or needs input, for at most this long. */
   waitMs?: number;

@@ -58,7 +58,7 @@ export interface SealInput {
   idempotencyKey?: string;
   /** For task events: the position in the task's event log, from 1. */
   sequence?: bigint;
-  /** The message id; default a new UUID. */
+  /** The message id; default a new time-ordered UUID made at `sentAtMs` (`uuidV7`). */
   messageId?: string;
   /** Milliseconds since the epoch; defaults to now. */
   sentAtMs?: number;
