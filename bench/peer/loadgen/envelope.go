@@ -70,28 +70,32 @@ func identityFromSeed(seed []byte) identity {
 
 // uuidV4 is a random RFC 9562 version 4 UUID.
 func uuidV4() string {
-	var b [16]byte
-	if _, err := rand.Read(b[:]); err != nil {
-		panic(err)
-	}
-	b[6] = b[6]&0x0f | 0x40
-	b[8] = b[8]&0x3f | 0x80
-	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16])
+	return formatUUID(randomUUIDBytes(), 4)
 }
 
 // uuidV7 is an RFC 9562 version 7 UUID: the Unix time in milliseconds, then
 // random bits. What Synapse's own clients send: ids made in time order reach
 // a receiver's indexes near their last page instead of at random places.
 func uuidV7() string {
-	var b [16]byte
-	if _, err := rand.Read(b[:]); err != nil {
-		panic(err)
-	}
+	b := randomUUIDBytes()
 	ms := uint64(time.Now().UnixMilli())
 	for i := 0; i < 6; i++ {
 		b[i] = byte(ms >> (40 - 8*i))
 	}
-	b[6] = b[6]&0x0f | 0x70
+	return formatUUID(b, 7)
+}
+
+func randomUUIDBytes() [16]byte {
+	var b [16]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		panic(err)
+	}
+	return b
+}
+
+// formatUUID sets the version and the RFC 9562 variant and writes the text form.
+func formatUUID(b [16]byte, version byte) string {
+	b[6] = b[6]&0x0f | version<<4
 	b[8] = b[8]&0x3f | 0x80
 	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16])
 }
