@@ -3,7 +3,8 @@
 //   npm run bench -- memory [--tasks 0,10000,50000,100000] [--stores memory,sqlite,postgres] [--concurrency N]
 //                           [--node-flags "FLAGS"] [--serve-flags "FLAGS"] [--json]
 //   npm run bench -- stores [--rounds 5] [--seconds 3] [--stores ...] [--concurrency N] [--json]
-//   npm run bench -- peer [--rounds 3] [--seconds 5] [--concurrency 64] [--tasks 50000] [--watchers 10000] [--json]   (or --peer)
+//   npm run bench -- peer [--rounds 3] [--seconds 5] [--concurrency 64] [--tasks 50000] [--watchers 10000]
+//                         [--serve-flags "FLAGS"] [--json]   (or --peer)
 import { parseArgs } from "node:util";
 import { parseStores, type StoreName } from "./store-targets.js";
 
@@ -32,7 +33,7 @@ export interface BenchOptions {
   watchers: number;
   /** Extra node flags for the memory bench's servers (--max-semi-space-size=8, say). */
   nodeFlags: string[];
-  /** Extra `synapse serve` flags for the memory bench's servers (--heap-growth 0, say). */
+  /** Extra `synapse serve` flags for the memory and peer benches' servers (--heap-growth 0, say). */
   serveFlags: string[];
 }
 
@@ -109,7 +110,7 @@ export function parseBenchArgs(argv: readonly string[]): BenchOptions {
     ["--seconds", values.seconds !== undefined && mode === "memory"],
     ["--watchers", values.watchers !== undefined && mode !== "peer"],
     ["--node-flags", values["node-flags"] !== undefined && mode !== "memory"],
-    ["--serve-flags", values["serve-flags"] !== undefined && mode !== "memory"],
+    ["--serve-flags", values["serve-flags"] !== undefined && mode !== "memory" && mode !== "peer"],
   ] as const;
   for (const [flag, wrong] of misplaced) if (wrong) throw new BenchUsageError(`${flag} does not apply to ${mode === "rpc" ? "the default bench" : `the ${mode} bench`}`);
   return {

@@ -40,7 +40,8 @@ export const CONTENDER_NOTES: Record<ContenderName, string> = {
     "@a2a-js/sdk 1.3.0 DefaultRequestHandler + InMemoryTaskStore, one process: gRPC via @a2a-js/sdk/server/grpc (@grpc/grpc-js), JSON-RPC via @a2a-js/sdk/server/express (express 5, HTTP/1.1); unsigned",
 };
 
-export async function startContender(name: ContenderName, progress: (message: string) => void): Promise<Contender> {
+/** @param serveFlags extra `synapse serve` flags for a Synapse contender (the peer has none). */
+export async function startContender(name: ContenderName, progress: (message: string) => void, serveFlags: readonly string[] = []): Promise<Contender> {
   if (name === "a2a-js") {
     const peer = await startA2AChild((line) => progress(`[a2a-js peer] ${line}`));
     progress(`a2a-js: pid ${peer.pid}, gRPC at ${peer.grpcUrl}, JSON-RPC at ${peer.jsonRpcUrl}`);
@@ -53,7 +54,7 @@ export async function startContender(name: ContenderName, progress: (message: st
       json: { contender: name, protocol: "jsonrpc", family: "json", mode: "a2a-jsonrpc", url: peer.jsonRpcUrl },
     };
   }
-  const server = await startStoreServer(name === "synapse-sqlite" ? "sqlite" : "memory", undefined, progress);
+  const server = await startStoreServer(name === "synapse-sqlite" ? "sqlite" : "memory", undefined, progress, { serveFlags });
   return {
     name,
     pid: server.pid,

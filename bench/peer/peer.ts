@@ -201,13 +201,14 @@ async function payloads(run: Run, contenders: Contender[], seconds: number): Pro
  * turn), so the target is judged on the median.
  */
 async function fanout(run: Run): Promise<FanoutResult> {
-  const server = `synapse serve, default store (SQLite), --heartbeat-interval ${FANOUT_HEARTBEAT_SECONDS}`;
+  const serveFlags = run.options.serveFlags;
+  const server = `synapse serve, default store (SQLite), --heartbeat-interval ${FANOUT_HEARTBEAT_SECONDS}${serveFlags.map((flag) => ` ${flag}`).join("")}`;
   const connections = Math.max(1, Math.ceil(run.options.watchers / STREAMS_PER_CONNECTION));
   const runs: FanoutRun[] = [];
   for (let round = 1; round <= run.options.rounds; round++) {
     const child = await startChildServer({
       label: "fanout",
-      args: ["--heartbeat-interval", String(FANOUT_HEARTBEAT_SECONDS), ...COMMON_SERVE_ARGS],
+      args: ["--heartbeat-interval", String(FANOUT_HEARTBEAT_SECONDS), ...COMMON_SERVE_ARGS, ...serveFlags],
       onStderr: (line) => run.progress(`[fan-out server] ${line}`),
     });
     try {
@@ -243,7 +244,7 @@ export async function peerBench(options: BenchOptions, progress: Progress): Prom
     const floorSeconds = Math.min(FLOOR_SECONDS, options.seconds / 2);
     progress(`Ed25519 floor: ${defaultEd25519.name} sign and verify, ${floorSeconds} s each (again at the end; the lower figures count)`);
     const firstFloor = measureFloor(TEXT, floorSeconds);
-    for (const name of CONTENDERS) contenders.push(await startContender(name, progress));
+    for (const name of CONTENDERS) contenders.push(await startContender(name, progress, options.serveFlags));
     const idle = new Map(contenders.map((contender) => [contender.name, contender.sample().rssBytes] as const));
     const run = new Run(loadgen, options, randomBytes(32).toString("hex"), progress);
     const turns = await rounds(run, contenders);
@@ -266,6 +267,7 @@ export async function peerBench(options: BenchOptions, progress: Progress): Prom
         load_generator: `bench/peer/loadgen (${goVersion() ?? "go"}), closed loop, gRPC over one HTTP/2 connection, JSON over one HTTP/1.1 keep-alive connection per worker`,
         ids: "Synapse requests carry time-ordered UUIDv7 task and message ids, as Synapse's clients make them (the load generator's -ids v4 sends random ones); A2A requests random UUIDv4 ids",
         node: process.version,
+        synapse_serve_flags: options.serveFlags.length === 0 ? "none (the defaults)" : options.serveFlags.join(" "),
       },
       floor,
       summary: summarize(turns, floor.floor_us),

@@ -234,9 +234,6 @@ export class Execution {
     const { taskId } = this.input;
     const host = this.host;
     const carried = this.carried;
-    const run = this; // for the context's signal getter
-    const parent = this.logger;
-    let logger: Logger | undefined;
     const trace: TaskTrace = Object.freeze({
       traceparent: carried?.traceparent ?? "",
       tracestate: carried?.tracestate ?? "",
@@ -244,23 +241,7 @@ export class Execution {
       sessionId: carried?.sessionId ?? "",
       correlationId: carried?.correlationId ?? "",
     });
-    const input = this.input;
-    // Named field by field: spreading the input and then adding fields made a hidden class per context.
-    const ctx: TaskContext = {
-      taskId,
-      taskType: input.taskType,
-      requester: input.requester,
-      attempt: input.attempt,
-      payload: { ...input.payload },
-      get signal() {
-        return run.signal;
-      },
-      uploads,
-      trace,
-      // Made when a handler first logs: most never do, and a child logger serializes its fields.
-      get logger() {
-        return (logger ??= parent.child(taskLogFields({ taskId, carried })));
-      },
+    const ctx: TaskContext = new RunContext(this, this.input, uploads, trace, () => this.logger.child(taskLogFields({ taskId, carried })), {
       progress: async (percent, message = "", intermediate) => {
         if (this.stopped !== undefined) throw this.stopped;
         const clamped = Math.max(0, Math.min(100, Math.round(percent)));
@@ -278,7 +259,7 @@ export class Execution {
         ctx.payload = await host.currentPayload(taskId);
         return answer;
       },
-    };
+    });
     return ctx;
   }
 
@@ -319,5 +300,56 @@ export class Execution {
     const message = error instanceof Error ? error.message : String(error);
     this.logger.warn({ ...taskLogFields({ taskId: this.input.taskId, carried: this.carried }), err: error }, "handler failed");
     return { code: ErrorCode.EXECUTION_FAILED, message, recoverable: false };
+  }
+}
+
+type ContextActions = Pick<TaskContext, "progress" | "askForInfo" | "askHuman">;
+
+/**
+ * The TaskContext a handler gets. `signal` and `logger` are getters on the
+ * class, made when first read (most handlers read neither): getters written
+ * in an object literal are new functions for every context, and V8 keeps an
+ * object with accessors of its own in dictionary mode, every task.
+ */
+class RunContext implements TaskContext {
+  readonly taskId: string;
+  readonly taskType: string;
+  readonly requester: TaskContext["requester"];
+  readonly attempt: number;
+  payload: JsonObject;
+  readonly progress: ContextActions["progress"];
+  readonly askForInfo: ContextActions["askForInfo"];
+  readonly askHuman: ContextActions["askHuman"];
+  readonly #run: Pick<Execution, "signal">;
+  readonly #makeLogger: () => Logger;
+  #logger: Logger | undefined;
+
+  constructor(
+    run: Pick<Execution, "signal">,
+    input: Execution["input"],
+    readonly uploads: TaskUploads,
+    readonly trace: TaskTrace,
+    makeLogger: () => Logger,
+    actions: ContextActions,
+  ) {
+    this.taskId = input.taskId;
+    this.taskType = input.taskType;
+    this.requester = input.requester;
+    this.attempt = input.attempt;
+    this.payload = { ...input.payload };
+    this.progress = actions.progress;
+    this.askForInfo = actions.askForInfo;
+    this.askHuman = actions.askHuman;
+    this.#run = run;
+    this.#makeLogger = makeLogger;
+  }
+
+  get signal(): AbortSignal {
+    return this.#run.signal;
+  }
+
+  /** Made when a handler first logs: a child logger serializes its fields. */
+  get logger(): Logger {
+    return (this.#logger ??= this.#makeLogger());
   }
 }

@@ -70,17 +70,34 @@ export function completePayloadBytes(taskId: string, result: Uint8Array, summary
   return out.done();
 }
 
+/** The JSON a result's output Value is made from, kept until the Value is first read. */
+const PENDING_OUTPUT = Symbol("pending output");
+type Pending = TaskResult & { [PENDING_OUTPUT]?: JsonValue };
+
+/** Replaces the accessor with the Value as a plain field, and lets the JSON go. */
+function settle(result: Pending, value: Value): void {
+  result[PENDING_OUTPUT] = undefined;
+  Object.defineProperty(result, "output", { value, writable: true, enumerable: true, configurable: true });
+}
+
+// One accessor for every result: a getter made per result gave each result
+// an accessor of its own, which V8 can only keep in a dictionary-mode object
+// with new property data allocated in the old generation, every task.
+const LAZY_OUTPUT: PropertyDescriptor = {
+  get(this: Pending): Value {
+    const value = toValue(this[PENDING_OUTPUT]!);
+    settle(this, value);
+    return value;
+  },
+  set(this: Pending, value: Value): void {
+    settle(this, value);
+  },
+  enumerable: true,
+  configurable: true,
+};
+
 /** Gives `result.output` the Value of `output`, made on first read (an own, enumerable field, as create makes it). */
 function valueWhenRead(result: TaskResult, output: JsonValue): void {
-  const define = (value: Value) => Object.defineProperty(result, "output", { value, writable: true, enumerable: true, configurable: true });
-  Object.defineProperty(result, "output", {
-    get: () => {
-      const value = toValue(output);
-      define(value);
-      return value;
-    },
-    set: (value: Value) => define(value),
-    enumerable: true,
-    configurable: true,
-  });
+  Object.defineProperty(result, PENDING_OUTPUT, { value: output, writable: true }); // not enumerable: not part of the message
+  Object.defineProperty(result, "output", LAZY_OUTPUT);
 }
