@@ -6,8 +6,25 @@
 // there. Here each shared signal has one listener, which tells a Set.
 const listeners = new WeakMap<AbortSignal, Set<() => void>>();
 
+/**
+ * Something that aborts once, listened to without an EventTarget: a call on
+ * the server's short path offers one beside its AbortSignal (see
+ * short-call.ts), since listening to a call's AbortSignal costs more than the
+ * rest of waiting for a task.
+ */
+export interface Abortable {
+  readonly aborted: boolean;
+  /** Calls `listener` once when it aborts (never when already aborted); the returned function stops listening. */
+  listen(listener: () => void): () => void;
+}
+
 /** Calls `listener` once when `signal` aborts (at once if it has); the returned function stops listening. */
-export function onAbort(signal: AbortSignal, listener: () => void): () => void {
+export function onAbort(signal: AbortSignal | Abortable, listener: () => void): () => void {
+  if (!(signal instanceof AbortSignal)) {
+    if (!signal.aborted) return signal.listen(listener);
+    listener();
+    return () => undefined;
+  }
   if (signal.aborted) {
     listener();
     return () => undefined;

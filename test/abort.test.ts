@@ -27,6 +27,23 @@ describe("onAbort", () => {
   });
 });
 
+describe("onAbort with an Abortable (a call's own abort, no EventTarget)", () => {
+  it("listens through the Abortable, and calls at once when it has aborted", () => {
+    const listening = new Set<() => void>();
+    const call = { aborted: false, listen: (listener: () => void) => (listening.add(listener), () => listening.delete(listener)) };
+    let told = 0;
+    const stop = onAbort(call, () => told++);
+    expect(listening.size).toBe(1);
+    stop();
+    expect(listening.size).toBe(0);
+    onAbort(call, () => told++);
+    for (const listener of listening) listener();
+    expect(told).toBe(1);
+    onAbort({ aborted: true, listen: () => expect.unreachable("an aborted call is not listened to") }, () => told++);
+    expect(told).toBe(2);
+  });
+});
+
 describe("linkedSignal", () => {
   it("aborts with the reason of whichever source aborts first, and stops listening on release", () => {
     const shared = new AbortController();

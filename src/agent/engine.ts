@@ -34,7 +34,7 @@ import { TaskIntake } from "./intake.js";
 import { TaskSteering } from "./steering.js";
 import type { EventRecorder } from "./recorder.js";
 import type { ExecutionRunner } from "./runner.js";
-import { onAbort } from "../abort.js";
+import { onAbort, type Abortable } from "../abort.js";
 import { isRedelivery, MessageGate, replayed, seenWithReply, type MessageCause } from "./message-gate.js";
 import type { TaskSchemas } from "./schemas.js";
 import type { AgentUploads } from "./uploads.js";
@@ -208,7 +208,7 @@ export class TaskEngine {
    * one by one: AbortSignal.any per call costs more than the rest of a wait).
    * Events committed by any instance count.
    */
-  async waitForOutcome(taskId: string, waitMs: number, signals: readonly AbortSignal[] = []): Promise<TaskRecord | undefined> {
+  async waitForOutcome(taskId: string, waitMs: number, signals: ReadonlyArray<AbortSignal | Abortable> = []): Promise<TaskRecord | undefined> {
     const settled = (task: TaskRecord | undefined) => task === undefined || isTerminal(task.state) || WAITING_STATES.has(task.state);
     const { store, bus } = this.options;
     const first = await store.getTask(taskId);

@@ -21,6 +21,7 @@ import { taskView } from "../agent/task-view.js";
 import { signedMessage } from "../envelope/view.js";
 import type { StoredEvent, StoredReply, TaskRecord } from "../store/store.js";
 import { authenticate } from "./auth.js";
+import { callAbortKey } from "./call-abort.js";
 import { callStatusKey } from "./call-status.js";
 import { openSent } from "./open-sent.js";
 import { fittedPage, fitTasks, replyFormat, type ReplyFormat } from "./reply-fit.js";
@@ -104,7 +105,8 @@ export function p2pService(agent: Agent, draining: AbortSignal, replyLimit: numb
       let task = outcome.task;
       if (request.wait !== undefined && task !== undefined) {
         const waitMs = Math.min(Math.max(0, durationMs(request.wait)), maxWaitMs());
-        task = (await agent.engine.waitForOutcome(task.taskId, waitMs, [ctx.signal, draining])) ?? task;
+        // The short path's call abort when there is one: listening to ctx.signal costs more (short-call.ts).
+        task = (await agent.engine.waitForOutcome(task.taskId, waitMs, [ctx.values.get(callAbortKey) ?? ctx.signal, draining])) ?? task;
       }
       const status = ctx.values.get(callStatusKey);
       if (status !== undefined) status.taskState = task?.state ?? outcome.state;

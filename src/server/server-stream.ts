@@ -106,7 +106,7 @@ export function serverStreamCall(spec: MethodImplSpec, options: ShortOptions): S
   const answer: AnswerCall = async (req, res, wire, body, timeoutMs) => {
     const status = callStatusFor(req);
     const call = new CallSignal(options.shutdownSignal, timeoutMs, res);
-    const context = callContext(spec, req, wire.grpc ? "grpc" : "connect", call.signal, timeoutMs, status);
+    const context = callContext(spec, req, wire.grpc ? "grpc" : "connect", call, timeoutMs, status);
     const accept = wire.grpc ? "grpc-accept-encoding" : "connect-accept-encoding";
     const compression: Compression | null = compressionNegotiate(options.acceptCompression, null, headerValue(req.headers[accept]), accept).response;
     let headed = false;

@@ -9,9 +9,10 @@ import type { UniversalHandlerOptions } from "@connectrpc/connect/protocol";
 import { parseTimeout as parseConnectTimeout } from "@connectrpc/connect/protocol-connect";
 import { parseTimeout as parseGrpcTimeout, setTrailerStatus } from "@connectrpc/connect/protocol-grpc";
 import type { RequestHandler } from "./listener.js";
+import { callAbortKey } from "./call-abort.js";
 import { callStatusKey, refusalOf, type CallStatus } from "./call-status.js";
 import { shapeError } from "./error-shape.js";
-import { onAbort } from "../abort.js";
+import { onAbort, type Abortable } from "../abort.js";
 
 export type NodeRequest = Parameters<RequestHandler>[0];
 export type NodeResponse = Parameters<RequestHandler>[1];
@@ -126,10 +127,12 @@ export function singleFrame(body: Buffer): Buffer | undefined {
 }
 
 /** A call's signal: aborted by its deadline, by the server shutting down, or by the client going away — never when it simply ends. */
-export class CallSignal {
+export class CallSignal implements Abortable {
   private readonly controller = new AbortController();
   private timer: NodeJS.Timeout | undefined;
   private readonly stopListening: () => void;
+  /** Told when the call aborts (see callAbortKey): usually none, at most a few. */
+  private listeners: Array<() => void> | undefined;
 
   constructor(shutdown: AbortSignal | undefined, timeoutMs: number | undefined, res: NodeResponse) {
     if (timeoutMs !== undefined) this.timer = setTimeout(() => this.abort(new ConnectError("the operation timed out", Code.DeadlineExceeded)), timeoutMs);
@@ -144,14 +147,32 @@ export class CallSignal {
     return this.controller.signal;
   }
 
+  get aborted(): boolean {
+    return this.controller.signal.aborted;
+  }
+
+  listen(listener: () => void): () => void {
+    const listeners = (this.listeners ??= []);
+    listeners.push(listener);
+    return () => {
+      const at = listeners.indexOf(listener);
+      if (at >= 0) listeners.splice(at, 1);
+    };
+  }
+
   private abort(reason: unknown): void {
-    if (!this.controller.signal.aborted) this.controller.abort(reason);
+    if (this.controller.signal.aborted) return;
+    this.controller.abort(reason);
+    const told = this.listeners;
+    this.listeners = undefined;
+    if (told !== undefined) for (const listener of told) listener();
   }
 
   /** The call is over: nothing is aborted, the timer and listener go. */
   release(): void {
     clearTimeout(this.timer);
     this.stopListening();
+    this.listeners = undefined;
   }
 }
 
@@ -181,21 +202,21 @@ class CallValues implements ContextValues {
 }
 
 /** The context connect-es gives a handler, for a call answered on a short path. */
-export function callContext(spec: MethodImplSpec, req: NodeRequest, protocolName: string, signal: AbortSignal, timeoutMs: number | undefined, status: CallStatus): HandlerContext {
+export function callContext(spec: MethodImplSpec, req: NodeRequest, protocolName: string, call: CallSignal, timeoutMs: number | undefined, status: CallStatus): HandlerContext {
   const deadline = timeoutMs === undefined ? undefined : Date.now() + timeoutMs;
   const authority = req.headers[":authority"] ?? req.headers.host ?? "localhost";
   const scheme = "encrypted" in req.socket && req.socket.encrypted ? "https" : "http";
   return {
     method: spec.method,
     service: spec.method.parent,
-    signal,
+    signal: call.signal,
     timeoutMs: () => (deadline === undefined ? undefined : deadline - Date.now()),
     requestMethod: "POST",
     requestHeader: webHeaders(req.headers),
     responseHeader: new Headers(),
     responseTrailer: new Headers(),
     protocolName,
-    values: new CallValues().set(callStatusKey, status),
+    values: new CallValues().set(callStatusKey, status).set(callAbortKey, call),
     url: `${scheme}://${authority}${req.url ?? ""}`,
   };
 }

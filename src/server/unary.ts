@@ -47,7 +47,7 @@ export function unaryCall(spec: MethodImplSpec, options: ShortOptions): ShortCal
   const answer: AnswerCall = async (req, res, wire, body, timeoutMs) => {
     const status = callStatusFor(req);
     const call = new CallSignal(options.shutdownSignal, timeoutMs, res);
-    const context = callContext(spec, req, wire.grpc ? "grpc" : "connect", call.signal, timeoutMs, status);
+    const context = callContext(spec, req, wire.grpc ? "grpc" : "connect", call, timeoutMs, status);
     let reply: Uint8Array | undefined;
     let failure: ConnectError | undefined;
     try {
