@@ -137,11 +137,15 @@ export class CallSignal implements Abortable {
   constructor(shutdown: AbortSignal | undefined, timeoutMs: number | undefined, res: NodeResponse) {
     if (timeoutMs !== undefined) this.timer = setTimeout(() => this.abort(new ConnectError("the operation timed out", Code.DeadlineExceeded)), timeoutMs);
     this.stopListening = shutdown === undefined ? () => undefined : onAbort(shutdown, () => this.abort(shutdown.reason));
-    res.once("close", () => {
-      // Closed before the answer ended (an HTTP/2 stream reset by its client reads as writableFinished).
-      if (!res.writableEnded) this.abort(new ConnectError("the client went away", Code.Canceled));
-    });
+    this.res = res;
+    res.once("close", this.closed);
   }
+
+  private readonly res: NodeResponse;
+  private readonly closed = () => {
+    // Closed before the answer ended (an HTTP/2 stream reset by its client reads as writableFinished).
+    if (!this.res.writableEnded) this.abort(new ConnectError("the client went away", Code.Canceled));
+  };
 
   get signal(): AbortSignal {
     return this.controller.signal;
@@ -168,11 +172,17 @@ export class CallSignal implements Abortable {
     if (told !== undefined) for (const listener of told) listener();
   }
 
-  /** The call is over: nothing is aborted, the timer and listener go. */
+  /**
+   * The call is over: nothing is aborted, the timer and listeners go. The
+   * response's close listener goes too: under load Node keeps a closed HTTP/2
+   * stream, and what hangs on it, until a full GC (see connection-limits.ts),
+   * and this call's signal and what listens to it would be promoted with it.
+   */
   release(): void {
     clearTimeout(this.timer);
     this.stopListening();
     this.listeners = undefined;
+    this.res.off("close", this.closed);
   }
 }
 
