@@ -1,10 +1,10 @@
 // Command-line options of the benchmark:
 //   npm run bench [-- --seconds N --concurrency N --json]            signed vs bare calls, Ed25519
 //   npm run bench -- memory [--tasks 0,10000,50000,100000] [--stores memory,sqlite,postgres] [--concurrency N]
-//                           [--node-flags "FLAGS"] [--serve-flags "FLAGS"] [--json]
+//                           [--node-flags="FLAGS"] [--serve-flags="FLAGS"] [--json]
 //   npm run bench -- stores [--rounds 5] [--seconds 3] [--stores ...] [--concurrency N] [--json]
 //   npm run bench -- peer [--rounds 3] [--seconds 5] [--concurrency 64] [--tasks 50000] [--watchers 10000]
-//                         [--serve-flags "FLAGS"] [--json]   (or --peer)
+//                         [--serve-flags="FLAGS"] [--json]   (or --peer)
 import { parseArgs } from "node:util";
 import { parseStores, type StoreName } from "./store-targets.js";
 
@@ -37,7 +37,7 @@ export interface BenchOptions {
   serveFlags: string[];
 }
 
-export const BENCH_USAGE = `usage: npm run bench [-- [memory|stores|peer] [--seconds N] [--concurrency N] [--tasks N,N,...] [--rounds N] [--stores NAME,...] [--watchers N] [--node-flags "FLAGS"] [--serve-flags "FLAGS"] [--json]]`;
+export const BENCH_USAGE = `usage: npm run bench [-- [memory|stores|peer] [--seconds N] [--concurrency N] [--tasks N,N,...] [--rounds N] [--stores NAME,...] [--watchers N] [--node-flags="FLAGS"] [--serve-flags="FLAGS"] [--json]]`;
 
 const DEFAULT_CONCURRENCY: Record<BenchMode, number> = { rpc: 16, memory: 32, stores: 32, peer: 64 };
 // The stores bench takes more, shorter turns: on a shared machine the load drifts within a round.

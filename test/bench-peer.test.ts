@@ -35,8 +35,8 @@ describe("bench peer options", () => {
     expect(() => parseBenchArgs(["stores", "--peer"])).toThrow(BenchUsageError);
     expect(() => parseBenchArgs(["peer", "--stores", "sqlite"])).toThrow(BenchUsageError);
     expect(() => parseBenchArgs(["stores", "--watchers", "10"])).toThrow(BenchUsageError);
-    expect(parseBenchArgs(["peer", "--serve-flags", "--heap-growth 0"]).serveFlags).toEqual(["--heap-growth", "0"]);
-    expect(() => parseBenchArgs(["stores", "--serve-flags", "--heap-growth 0"])).toThrow(BenchUsageError);
+    expect(parseBenchArgs(["peer", "--serve-flags=--heap-growth 0"]).serveFlags).toEqual(["--heap-growth", "0"]);
+    expect(() => parseBenchArgs(["stores", "--serve-flags=--heap-growth 0"])).toThrow(BenchUsageError);
   });
 });
 
@@ -98,7 +98,7 @@ describe("the shared-cores line", () => {
 
 describe.skipIf(!hasGo)("npm run bench -- peer", () => {
   it("compares every contender over every protocol and reports memory, payload sizes, fan-out and targets", async () => {
-    const { code, stdout, stderr } = await runBench(["--peer", "--rounds", "1", "--seconds", "1", "--concurrency", "4", "--tasks", "200", "--watchers", "100", "--serve-flags", "--heap-growth 0", "--json"]);
+    const { code, stdout, stderr } = await runBench(["--peer", "--rounds", "1", "--seconds", "1", "--concurrency", "4", "--tasks", "200", "--watchers", "100", "--serve-flags=--heap-growth 0", "--json"]);
     expect(code, stderr).toBe(0);
     const report = JSON.parse(stdout);
     expect(report.config.synapse_serve_flags).toBe("--heap-growth 0");
@@ -155,7 +155,7 @@ describe.skipIf(!hasGo)("npm run bench -- peer", () => {
   }, 150_000);
 
   it("hands --serve-flags to the Synapse servers it starts (a flag synapse serve refuses stops the run)", async () => {
-    const { code, stderr } = await runBench(["--peer", "--rounds", "1", "--seconds", "1", "--tasks", "10", "--watchers", "10", "--serve-flags", "--no-such-flag", "--json"]);
+    const { code, stderr } = await runBench(["--peer", "--rounds", "1", "--seconds", "1", "--tasks", "10", "--watchers", "10", "--serve-flags=--no-such-flag", "--json"]);
     expect(code).not.toBe(0);
     expect(stderr).toMatch(/no-such-flag/);
   }, 60_000);

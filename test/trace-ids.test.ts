@@ -59,6 +59,16 @@ function recordingHandlers(seen: Map<string, TaskTrace>): Map<string, TaskHandle
   return handlers;
 }
 
+
+/** Whether `name` is a getter of `object` or of its prototypes (a value made when first read). */
+function accessorOf(object: object, name: string): boolean {
+  for (let at: object | null = object; at !== null; at = Object.getPrototypeOf(at)) {
+    const descriptor = Object.getOwnPropertyDescriptor(at, name);
+    if (descriptor !== undefined) return descriptor.get !== undefined;
+  }
+  return false;
+}
+
 describe("trace context, session and correlation ids", () => {
   it("are carried from a task_request into every event, reply, heartbeat and callback of its task, and shown to its handler", async () => {
     const seen = new Map<string, TaskTrace>();
@@ -169,7 +179,7 @@ describe("trace context, session and correlation ids", () => {
     const logs: TaskHandler = {
       async executeTask(ctx) {
         if (ctx.payload.log) ctx.logger.info({ step: 1 }, "handler says");
-        else made.push(Object.getOwnPropertyDescriptor(ctx, "logger")?.get ? "lazy" : "eager");
+        else made.push(accessorOf(ctx, "logger") ? "lazy" : "eager");
         return { output: { ok: true } };
       },
     };
