@@ -133,19 +133,20 @@ export class CallSignal implements Abortable {
   private readonly stopListening: () => void;
   /** Told when the call aborts (see callAbortKey): usually none, at most a few. */
   private listeners: Array<() => void> | undefined;
-
-  constructor(shutdown: AbortSignal | undefined, timeoutMs: number | undefined, res: NodeResponse) {
-    if (timeoutMs !== undefined) this.timer = setTimeout(() => this.abort(new ConnectError("the operation timed out", Code.DeadlineExceeded)), timeoutMs);
-    this.stopListening = shutdown === undefined ? () => undefined : onAbort(shutdown, () => this.abort(shutdown.reason));
-    this.res = res;
-    res.once("close", this.closed);
-  }
-
-  private readonly res: NodeResponse;
   private readonly closed = () => {
     // Closed before the answer ended (an HTTP/2 stream reset by its client reads as writableFinished).
     if (!this.res.writableEnded) this.abort(new ConnectError("the client went away", Code.Canceled));
   };
+
+  constructor(
+    shutdown: AbortSignal | undefined,
+    timeoutMs: number | undefined,
+    private readonly res: NodeResponse,
+  ) {
+    if (timeoutMs !== undefined) this.timer = setTimeout(() => this.abort(new ConnectError("the operation timed out", Code.DeadlineExceeded)), timeoutMs);
+    this.stopListening = shutdown === undefined ? () => undefined : onAbort(shutdown, () => this.abort(shutdown.reason));
+    res.once("close", this.closed);
+  }
 
   get signal(): AbortSignal {
     return this.controller.signal;
