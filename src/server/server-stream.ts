@@ -143,7 +143,7 @@ export function serverStreamCall(spec: MethodImplSpec, options: ShortOptions): S
         await writeWaiting(res, frame(flags, bytes));
       }
       // A deadline that passed while the method was still answering ends the call as one.
-      const reason: unknown = call.signal.reason;
+      const reason: unknown = call.reason;
       if (reason instanceof ConnectError && reason.code === Code.DeadlineExceeded) failure = reason;
     } catch (error) {
       failure = failureOf(error);

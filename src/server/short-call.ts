@@ -126,9 +126,16 @@ export function singleFrame(body: Buffer): Buffer | undefined {
   return body.readUInt32BE(1) === body.byteLength - GRPC_FRAME_HEADER ? body.subarray(GRPC_FRAME_HEADER) : undefined;
 }
 
-/** A call's signal: aborted by its deadline, by the server shutting down, or by the client going away — never when it simply ends. */
+/**
+ * A call's signal: aborted by its deadline, by the server shutting down, or
+ * by the client going away — never when it simply ends. The AbortSignal is
+ * made when something first reads it: Node gives every AbortSignal three
+ * hidden classes of its own, made in the old generation, and a waited Send
+ * listens through callAbortKey instead.
+ */
 export class CallSignal implements Abortable {
-  private readonly controller = new AbortController();
+  private controller: AbortController | undefined;
+  private abortedFor: { reason: unknown } | undefined;
   private timer: NodeJS.Timeout | undefined;
   private readonly stopListening: () => void;
   /** Told when the call aborts (see callAbortKey): usually none, at most a few. */
@@ -149,11 +156,20 @@ export class CallSignal implements Abortable {
   }
 
   get signal(): AbortSignal {
+    if (this.controller === undefined) {
+      this.controller = new AbortController();
+      if (this.abortedFor !== undefined) this.controller.abort(this.abortedFor.reason);
+    }
     return this.controller.signal;
   }
 
   get aborted(): boolean {
-    return this.controller.signal.aborted;
+    return this.abortedFor !== undefined;
+  }
+
+  /** Why the call was aborted (undefined while it was not). */
+  get reason(): unknown {
+    return this.abortedFor?.reason;
   }
 
   listen(listener: () => void): () => void {
@@ -166,8 +182,9 @@ export class CallSignal implements Abortable {
   }
 
   private abort(reason: unknown): void {
-    if (this.controller.signal.aborted) return;
-    this.controller.abort(reason);
+    if (this.abortedFor !== undefined) return;
+    this.abortedFor = { reason };
+    this.controller?.abort(reason);
     const told = this.listeners;
     this.listeners = undefined;
     if (told !== undefined) for (const listener of told) listener();
@@ -212,24 +229,48 @@ class CallValues implements ContextValues {
   }
 }
 
+/**
+ * The context connect-es gives a handler, for a call answered on a short
+ * path; its signal is the call's, made when first read (see CallSignal).
+ */
+class ShortCallContext implements HandlerContext {
+  readonly method: MethodImplSpec["method"];
+  readonly service: MethodImplSpec["method"]["parent"];
+  readonly requestMethod = "POST";
+  readonly requestHeader: Headers;
+  readonly responseHeader = new Headers();
+  readonly responseTrailer = new Headers();
+  readonly values: ContextValues;
+  readonly url: string;
+  readonly timeoutMs: () => number | undefined;
+
+  constructor(
+    spec: MethodImplSpec,
+    req: NodeRequest,
+    readonly protocolName: string,
+    private readonly call: CallSignal,
+    timeoutMs: number | undefined,
+    status: CallStatus,
+  ) {
+    const deadline = timeoutMs === undefined ? undefined : Date.now() + timeoutMs;
+    const authority = req.headers[":authority"] ?? req.headers.host ?? "localhost";
+    const scheme = "encrypted" in req.socket && req.socket.encrypted ? "https" : "http";
+    this.method = spec.method;
+    this.service = spec.method.parent;
+    this.timeoutMs = () => (deadline === undefined ? undefined : deadline - Date.now());
+    this.requestHeader = webHeaders(req.headers);
+    this.values = new CallValues().set(callStatusKey, status).set(callAbortKey, call);
+    this.url = `${scheme}://${authority}${req.url ?? ""}`;
+  }
+
+  get signal(): AbortSignal {
+    return this.call.signal;
+  }
+}
+
 /** The context connect-es gives a handler, for a call answered on a short path. */
 export function callContext(spec: MethodImplSpec, req: NodeRequest, protocolName: string, call: CallSignal, timeoutMs: number | undefined, status: CallStatus): HandlerContext {
-  const deadline = timeoutMs === undefined ? undefined : Date.now() + timeoutMs;
-  const authority = req.headers[":authority"] ?? req.headers.host ?? "localhost";
-  const scheme = "encrypted" in req.socket && req.socket.encrypted ? "https" : "http";
-  return {
-    method: spec.method,
-    service: spec.method.parent,
-    signal: call.signal,
-    timeoutMs: () => (deadline === undefined ? undefined : deadline - Date.now()),
-    requestMethod: "POST",
-    requestHeader: webHeaders(req.headers),
-    responseHeader: new Headers(),
-    responseTrailer: new Headers(),
-    protocolName,
-    values: new CallValues().set(callStatusKey, status).set(callAbortKey, call),
-    url: `${scheme}://${authority}${req.url ?? ""}`,
-  };
+  return new ShortCallContext(spec, req, protocolName, call, timeoutMs, status);
 }
 
 /** Answers one call whose one request message has been read. */

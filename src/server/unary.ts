@@ -10,14 +10,18 @@
 // and error encodings, and the answer is written as connect-es writes it:
 // clients cannot tell the paths apart, and the protocol tests run on both.
 //
+// The method itself is called through the interceptors by invoke-unary.ts,
+// which leaves the call's AbortSignal unmade unless something reads it.
+//
 // Anything else goes the standard way, with the bytes already read handed
 // over: gRPC-web, streaming methods, compressed requests, gRPC over
 // HTTP/1.1, a body over the size limit, a frame that is not exactly one
 // uncompressed message, a deadline header that does not parse.
 import { type ConnectError, type HandlerContext, type MethodImplSpec } from "@connectrpc/connect";
-import { compressionNegotiate, createMethodSerializationLookup, invokeUnaryImplementation, type Compression } from "@connectrpc/connect/protocol";
+import { compressionNegotiate, createMethodSerializationLookup, type Compression } from "@connectrpc/connect/protocol";
 import { codeToHttpStatus, errorToJsonBytes, trailerMux } from "@connectrpc/connect/protocol-connect";
 import { knownEncoding } from "../protocol/encoded.js";
+import { invokeUnary } from "./invoke-unary.js";
 import { callStatusFor } from "./request-log.js";
 import { addGrpcTrailers, CallSignal, callContext, failureOf, frame, headerValue, identityEncoding, nodeHeaders, recordOutcome, shortEntry, type AnswerCall, type NodeRequest, type NodeResponse, type ShortCall, type ShortOptions, type Wire } from "./short-call.js";
 
@@ -52,7 +56,7 @@ export function unaryCall(spec: MethodImplSpec, options: ShortOptions): ShortCal
     let failure: ConnectError | undefined;
     try {
       const input = serialization.getI(wire.binary).parse(body);
-      const output = await invokeUnaryImplementation(spec, context, input, options.interceptors);
+      const output = await invokeUnary(spec, context, input, options.interceptors);
       // A response built from bytes already encoded (a Send reply) goes out as those bytes.
       reply = (wire.binary ? knownEncoding(output) : undefined) ?? serialization.getO(wire.binary).serialize(output);
     } catch (error) {
