@@ -1,9 +1,10 @@
 // A call's abort for code that waits on it (a Send waiting for its task),
-// without a listener on the call's AbortSignal: Node gives every AbortSignal
-// a hidden class of its own, made in the old generation, and whatever
-// listens to one was promoted with it (about 1.3 KB per waited Send). The
-// short call paths set it (short-call.ts); elsewhere it is unset and the
-// context's signal is the one to read.
+// without the call's AbortSignal: Node gives every AbortSignal three hidden
+// classes of its own, made in the old generation, and whatever listens to
+// one was promoted with it (about 1.3 KB per waited Send); on the short
+// paths the signal is not even made unless something reads it
+// (invoke-unary.ts). The short call paths set this (short-call.ts);
+// elsewhere it is unset and the context's signal is the one to read.
 import { createContextKey } from "@connectrpc/connect";
 import type { Abortable } from "../abort.js";
 
