@@ -12,7 +12,7 @@ import type { TaskState } from "../../gen/synapse/v1/payloads_pb.js";
 import { clip, protocolError, taskNotFound } from "../protocol/errors.js";
 import { isTerminal } from "../protocol/state-machine.js";
 import type { PartyRecord, StoredEvent, StoredReply, TaskPage, TaskRecord, TaskStore } from "../store/store.js";
-import { onAbort } from "../abort.js";
+import { onAbort, type Abortable } from "../abort.js";
 import { TaskAccess } from "./access.js";
 import type { TaskEventBus } from "./events.js";
 import type { AgentObserver } from "../observability/agent-observer.js";
@@ -86,8 +86,14 @@ export class TaskReader {
    * same encoded bytes) for every watcher; anything else (a resume, a gap,
    * another instance's commit) is read from the store, so none is lost.
    */
-  async *watch(taskId: string, caller: TaskReaderCaller, fromSequence: number, stop: AbortSignal | readonly AbortSignal[], options: { heartbeats?: boolean } = {}): AsyncGenerator<WatchItem> {
-    const signals: readonly AbortSignal[] = stop instanceof AbortSignal ? [stop] : stop;
+  async *watch(
+    taskId: string,
+    caller: TaskReaderCaller,
+    fromSequence: number,
+    stop: AbortSignal | Abortable | ReadonlyArray<AbortSignal | Abortable>,
+    options: { heartbeats?: boolean } = {},
+  ): AsyncGenerator<WatchItem> {
+    const signals: ReadonlyArray<AbortSignal | Abortable> = Array.isArray(stop) ? stop : [stop as AbortSignal | Abortable];
     const stopped = () => signals.some((signal) => signal.aborted);
     const callerAgentId = agentIdOf(caller);
     const heard: StoredEvent[] = []; // handed over by the bus since the last look

@@ -5,7 +5,12 @@
 // paths the signal is not even made unless something reads it
 // (invoke-unary.ts). The short call paths set this (short-call.ts);
 // elsewhere it is unset and the context's signal is the one to read.
-import { createContextKey } from "@connectrpc/connect";
+import { createContextKey, type HandlerContext } from "@connectrpc/connect";
 import type { Abortable } from "../abort.js";
 
 export const callAbortKey = createContextKey<Abortable | undefined>(undefined, { description: "the call's abort, without an EventTarget" });
+
+/** What a method that waits (a waited Send, a Watch) listens to for its call's end: the short path's abort, else the signal. */
+export function callAbortOf(ctx: HandlerContext): Abortable | AbortSignal {
+  return ctx.values.get(callAbortKey) ?? ctx.signal;
+}

@@ -21,7 +21,7 @@ import { taskView } from "../agent/task-view.js";
 import { signedMessage } from "../envelope/view.js";
 import type { StoredEvent, StoredReply, TaskRecord } from "../store/store.js";
 import { authenticate } from "./auth.js";
-import { callAbortKey } from "./call-abort.js";
+import { callAbortOf } from "./call-abort.js";
 import { callStatusKey } from "./call-status.js";
 import { openSent } from "./open-sent.js";
 import { fittedPage, fitTasks, replyFormat, type ReplyFormat } from "./reply-fit.js";
@@ -105,8 +105,7 @@ export function p2pService(agent: Agent, draining: AbortSignal, replyLimit: numb
       let task = outcome.task;
       if (request.wait !== undefined && task !== undefined) {
         const waitMs = Math.min(Math.max(0, durationMs(request.wait)), maxWaitMs());
-        // The short path's call abort when there is one: listening to ctx.signal costs more (short-call.ts).
-        task = (await agent.engine.waitForOutcome(task.taskId, waitMs, [ctx.values.get(callAbortKey) ?? ctx.signal, draining])) ?? task;
+        task = (await agent.engine.waitForOutcome(task.taskId, waitMs, [callAbortOf(ctx), draining])) ?? task;
       }
       const status = ctx.values.get(callStatusKey);
       if (status !== undefined) status.taskState = task?.state ?? outcome.state;
@@ -152,7 +151,7 @@ export function p2pService(agent: Agent, draining: AbortSignal, replyLimit: numb
       const format = replyFormat(ctx);
       // Where a client resumes: after the last event this stream sent, or where it asked to start.
       let next = request.fromSequence > 0n ? request.fromSequence : 1n;
-      for await (const item of agent.reader.watch(request.taskId, caller, Number(request.fromSequence), [ctx.signal, draining])) {
+      for await (const item of agent.reader.watch(request.taskId, caller, Number(request.fromSequence), [callAbortOf(ctx), draining])) {
         if (item.kind === "event") next = BigInt(item.event.sequence) + 1n;
         yield watchMessage(item, format);
       }
