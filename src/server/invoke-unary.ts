@@ -40,8 +40,12 @@ class UnaryCallRequest<I extends DescMessage, O extends DescMessage> implements 
   }
 }
 
-/** The handler's context for a request an interceptor replaced (connect-es's mergeRequest). */
-function contextFor(context: HandlerContext, req: UnaryRequest): HandlerContext {
+/**
+ * The handler's context for a request an interceptor may have replaced
+ * (connect-es's mergeRequest), field by field: a spread of the context
+ * followed by fields gives every such object a hidden class of its own.
+ */
+export function contextFor(context: HandlerContext, req: UnaryRequest | StreamRequest): HandlerContext {
   return {
     method: context.method,
     timeoutMs: context.timeoutMs,

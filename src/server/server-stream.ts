@@ -22,6 +22,7 @@ import { create, isMessage, type DescMessage, type MessageShape } from "@bufbuil
 import { ConnectError, Code, type HandlerContext, type MethodImplSpec, type StreamRequest, type StreamResponse } from "@connectrpc/connect";
 import { compressionNegotiate, createMethodSerializationLookup, type Compression } from "@connectrpc/connect/protocol";
 import { createEndStreamSerialization, endStreamFlag } from "@connectrpc/connect/protocol-connect";
+import { contextFor } from "./invoke-unary.js";
 import { callStatusFor } from "./request-log.js";
 import { knownEncoding } from "../protocol/encoded.js";
 import { writeWaiting } from "./write-waiting.js";
@@ -86,8 +87,7 @@ export function serverStreamCall(spec: MethodImplSpec, options: ShortOptions): S
       // An interceptor may have replaced the request stream; its one message is then the input.
       let message = input;
       if (req.message !== requestStream) for await (const item of req.message) message = item;
-      const merged: HandlerContext = { ...context, service: req.service, requestHeader: req.header, signal: req.signal, values: req.contextValues };
-      return { stream: true, message: impl(message as never, merged) as AsyncIterable<never>, method: spec.method, service: spec.method.parent, header: context.responseHeader, trailer: context.responseTrailer };
+      return { stream: true, message: impl(message as never, contextFor(context, req)) as AsyncIterable<never>, method: spec.method, service: spec.method.parent, header: context.responseHeader, trailer: context.responseTrailer };
     };
     for (const interceptor of [...(options.interceptors ?? [])].reverse()) next = interceptor(next as never) as AnyStreamFn;
     return next({
