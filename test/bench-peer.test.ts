@@ -9,7 +9,7 @@ import { fileURLToPath } from "node:url";
 import { describe, expect, it } from "vitest";
 import { BenchUsageError, parseBenchArgs } from "../bench/args.js";
 import type { WatchLine } from "../bench/peer/loadgen.js";
-import { judge, sharedCores, type FanoutRun, type PeerSummaryRow, type Ratio } from "../bench/peer/report.js";
+import { judge, sharedCores, type FanoutRun, type PayloadRow, type PeerSummaryRow, type Ratio } from "../bench/peer/report.js";
 
 const RUN = fileURLToPath(new URL("../dist/bench/run.js", import.meta.url));
 const hasGo = spawnSync("go", ["version"]).status === 0;
@@ -69,6 +69,35 @@ describe("the fan-out target", () => {
     expect(check([run(300), run(300, { received: 9 }), run(300)], { median: 300, min: 300, max: 300 })).toMatchObject({ pass: false });
     expect(check([run(300), { failed: "no server" }], { median: 300, min: 300, max: 300 }).pass).toBe(false);
     expect(check([{ failed: "no server" }], null)).toMatchObject({ pass: false, value: "no run completed" });
+  });
+});
+
+describe("the large-payload target", () => {
+  const payload = (contender: PayloadRow["contender"], textBytes: number, rpsVsPeer: number | null, errors = 0): PayloadRow => ({
+    text_bytes: textBytes,
+    contender,
+    requests: 10,
+    errors,
+    rps: 10,
+    p50_ms: 1,
+    p99_ms: 1,
+    rps_vs_peer: rpsVsPeer,
+  });
+  const checks = (payloads: PayloadRow[]) => {
+    const report = { config: {}, floor: { message_bytes: 600, implementation: "x", sign_us: 1, verify_us: 1, floor_us: 2 }, summary: [], memory: [], notes: [], turns: [] };
+    const fanout = { server: "s", runs: [], fanout_ms: null, fanout_p50_ms: null, open_ms: null, send_ms: null };
+    return judge({ ...report, payloads, fanout }).filter((c) => c.target.startsWith("1 MiB text"));
+  };
+
+  it("judges each Synapse store's tasks/s at 1 MiB of text against A2A-js's, failed requests failing it", () => {
+    const MiB = 1024 * 1024;
+    const judged = checks([payload("synapse-sqlite", 64 * 1024, 0.5), payload("synapse-sqlite", MiB, 1.12), payload("synapse-memory", MiB, 0.97), payload("a2a-js", MiB, null)]);
+    expect(judged).toEqual([
+      { target: "1 MiB text, gRPC tasks/s ratio >= 1.0 (synapse-sqlite)", value: "1.12x", pass: true },
+      { target: "1 MiB text, gRPC tasks/s ratio >= 1.0 (synapse-memory)", value: "0.97x", pass: false },
+    ]);
+    expect(checks([payload("synapse-sqlite", MiB, 1.5, 1)])[0]!.pass).toBe(false);
+    expect(checks([payload("synapse-sqlite", MiB, null)])[0]).toMatchObject({ value: "no peer figure", pass: false });
   });
 });
 
@@ -150,7 +179,11 @@ describe.skipIf(!hasGo)("npm run bench -- peer", () => {
     expect(report.fanout.fanout_ms).toEqual({ median: fanout.fanout_ms, min: fanout.fanout_ms, max: fanout.fanout_ms });
     expect(report.fanout.send_ms).toBe(fanout.send_ms);
 
-    expect(report.targets.length).toBeGreaterThanOrEqual(10);
+    expect(report.targets.length).toBeGreaterThanOrEqual(12);
+    expect(report.targets.filter((check: { target: string }) => check.target.startsWith("1 MiB text")).map((check: { target: string }) => check.target)).toEqual([
+      "1 MiB text, gRPC tasks/s ratio >= 1.0 (synapse-sqlite)",
+      "1 MiB text, gRPC tasks/s ratio >= 1.0 (synapse-memory)",
+    ]);
     for (const check of report.targets) expect(check).toMatchObject({ target: expect.any(String), value: expect.any(String), pass: expect.any(Boolean) });
   }, 150_000);
 

@@ -109,7 +109,7 @@ export interface PeerReport {
 }
 
 /** Issue 10's aims. */
-export const AIMS = { rpsRatio: 1.0, cpuUsPerTask: 450, fanoutMs: 500 } as const;
+export const AIMS = { rpsRatio: 1.0, cpuUsPerTask: 450, fanoutMs: 500, largeTextBytes: 1024 * 1024, largeRpsRatio: 1.0 } as const;
 
 const f = (value: number, digits: number) => value.toFixed(digits);
 const FAMILY_NAME: Record<Family, string> = { grpc: "gRPC", json: "Connect JSON vs JSON-RPC" };
@@ -144,6 +144,15 @@ export function judge(report: Omit<PeerReport, "targets">): TargetCheck[] {
     value: fanout.fanout_ms === null ? "no run completed" : `${f(fanout.fanout_ms.median, 0)} ms (${f(fanout.fanout_ms.min, 0)}-${f(fanout.fanout_ms.max, 0)})`,
     pass: fanout.fanout_ms !== null && fanout.fanout_ms.median < AIMS.fanoutMs && complete === fanout.runs.length,
   });
+  // Large payloads stay ahead: the largest text size's tasks/s against A2A-js's (the issue measured 2.2x at 1 MB).
+  for (const row of report.payloads.filter((r) => r.text_bytes === AIMS.largeTextBytes && r.contender !== "a2a-js")) {
+    const ratio = row.rps_vs_peer;
+    checks.push({
+      target: `${AIMS.largeTextBytes / 1024 / 1024} MiB text, gRPC tasks/s ratio >= ${f(AIMS.largeRpsRatio, 1)} (${row.contender})`,
+      value: ratio === null ? "no peer figure" : `${f(ratio, 2)}x`,
+      pass: ratio !== null && row.errors === 0 && ratio >= AIMS.largeRpsRatio,
+    });
+  }
   const peerMemory = report.memory.find((row) => row.contender === "a2a-js");
   for (const row of report.memory.filter((r) => r.contender !== "a2a-js")) {
     if (peerMemory === undefined) continue;
