@@ -122,6 +122,9 @@ describe("the shared-cores line", () => {
   it("sets server + generator CPU per task against A2A-js's, per protocol family, and says what parity needs", () => {
     const lines = sharedCores([row("synapse-sqlite", "grpc", "grpc", 500, 125), row("synapse-sqlite", "connect-json", "json", 480, null), row("a2a-js", "grpc", "grpc", 225, 50), row("a2a-js", "jsonrpc", "json", 330, 110)]);
     expect(lines).toEqual(["  synapse-sqlite grpc: 500 + 125 = 625 us, a2a-js grpc: 225 + 50 = 275 us: the cores allow 0.44x; 1.0x needs the server at <= 150 us per task"]);
+    expect(sharedCores([row("synapse-memory", "grpc", "grpc", 400, 100), row("a2a-js", "grpc", "grpc", 250, 50)], { sign_us: 15, verify_us: 40 })).toEqual([
+      "  synapse-memory grpc: 400 + 100 = 500 us, a2a-js grpc: 250 + 50 = 300 us: the cores allow 0.60x; 1.0x needs the server at <= 200 us per task, of which its own Ed25519 work (1 verify + 2 signs at this run's floor) takes 70 us",
+    ]);
   });
 });
 

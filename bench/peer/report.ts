@@ -167,7 +167,9 @@ export function judge(report: Omit<PeerReport, "targets">): TargetCheck[] {
  * ratio of those sums, and parity needs the server at or under A2A-js's sum
  * less our generator's share (which signs each request and verifies each reply).
  */
-export function sharedCores(summary: readonly PeerSummaryRow[]): string[] {
+export function sharedCores(summary: readonly PeerSummaryRow[], floor?: Pick<Ed25519Floor, "sign_us" | "verify_us">): string[] {
+  // A simple signed task costs the server one verify (the request) and two signs (the task_confirm reply, the task_complete event).
+  const ownEd25519 = floor === undefined ? undefined : floor.verify_us + 2 * floor.sign_us;
   const lines: string[] = [];
   for (const row of summary.filter((r) => r.contender !== "a2a-js")) {
     const peer = summary.find((r) => r.contender === "a2a-js" && r.family === row.family);
@@ -178,7 +180,8 @@ export function sharedCores(summary: readonly PeerSummaryRow[]): string[] {
     lines.push(
       `  ${row.contender} ${row.protocol}: ${f(row.server_cpu_us_per_request, 0)} + ${f(row.generator_cpu_us_per_request, 0)} = ${f(own, 0)} us, ` +
         `a2a-js ${peer.protocol}: ${f(peer.server_cpu_us_per_request, 0)} + ${f(peer.generator_cpu_us_per_request, 0)} = ${f(theirs, 0)} us: ` +
-        `the cores allow ${f(theirs / own, 2)}x; 1.0x needs the server at <= ${f(theirs - row.generator_cpu_us_per_request, 0)} us per task`,
+        `the cores allow ${f(theirs / own, 2)}x; 1.0x needs the server at <= ${f(theirs - row.generator_cpu_us_per_request, 0)} us per task` +
+        (ownEd25519 === undefined ? "" : `, of which its own Ed25519 work (1 verify + 2 signs at this run's floor) takes ${f(ownEd25519, 0)} us`),
     );
   }
   return lines;
@@ -232,7 +235,7 @@ export function toPeerTable(report: PeerReport): string {
       : `  median: the event at every stream after ${f(fan.fanout_ms.median, 0)} ms (${f(fan.fanout_ms.min, 0)}-${f(fan.fanout_ms.max, 0)}), at half of them after ${f(fan.fanout_p50_ms!, 0)} ms; streams open after ${f(fan.open_ms!, 0)} ms; Send ${f(fan.send_ms!, 0)} ms`,
   ];
   const targets = report.targets.map((check) => `  ${check.pass ? "PASS" : "MISS"}  ${check.target}: ${check.value}`);
-  const shares = sharedCores(report.summary);
+  const shares = sharedCores(report.summary, report.floor);
   const errors = report.turns.filter((turn) => turn.first_error !== undefined).map((turn) => `  round ${turn.round} ${turn.contender} ${turn.protocol}: ${turn.errors} errors, first: ${turn.first_error}`);
   const lines = [
     `config:\n  ${Object.entries(c).map(([key, value]) => `${key}=${value}`).join("\n  ")}`,
