@@ -58,7 +58,7 @@ describe("the fan-out target", () => {
     ...extra,
   });
   const check = (runs: FanoutRun[], fanoutMs: Ratio | null) => {
-    const report = { config: {}, floor: { message_bytes: 600, implementation: "x", sign_us: 1, verify_us: 1, floor_us: 2 }, summary: [], memory: [], payloads: [], notes: [], turns: [] };
+    const report = { config: {}, floor: { message_bytes: 600, implementation: "x", sign_us: 1, verify_us: 1, floor_us: 2 }, summary: [], memory: [], payloads: [], bare_calls: [], notes: [], turns: [] };
     const fanout = { server: "s", runs, fanout_ms: fanoutMs, fanout_p50_ms: null, open_ms: null, send_ms: null };
     return judge({ ...report, fanout }).find((c) => c.target.startsWith("Watch fan-out"))!;
   };
@@ -84,7 +84,7 @@ describe("the large-payload target", () => {
     rps_vs_peer: rpsVsPeer,
   });
   const checks = (payloads: PayloadRow[]) => {
-    const report = { config: {}, floor: { message_bytes: 600, implementation: "x", sign_us: 1, verify_us: 1, floor_us: 2 }, summary: [], memory: [], notes: [], turns: [] };
+    const report = { config: {}, floor: { message_bytes: 600, implementation: "x", sign_us: 1, verify_us: 1, floor_us: 2 }, summary: [], memory: [], bare_calls: [], notes: [], turns: [] };
     const fanout = { server: "s", runs: [], fanout_ms: null, fanout_p50_ms: null, open_ms: null, send_ms: null };
     return judge({ ...report, payloads, fanout }).filter((c) => c.target.startsWith("1 MiB text"));
   };
@@ -122,8 +122,11 @@ describe("the shared-cores line", () => {
   it("sets server + generator CPU per task against A2A-js's, per protocol family, and says what parity needs", () => {
     const lines = sharedCores([row("synapse-sqlite", "grpc", "grpc", 500, 125), row("synapse-sqlite", "connect-json", "json", 480, null), row("a2a-js", "grpc", "grpc", 225, 50), row("a2a-js", "jsonrpc", "json", 330, 110)]);
     expect(lines).toEqual(["  synapse-sqlite grpc: 500 + 125 = 625 us, a2a-js grpc: 225 + 50 = 275 us: the cores allow 0.44x; 1.0x needs the server at <= 150 us per task"]);
-    expect(sharedCores([row("synapse-memory", "grpc", "grpc", 400, 100), row("a2a-js", "grpc", "grpc", 250, 50)], { sign_us: 15, verify_us: 40 })).toEqual([
-      "  synapse-memory grpc: 400 + 100 = 500 us, a2a-js grpc: 250 + 50 = 300 us: the cores allow 0.60x; 1.0x needs the server at <= 200 us per task, of which its own Ed25519 work (1 verify + 2 signs at this run's floor) takes 70 us",
+    // With the run's Ed25519 floor and bare calls: what parity leaves after them (the bare call is a gRPC one, so only gRPC rows count it).
+    const bare = { contender: "synapse-memory" as const, calls: 100, errors: 0, rps: 1000, server_cpu_us_per_call: 60 };
+    expect(sharedCores([row("synapse-memory", "grpc", "grpc", 400, 100), row("synapse-memory", "connect-json", "json", 450, 150), row("a2a-js", "grpc", "grpc", 250, 50), row("a2a-js", "jsonrpc", "json", 330, 110)], { sign_us: 15, verify_us: 40 }, [bare])).toEqual([
+      "  synapse-memory grpc: 400 + 100 = 500 us, a2a-js grpc: 250 + 50 = 300 us: the cores allow 0.60x; 1.0x needs the server at <= 200 us per task, of which its own Ed25519 work (1 verify + 2 signs at this run's floor) takes 70 us and a bare unary call on this server 60 us: 70 us left for the rest",
+      "  synapse-memory connect-json: 450 + 150 = 600 us, a2a-js jsonrpc: 330 + 110 = 440 us: the cores allow 0.73x; 1.0x needs the server at <= 290 us per task, of which its own Ed25519 work (1 verify + 2 signs at this run's floor) takes 70 us: 220 us left for the rest",
     ]);
   });
 });
@@ -181,6 +184,14 @@ describe.skipIf(!hasGo)("npm run bench -- peer", () => {
     expect(fanout.send_ms).toBeGreaterThan(0);
     expect(report.fanout.fanout_ms).toEqual({ median: fanout.fanout_ms, min: fanout.fanout_ms, max: fanout.fanout_ms });
     expect(report.fanout.send_ms).toBe(fanout.send_ms);
+
+    // The bare unary call on each Synapse server (Health/Check): counted, and answered SERVING every time.
+    expect(report.bare_calls.map((call: { contender: string }) => call.contender)).toEqual(["synapse-sqlite", "synapse-memory"]);
+    for (const call of report.bare_calls) {
+      expect(call.calls, call.contender).toBeGreaterThan(0);
+      expect(call.errors, call.contender).toBe(0);
+      expect(call.server_cpu_us_per_call, call.contender).toBeGreaterThan(0);
+    }
 
     expect(report.targets.length).toBeGreaterThanOrEqual(12);
     expect(report.targets.filter((check: { target: string }) => check.target.startsWith("1 MiB text")).map((check: { target: string }) => check.target)).toEqual([

@@ -10,7 +10,9 @@
 //      RSS is set against its RSS at idle start;
 //   4. payload sizes: a short gRPC turn per contender with 1 KiB, 64 KiB and
 //      1 MiB of text;
-//   5. Watch fan-out on a fresh `synapse serve` (default store).
+//   5. a bare unary call (grpc.health.v1.Health/Check) on each Synapse
+//      server: what its transport costs any call;
+//   6. Watch fan-out on a fresh `synapse serve` (default store).
 import { randomBytes } from "node:crypto";
 import { defaultEd25519 } from "../../src/crypto/ed25519.js";
 import type { BenchOptions } from "../args.js";
@@ -21,7 +23,7 @@ import { TEXT } from "../workloads.js";
 import { CONTENDER_NOTES, CONTENDERS, PEER, startContender, type Contender, type ContenderName, type Target } from "./contenders.js";
 import { measureFloor, type Ed25519Floor } from "./floor.js";
 import { buildLoadgen, goVersion, runLoadgen, type Loadgen, type LoadLine, type WatchLine } from "./loadgen.js";
-import { completeRun, judge, type FanoutResult, type FanoutRun, type MemoryRow, type PayloadRow, type PeerReport, type PeerSummaryRow, type PeerTurn, type Ratio } from "./report.js";
+import { completeRun, judge, type BareCallRow, type FanoutResult, type FanoutRun, type MemoryRow, type PayloadRow, type PeerReport, type PeerSummaryRow, type PeerTurn, type Ratio } from "./report.js";
 
 type Progress = (message: string) => void;
 
@@ -195,6 +197,19 @@ async function payloads(run: Run, contenders: Contender[], seconds: number): Pro
   return rows;
 }
 
+/** Health/Check in a closed loop on each Synapse server, as long as a payload turn: no envelope, no store, no signature. */
+async function bareCalls(run: Run, contenders: Contender[], seconds: number): Promise<BareCallRow[]> {
+  const rows: BareCallRow[] = [];
+  for (const contender of contenders.filter((c) => c.name !== PEER)) {
+    const args = ["-mode", "grpc-health", "-target", contender.grpc.url, "-pid", String(contender.pid), "-concurrency", String(run.options.concurrency), "-warmup", String(run.payloadWarmup), "-seconds", String(seconds)];
+    const line = await runLoadgen<LoadLine>(run.loadgen, args);
+    const cpuUs = line.server_cpu_ms === null || line.requests === 0 ? null : (line.server_cpu_ms * 1000) / line.requests;
+    run.progress(`bare unary call (Health/Check): ${contender.name}: ${line.rps.toFixed(0)}/s, server CPU ${cpuUs === null ? "-" : cpuUs.toFixed(0)} us/call${line.errors ? `, ${line.errors} ERRORS` : ""}`);
+    rows.push({ contender: contender.name, calls: line.requests, errors: line.errors, rps: line.rps, server_cpu_us_per_call: cpuUs, ...(line.first_error ? { first_error: line.first_error } : {}) });
+  }
+  return rows;
+}
+
 /**
  * The Watch fan-out, once per round, each time on a fresh server: one run
  * swings by a factor of two on a shared machine (GC, the generator's own
@@ -251,6 +266,7 @@ export async function peerBench(options: BenchOptions, progress: Progress): Prom
     const memoryRows = await memory(run, contenders, idle);
     const payloadSeconds = Math.min(2, options.seconds);
     const payloadRows = await payloads(run, contenders, payloadSeconds);
+    const bareCallRows = await bareCalls(run, contenders, payloadSeconds);
     for (const contender of contenders.splice(0)) await contender.stop();
     const fanoutResult = await fanout(run);
     const floor = lowerFloor(firstFloor, measureFloor(TEXT, floorSeconds));
@@ -273,6 +289,7 @@ export async function peerBench(options: BenchOptions, progress: Progress): Prom
       summary: summarize(turns, floor.floor_us),
       memory: memoryRows,
       payloads: payloadRows,
+      bare_calls: bareCallRows,
       fanout: fanoutResult,
       notes: [
         `Medians over ${options.rounds} interleaved rounds (order rotated each round); each ratio is Synapse over A2A-js in the same round (gRPC vs gRPC, Connect JSON vs JSON-RPC), then the median.`,

@@ -71,6 +71,16 @@ export interface PayloadRow {
   first_error?: string;
 }
 
+/** A bare unary call (grpc.health.v1.Health/Check over gRPC) on a Synapse server: what its transport costs any call. */
+export interface BareCallRow {
+  contender: ContenderName;
+  calls: number;
+  errors: number;
+  rps: number;
+  server_cpu_us_per_call: number | null;
+  first_error?: string;
+}
+
 /** One fan-out on a fresh server: the load generator's line, or why it failed. */
 export type FanoutRun = WatchLine | { failed: string };
 
@@ -102,6 +112,7 @@ export interface PeerReport {
   summary: PeerSummaryRow[];
   memory: MemoryRow[];
   payloads: PayloadRow[];
+  bare_calls: BareCallRow[];
   fanout: FanoutResult;
   targets: TargetCheck[];
   notes: string[];
@@ -167,7 +178,7 @@ export function judge(report: Omit<PeerReport, "targets">): TargetCheck[] {
  * ratio of those sums, and parity needs the server at or under A2A-js's sum
  * less our generator's share (which signs each request and verifies each reply).
  */
-export function sharedCores(summary: readonly PeerSummaryRow[], floor?: Pick<Ed25519Floor, "sign_us" | "verify_us">): string[] {
+export function sharedCores(summary: readonly PeerSummaryRow[], floor?: Pick<Ed25519Floor, "sign_us" | "verify_us">, bareCalls: readonly BareCallRow[] = []): string[] {
   // A simple signed task costs the server one verify (the request) and two signs (the task_confirm reply, the task_complete event).
   const ownEd25519 = floor === undefined ? undefined : floor.verify_us + 2 * floor.sign_us;
   const lines: string[] = [];
@@ -177,11 +188,24 @@ export function sharedCores(summary: readonly PeerSummaryRow[], floor?: Pick<Ed2
     if (peer.server_cpu_us_per_request === null || peer.generator_cpu_us_per_request === null) continue;
     const own = row.server_cpu_us_per_request + row.generator_cpu_us_per_request;
     const theirs = peer.server_cpu_us_per_request + peer.generator_cpu_us_per_request;
+    const parity = theirs - row.generator_cpu_us_per_request;
+    // What parity leaves once the costs no task avoids are paid: the server's Ed25519 work and, over gRPC, a bare call.
+    const fixed: string[] = [];
+    let left = parity;
+    if (ownEd25519 !== undefined) {
+      fixed.push(`its own Ed25519 work (1 verify + 2 signs at this run's floor) takes ${f(ownEd25519, 0)} us`);
+      left -= ownEd25519;
+    }
+    const bare = row.family === "grpc" ? (bareCalls.find((call) => call.contender === row.contender)?.server_cpu_us_per_call ?? null) : null;
+    if (bare !== null) {
+      fixed.push(`a bare unary call on this server ${f(bare, 0)} us`);
+      left -= bare;
+    }
     lines.push(
       `  ${row.contender} ${row.protocol}: ${f(row.server_cpu_us_per_request, 0)} + ${f(row.generator_cpu_us_per_request, 0)} = ${f(own, 0)} us, ` +
         `a2a-js ${peer.protocol}: ${f(peer.server_cpu_us_per_request, 0)} + ${f(peer.generator_cpu_us_per_request, 0)} = ${f(theirs, 0)} us: ` +
-        `the cores allow ${f(theirs / own, 2)}x; 1.0x needs the server at <= ${f(theirs - row.generator_cpu_us_per_request, 0)} us per task` +
-        (ownEd25519 === undefined ? "" : `, of which its own Ed25519 work (1 verify + 2 signs at this run's floor) takes ${f(ownEd25519, 0)} us`),
+        `the cores allow ${f(theirs / own, 2)}x; 1.0x needs the server at <= ${f(parity, 0)} us per task` +
+        (fixed.length === 0 ? "" : `, of which ${fixed.join(" and ")}: ${f(left, 0)} us left for the rest`),
     );
   }
   return lines;
@@ -235,7 +259,7 @@ export function toPeerTable(report: PeerReport): string {
       : `  median: the event at every stream after ${f(fan.fanout_ms.median, 0)} ms (${f(fan.fanout_ms.min, 0)}-${f(fan.fanout_ms.max, 0)}), at half of them after ${f(fan.fanout_p50_ms!, 0)} ms; streams open after ${f(fan.open_ms!, 0)} ms; Send ${f(fan.send_ms!, 0)} ms`,
   ];
   const targets = report.targets.map((check) => `  ${check.pass ? "PASS" : "MISS"}  ${check.target}: ${check.value}`);
-  const shares = sharedCores(report.summary, report.floor);
+  const shares = sharedCores(report.summary, report.floor, report.bare_calls);
   const errors = report.turns.filter((turn) => turn.first_error !== undefined).map((turn) => `  round ${turn.round} ${turn.contender} ${turn.protocol}: ${turn.errors} errors, first: ${turn.first_error}`);
   const lines = [
     `config:\n  ${Object.entries(c).map(([key, value]) => `${key}=${value}`).join("\n  ")}`,
@@ -243,6 +267,13 @@ export function toPeerTable(report: PeerReport): string {
     summary,
     "",
     `Ed25519 floor (${floor.implementation}, ${floor.message_bytes}-byte task_request signing input, lower of the run's first and last measurement): sign ${f(floor.sign_us, 1)} us + verify ${f(floor.verify_us, 1)} us = ${f(floor.floor_us, 1)} us`,
+    ...(report.bare_calls.length === 0
+      ? []
+      : [
+          `a bare unary call (grpc.health.v1.Health/Check over gRPC: no envelope, store or signature), server CPU per call: ${report.bare_calls
+            .map((call) => `${call.contender} ${call.server_cpu_us_per_call === null ? "-" : f(call.server_cpu_us_per_call, 0)} us (${f(call.rps, 0)} calls/s${call.errors ? `, ${call.errors} ERRORS` : ""})`)
+            .join(", ")}`,
+        ]),
     "",
     memory,
     "",

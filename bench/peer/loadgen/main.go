@@ -6,11 +6,13 @@
 //	        [-concurrency 64] [-warmup 1] [-seconds 5 | -count N] [-pid SERVER_PID]
 //	        [-text TEXT] [-text-bytes N] [-seed HEX] [-conns 1]
 //	loadgen -mode synapse-watch -target URL -watchers 10000 -conns 20 [-seed HEX]
+//	loadgen -mode grpc-health -target URL [-concurrency 64] [-warmup 1] [-seconds 5] [-pid SERVER_PID]
 //
 // -target is http://host:port: the Synapse server (both protocols on one
 // port), the A2A agent's gRPC port, or its JSON-RPC URL. -pid makes it read
 // the server's CPU time (Linux /proc) at the start and end of the measured
-// part. -text-bytes repeats -text up to that many bytes.
+// part. -text-bytes repeats -text up to that many bytes. grpc-health sends
+// grpc.health.v1.Health/Check: a bare unary call, to measure the transport.
 package main
 
 import (
@@ -82,7 +84,7 @@ func fatal(format string, args ...any) {
 }
 
 func main() {
-	mode := flag.String("mode", "", "synapse-grpc, synapse-connect-json, a2a-grpc, a2a-jsonrpc or synapse-watch")
+	mode := flag.String("mode", "", "synapse-grpc, synapse-connect-json, a2a-grpc, a2a-jsonrpc, synapse-watch or grpc-health")
 	target := flag.String("target", "", "the server's URL, http://host:port")
 	concurrency := flag.Int("concurrency", 64, "requests in flight (closed loop: one worker each)")
 	warmup := flag.Float64("warmup", 1, "seconds of load before the measured part")
@@ -172,6 +174,8 @@ func main() {
 		out = runLoad(*mode, spread(grpcConns(), func(c grpc.ClientConnInterface) call { return a2aGrpcCall(c, body) }), options)
 	case "a2a-jsonrpc":
 		out = runLoad(*mode, a2aJSONRPCCall(httpClient(*concurrency), *target, body), options)
+	case "grpc-health":
+		out = runLoad(*mode, spread(grpcConns(), healthCall), options)
 	case "synapse-watch":
 		sender, err := dialGrpc(*target)
 		if err != nil {
