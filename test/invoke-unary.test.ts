@@ -9,7 +9,7 @@ import { EventEmitter } from "node:events";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { GetTaskRequestSchema, GetTaskResponseSchema, P2PService } from "../gen/synapse/v1/p2p_pb.js";
 import { invokeUnary } from "../src/server/invoke-unary.js";
-import { CallSignal, callContext, type NodeRequest, type NodeResponse } from "../src/server/short-call.js";
+import { CallSignal, ShortCallContext, type NodeRequest, type NodeResponse } from "../src/server/short-call.js";
 
 type GetTaskSpec = Extract<MethodImplSpec<typeof GetTaskRequestSchema, typeof GetTaskResponseSchema>, { kind: "unary" }>;
 
@@ -34,7 +34,7 @@ function shortCall(): { call: CallSignal; context: HandlerContext } {
   const res = Object.assign(new EventEmitter(), { writableEnded: false }) as unknown as NodeResponse;
   const req = { headers: { ":authority": "agent.test", "x-tag": "one" }, socket: {}, url: "/synapse.v1.P2PService/GetTask" } as unknown as NodeRequest;
   const call = new CallSignal(undefined, undefined, res);
-  return { call, context: callContext(spec(async () => ({})), req, "grpc", call, undefined, {}) };
+  return { call, context: new ShortCallContext(spec(async () => ({})), req, "grpc", call, undefined, {}) };
 }
 
 function spec(impl: GetTaskSpec["impl"]): GetTaskSpec {

@@ -26,7 +26,7 @@ import { contextFor } from "./invoke-unary.js";
 import { callStatusFor } from "./request-log.js";
 import { knownEncoding } from "../protocol/encoded.js";
 import { writeWaiting } from "./write-waiting.js";
-import { addGrpcTrailers, CallSignal, callContext, failureOf, frame, headerValue, identityEncoding, nodeHeaders, recordOutcome, sharedFrame, shortEntry, type AnswerCall, type NodeRequest, type ShortCall, type ShortOptions, type Wire } from "./short-call.js";
+import { addGrpcTrailers, CallSignal, failureOf, frame, headerValue, identityEncoding, nodeHeaders, recordOutcome, sharedFrame, ShortCallContext, shortEntry, type AnswerCall, type NodeRequest, type ShortCall, type ShortOptions, type Wire } from "./short-call.js";
 
 /** The requests this path answers. */
 function streamWireOf(req: NodeRequest): Wire | undefined {
@@ -106,7 +106,7 @@ export function serverStreamCall(spec: MethodImplSpec, options: ShortOptions): S
   const answer: AnswerCall = async (req, res, wire, body, timeoutMs) => {
     const status = callStatusFor(req);
     const call = new CallSignal(options.shutdownSignal, timeoutMs, res);
-    const context = callContext(spec, req, wire.grpc ? "grpc" : "connect", call, timeoutMs, status);
+    const context = new ShortCallContext(spec, req, wire.grpc ? "grpc" : "connect", call, timeoutMs, status);
     const accept = wire.grpc ? "grpc-accept-encoding" : "connect-accept-encoding";
     const compression: Compression | null = compressionNegotiate(options.acceptCompression, null, headerValue(req.headers[accept]), accept).response;
     let headed = false;

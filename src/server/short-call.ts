@@ -233,7 +233,7 @@ class CallValues implements ContextValues {
  * The context connect-es gives a handler, for a call answered on a short
  * path; its signal is the call's, made when first read (see CallSignal).
  */
-class ShortCallContext implements HandlerContext {
+export class ShortCallContext implements HandlerContext {
   readonly method: MethodImplSpec["method"];
   readonly service: MethodImplSpec["method"]["parent"];
   readonly requestMethod = "POST";
@@ -266,11 +266,6 @@ class ShortCallContext implements HandlerContext {
   get signal(): AbortSignal {
     return this.call.signal;
   }
-}
-
-/** The context connect-es gives a handler, for a call answered on a short path. */
-export function callContext(spec: MethodImplSpec, req: NodeRequest, protocolName: string, call: CallSignal, timeoutMs: number | undefined, status: CallStatus): HandlerContext {
-  return new ShortCallContext(spec, req, protocolName, call, timeoutMs, status);
 }
 
 /** Answers one call whose one request message has been read. */

@@ -23,7 +23,7 @@ import { codeToHttpStatus, errorToJsonBytes, trailerMux } from "@connectrpc/conn
 import { knownEncoding } from "../protocol/encoded.js";
 import { invokeUnary } from "./invoke-unary.js";
 import { callStatusFor } from "./request-log.js";
-import { addGrpcTrailers, CallSignal, callContext, failureOf, frame, headerValue, identityEncoding, nodeHeaders, recordOutcome, shortEntry, type AnswerCall, type NodeRequest, type NodeResponse, type ShortCall, type ShortOptions, type Wire } from "./short-call.js";
+import { addGrpcTrailers, CallSignal, failureOf, frame, headerValue, identityEncoding, nodeHeaders, recordOutcome, ShortCallContext, shortEntry, type AnswerCall, type NodeRequest, type NodeResponse, type ShortCall, type ShortOptions, type Wire } from "./short-call.js";
 
 /** The requests this path answers: every other content type, and any request encoding, go the standard way. */
 function wireOf(req: NodeRequest): Wire | undefined {
@@ -51,7 +51,7 @@ export function unaryCall(spec: MethodImplSpec, options: ShortOptions): ShortCal
   const answer: AnswerCall = async (req, res, wire, body, timeoutMs) => {
     const status = callStatusFor(req);
     const call = new CallSignal(options.shutdownSignal, timeoutMs, res);
-    const context = callContext(spec, req, wire.grpc ? "grpc" : "connect", call, timeoutMs, status);
+    const context = new ShortCallContext(spec, req, wire.grpc ? "grpc" : "connect", call, timeoutMs, status);
     let reply: Uint8Array | undefined;
     let failure: ConnectError | undefined;
     try {
