@@ -115,6 +115,8 @@ export class GroupHandler {
         return this.change(groupId, cause, (group) => ({ ...membership.invite(group, opened), result: {} }));
       case MessageType.A2N_MEMBER_APPROVE:
         return this.change(groupId, cause, (group) => ({ ...membership.approve(group, opened, now()), result: {} }));
+      case MessageType.A2N_MEMBER_ROLE:
+        return this.change(groupId, cause, (group) => ({ ...membership.setRole(group, opened), result: {} }));
       case MessageType.A2N_MEMBER_LEAVE:
         return this.change(groupId, cause, (group) => ({ ...membership.leave(group, opened), result: {} }));
       case MessageType.A2N_MEMBER_REMOVE:
