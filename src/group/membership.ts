@@ -209,11 +209,11 @@ export function approve(current: Group, opened: OpenedEnvelope, atMs: number): M
   const payload = opened.payload as MemberApprovePayload;
   requireActive(current);
   requireCoordinator(current, opened.header.sender!.agentId, "approve a join request");
+  const role = checkRole(roleOrMember(payload.role));
   const group = clone(GroupSchema, current);
   const index = group.pending.findIndex((entry) => entry.kind === PendingKind.JOIN_REQUEST && entry.messageId === payload.requestId);
   const request = group.pending[index];
   if (request === undefined || request.agent === undefined) throw invalidParams(`no join request ${clip(payload.requestId)}`, { rule: "no_join_request" });
-  const role = checkRole(roleOrMember(payload.role));
   group.pending.splice(index, 1);
   const signer: Signer = { agentId: request.agent.agentId, systemId: request.agent.systemId, keyId: request.agent.keyId, publicKey: request.publicKey };
   const member = newMember(signer, role, checkWeight(payload.weight), request.endpointUrl, atMs, request.messageId, opened.header.messageId);
