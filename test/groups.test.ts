@@ -180,6 +180,8 @@ describe("roles are granted, never chosen", () => {
     // The takeover: the newcomer removes the creator, or makes itself coordinator. Both refused.
     expect(await refusal(b.client.remove("guild", coordinator.agentId))).toEqual([Code.PermissionDenied, "permission_denied", "coordinator_only"]);
     expect(await refusal(b.client.setRole("guild", b.ref.agentId, GroupRole.COORDINATOR))).toEqual([Code.PermissionDenied, "permission_denied", "coordinator_only"]);
+    // A coordinator does not remove itself either: it leaves (and the last one cannot).
+    expect(await refusal(coordinator.remove("guild", coordinator.agentId))).toEqual([Code.FailedPrecondition, "illegal_transition", "remove_self"]);
     expect((await coordinator.getGroup("guild")).group?.members.map((m) => [m.agent?.agentId, m.role])).toEqual([
       [coordinator.agentId, GroupRole.COORDINATOR],
       [b.ref.agentId, GroupRole.MEMBER],
