@@ -1727,11 +1727,14 @@ type TaskNeedHumanPayload struct {
 	Deadline *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=deadline,proto3" json:"deadline,omitempty"`
 	// The id the decision must quote in HumanDecisionPayload.decision_id.
 	DecisionId string `protobuf:"bytes,7,opt,name=decision_id,json=decisionId,proto3" json:"decision_id,omitempty"`
-	// The agent ids that may send the p2p:human_decision at this level (the
-	// task type's EscalationPolicy; the requester's id when it may decide).
-	// Empty: only the task's requester may decide. A decision from another
-	// agent that may read the task is refused with PERMISSION_DENIED; from an
-	// agent that may not, with NOT_FOUND task_not_found.
+	// The agent ids that may send the p2p:human_decision at this level, from
+	// the task type's EscalationPolicy: the requester's own id first when the
+	// level lets the requester decide (EscalationLevel.requester), then the
+	// level's agent_ids. Empty only when the task type has no policy, or none
+	// for this level: then the task's requester alone may decide. A decision
+	// from another agent that may read the task is refused with
+	// PERMISSION_DENIED; from an agent that may not, with NOT_FOUND
+	// task_not_found.
 	Deciders      []string `protobuf:"bytes,8,rep,name=deciders,proto3" json:"deciders,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
