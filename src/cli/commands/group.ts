@@ -170,8 +170,8 @@ export async function group(argv: string[]): Promise<number> {
 
 /**
  * Approves a join request with the role granted (member unless `role` says
- * otherwise), saying on stderr what the request wished for when that was
- * more than what is granted.
+ * otherwise), saying on stderr what the request wished for when it wished
+ * for another role.
  */
 async function approveRequest(
   client: GroupClient,
