@@ -27,6 +27,8 @@ export interface AdapterOptions extends Partial<ConnectRouterOptions> {
   /** Serves paths that are not RPCs (for example a web page); default 404. */
   fallback?: RequestHandler;
   logger: Logger;
+  /** Answer what the short paths can on them (default true); false sends every call through connect-es's own handlers. */
+  shortPaths?: boolean;
 }
 
 // A request body the handler leaves unread (a refusal before the whole body
@@ -57,12 +59,15 @@ export function createRequestHandler(options: AdapterOptions): RequestHandler {
   const shortOptions = validateUniversalHandlerOptions(routerOptions);
   // The short paths (unary.ts, server-stream.ts) by request path.
   const short = new Map<string, ShortCall>();
-  options.routes(
-    recordingRouter(router, (spec) => {
-      const call = unaryCall(spec, shortOptions) ?? serverStreamCall(spec, shortOptions);
-      if (call !== undefined) short.set(createMethodUrl("/", spec.method), call);
-    }),
-  );
+  if (options.shortPaths === false) options.routes(router);
+  else {
+    options.routes(
+      recordingRouter(router, (spec) => {
+        const call = unaryCall(spec, shortOptions) ?? serverStreamCall(spec, shortOptions);
+        if (call !== undefined) short.set(createMethodUrl("/", spec.method), call);
+      }),
+    );
+  }
   const paths = new Map<string, UniversalHandler>();
   const readMaxBytes = options.readMaxBytes ?? 0xffffffff;
   for (const handler of router.handlers) paths.set(handler.requestPath, shapeResponseErrors(handler, readMaxBytes));

@@ -52,6 +52,8 @@ export interface ServerOptions extends ConnectionLimitOptions {
   metrics?: boolean;
   /** How often an idle SSE event stream gets a comment line (default 15 s). */
   sseHeartbeatMs?: number;
+  /** Answer common calls on the short call paths (default true; see server/short-call.ts); false serves every call through connect-es's own handlers. */
+  shortPaths?: boolean;
 }
 
 export interface RunningServer {
@@ -122,6 +124,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     writeMaxBytes: maxBytes,
     interceptors: [shapeErrors(logger)],
     shutdownSignal: shutdownController.signal,
+    shortPaths: options.shortPaths,
     fallback: metrics ? metricsRoute(metrics, plainRoutes, logger) : plainRoutes,
   });
   const listener: Listener = createListener({

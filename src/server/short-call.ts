@@ -126,6 +126,15 @@ export function singleFrame(body: Buffer): Buffer | undefined {
   return body.readUInt32BE(1) === body.byteLength - GRPC_FRAME_HEADER ? body.subarray(GRPC_FRAME_HEADER) : undefined;
 }
 
+/** The reason a call's deadline gives, in connect-es's words. */
+const deadlineExceeded = () => new ConnectError("the operation timed out", Code.DeadlineExceeded);
+
+/** Bytes that go out as they are (already encoded), held to the write limit as connect-es's serializers hold what they write. */
+export function withinWriteLimit(bytes: Uint8Array, writeMaxBytes: number): Uint8Array {
+  if (bytes.byteLength > writeMaxBytes) throw new ConnectError(`message size ${bytes.byteLength} is larger than configured writeMaxBytes ${writeMaxBytes}`, Code.ResourceExhausted);
+  return bytes;
+}
+
 /**
  * A call's signal: aborted by its deadline, by the server shutting down, or
  * by the client going away — never when it simply ends. The AbortSignal is
@@ -150,7 +159,9 @@ export class CallSignal implements Abortable {
     timeoutMs: number | undefined,
     private readonly res: NodeResponse,
   ) {
-    if (timeoutMs !== undefined) this.timer = setTimeout(() => this.abort(new ConnectError("the operation timed out", Code.DeadlineExceeded)), timeoutMs);
+    // A deadline already passed aborts the call before its handler runs, as connect-es's deadline signal does.
+    if (timeoutMs !== undefined && timeoutMs <= 0) this.abort(deadlineExceeded());
+    else if (timeoutMs !== undefined) this.timer = setTimeout(() => this.abort(deadlineExceeded()), timeoutMs);
     this.stopListening = shutdown === undefined ? () => undefined : onAbort(shutdown, () => this.abort(shutdown.reason));
     res.once("close", this.closed);
   }
