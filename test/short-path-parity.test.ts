@@ -207,7 +207,11 @@ describe.each(WIRES)("over %s, the short path and connect-es's answer the same",
     // Without a length the short path reads up to the limit, then hands what it read over.
     const chunked = expectSame(await onBoth(short, stock, (t) => call(t, wire, SEND, rawRequest(wire, oversize, {}))));
     expect(outcome(wire, chunked)).toMatch(/^(resource_exhausted|8)$/);
+    // And the connection (an HTTP/2 session for gRPC) answers the next call.
+    const after = expectSame(await onBoth(short, stock, (t) => call(t, wire, CAPABILITIES, rawRequest(wire, encode(wire, GetCapabilitiesRequestSchema, {}), {}))));
+    expect(outcome(wire, after)).toMatch(/^(ok|0)$/);
   });
+
 
   it("to a path no service serves, and to a content type no protocol takes", async () => {
     const unknown = expectSame(await onBoth(short, stock, (t) => call(t, wire, "/synapse.v1.P2PService/NoSuchMethod", rawRequest(wire, Buffer.alloc(0), {}))));
@@ -248,8 +252,12 @@ describe.each(WIRES)("over %s, the short path and connect-es's answer the same",
     const answer = expectSame(await onBoth(short, stock, (t) => call(t, wire, WATCH, rawRequest(wire, watch(finished), { stream: true, headers: bearer() }))));
     expect(outcome(wire, answer, true)).toMatch(/^(ok|0)$/);
     expect(frames(answer.body).length).toBeGreaterThanOrEqual(3);
+    const gzipped = expectSame(await onBoth(short, stock, (t) => call(t, wire, WATCH, rawRequest(wire, watch(finished), { stream: true, gzip: true, headers: bearer() }))));
+    expect(gzipped.body.equals(answer.body)).toBe(true);
     const missing = expectSame(await onBoth(short, stock, (t) => call(t, wire, WATCH, rawRequest(wire, watch("no-such-task"), { stream: true, headers: bearer() }))));
     expect(outcome(wire, missing, true)).toMatch(/^(not_found|5)$/);
+    const stranger = expectSame(await onBoth(short, stock, (t) => call(t, wire, WATCH, rawRequest(wire, watch(finished), { stream: true, headers: { authorization: "Bearer nonsense" } }))));
+    expect(outcome(wire, stranger, true)).toMatch(/^(unauthenticated|16)$/);
   });
 
   it("to a stream past its deadline: DEADLINE_EXCEEDED after the snapshot", async () => {
@@ -278,6 +286,16 @@ describe.each(WIRES)("over %s, the short path and connect-es's answer the same",
     for (const answer of [a!, b!]) expect(answer.ms).toBeLessThan(10_000);
     expect({ ...a, ms: 0 }).toEqual({ ...b, ms: 0 });
     expect(outcome(wire, answers[0]!)).toMatch(/^(ok|0)$/);
+  });
+});
+
+describe.each(["grpc", "grpc-web"] as const)("over %s, a unary body that is not exactly one frame", (wire) => {
+  it("(two messages, or a frame cut short) is refused alike on both paths", async () => {
+    const message = encode(wire, GetCapabilitiesRequestSchema, {});
+    for (const body of [Buffer.concat([frame(0, message), frame(0, message)]), frame(0, message).subarray(0, 3)]) {
+      const answer = expectSame(await onBoth(short, stock, (t) => call(t, wire, CAPABILITIES, rawRequest(wire, message, { body }))));
+      expect(outcome(wire, answer)).toBe("3"); // INVALID_ARGUMENT
+    }
   });
 });
 
