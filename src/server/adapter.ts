@@ -5,7 +5,9 @@
 // left flowing for the listener to drain rather than destroyed, each call's final
 // status (its procedure, code and any refusal's protocol code) is recorded for
 // the request log and the metrics, and a failing handler is logged
-// through our logger instead of the console.
+// through our logger instead of the console. Common calls are answered on the
+// short paths (unary.ts, server-stream.ts); what they keep of connect-es's
+// pipeline, and which calls they leave to it, is listed in short-call.ts.
 import { Code, ConnectError, createConnectRouter, createContextValues, createMethodImplSpec, createServiceImplSpec, type ConnectRouter, type ConnectRouterOptions, type MethodImplSpec } from "@connectrpc/connect";
 import { createMethodUrl, validateUniversalHandlerOptions, type UniversalHandler } from "@connectrpc/connect/protocol";
 import { compressionBrotli, compressionGzip, universalRequestFromNodeRequest, universalResponseToNodeResponse } from "@connectrpc/connect-node";

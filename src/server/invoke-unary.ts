@@ -5,7 +5,8 @@
 // context up front, so every call made one; Node gives each AbortSignal
 // three hidden classes of its own in the old generation (about 1% of a
 // signed Send's CPU, and garbage for the full GCs), and a waited Send, the
-// common call, listens through callAbortKey instead (call-abort.ts).
+// common call, listens through callAbortKey instead (call-abort.ts). What
+// else the short paths keep of connect-es's pipeline: short-call.ts.
 import { create, type DescMessage, type MessageShape } from "@bufbuild/protobuf";
 import type { ContextValues, HandlerContext, Interceptor, MethodImplSpec, StreamRequest, StreamResponse, UnaryRequest, UnaryResponse } from "@connectrpc/connect";
 

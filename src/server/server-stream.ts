@@ -14,10 +14,8 @@
 // writes it (gRPC trailers, or the Connect end-stream message). The
 // interceptors wrap the call as they do on the standard path.
 //
-// Anything else goes the standard way, with the bytes already read handed
-// over: gRPC-web, gRPC with JSON, compressed requests, gRPC over HTTP/1.1, a
-// body over the size limit or not exactly one uncompressed message, a
-// deadline header that does not parse.
+// Which calls come here, and what of connect-es's pipeline is kept (errors,
+// interceptors, deadlines, compression, limits): the list in short-call.ts.
 import { create, isMessage, type DescMessage, type MessageShape } from "@bufbuild/protobuf";
 import { ConnectError, Code, type HandlerContext, type MethodImplSpec, type StreamRequest, type StreamResponse } from "@connectrpc/connect";
 import { compressionNegotiate, createMethodSerializationLookup, type Compression } from "@connectrpc/connect/protocol";

@@ -8,15 +8,14 @@
 // server CPU than verifying and signing its envelopes. Here the body is read
 // whole, parsed and answered with connect-es's own serializers, interceptors
 // and error encodings, and the answer is written as connect-es writes it:
-// clients cannot tell the paths apart, and the protocol tests run on both.
+// clients cannot tell the paths apart (test/short-path-parity.test.ts
+// compares them with connect-es's own pipeline, call for call).
 //
 // The method itself is called through the interceptors by invoke-unary.ts,
 // which leaves the call's AbortSignal unmade unless something reads it.
 //
-// Anything else goes the standard way, with the bytes already read handed
-// over: gRPC-web, streaming methods, compressed requests, gRPC over
-// HTTP/1.1, a body over the size limit, a frame that is not exactly one
-// uncompressed message, a deadline header that does not parse.
+// Which calls come here, and what of connect-es's pipeline is kept (errors,
+// interceptors, deadlines, compression, limits): the list in short-call.ts.
 import { type ConnectError, type HandlerContext, type MethodImplSpec } from "@connectrpc/connect";
 import { compressionNegotiate, createMethodSerializationLookup, type Compression } from "@connectrpc/connect/protocol";
 import { codeToHttpStatus, errorToJsonBytes, trailerMux } from "@connectrpc/connect/protocol-connect";
