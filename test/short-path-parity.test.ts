@@ -422,24 +422,31 @@ const replacing: Interceptor = (next) => async (req) => {
   const res = await next({ ...req, header });
   const replaced = new Headers(res.header);
   replaced.set("x-intercepted", req.method.name);
+  replaced.append("x-order", "inner");
   if (res.stream) return { ...res, header: replaced };
   const trailer = new Headers(res.trailer);
   trailer.set("x-intercepted-trailer", "yes");
   return { ...res, header: replaced, trailer };
 };
 
+/** Put first: the outermost, it sees the response last. */
+const outer: Interceptor = (next) => async (req) => {
+  const res = await next(req);
+  res.header.append("x-order", "outer");
+  return res;
+};
+
 const probeListeners: Listener[] = [];
 let probeShort: Target;
 let probeStock: Target;
 
-async function probeServer(shortPaths: boolean): Promise<Target> {
-  const shutdown = new AbortController();
+async function probeServer(shortPaths: boolean, shutdown = new AbortController()): Promise<Target> {
   const handler = createRequestHandler({
     routes: (router: ConnectRouter) => router.service(P2PService, probe),
     logger: silentLogger,
     readMaxBytes: 8 * 1024,
     writeMaxBytes: WRITE_MAX_BYTES,
-    interceptors: [shapeErrors(silentLogger), replacing],
+    interceptors: [shapeErrors(silentLogger), outer, replacing],
     shutdownSignal: shutdown.signal,
     shortPaths,
   });
@@ -468,6 +475,7 @@ describe("a probe service under an interceptor", () => {
     const answer = expectSame(await onBoth(probeShort, probeStock, getTask(wire, "plain", { headers: { "x-probe": "client" } })));
     expect(answer.headers["x-probe-header"] ?? answer.trailers["x-probe-header"]).toBe("client, seen by the interceptor");
     expect(answer.headers["x-intercepted"]).toBe("GetTask");
+    expect(answer.headers["x-order"]).toBe("inner, outer");
     // The short path answers all but gRPC-web; connect-es's pipeline answers every call on the other server.
     expect(answeredOn).toEqual([wire === "grpc-web" ? "stock" : "short", "stock"]);
   });
@@ -507,6 +515,24 @@ describe("a probe service under an interceptor", () => {
     expect(outcome(wire, failed, true)).toMatch(/^(data_loss|15)$/);
     const timedOut = expectSame(await onBoth(probeShort, probeStock, watch(wire, "wait", { headers: deadline(wire, "200m", "200") })));
     expect(outcome(wire, timedOut, true)).toMatch(/^(deadline_exceeded|4)$/);
+  });
+
+  it.each(WIRES)("a call open when the server shuts down: its handler told why (%s)", async (wire) => {
+    const answers: RawAnswer[] = [];
+    for (const shortPaths of [true, false]) {
+      const shutdown = new AbortController();
+      const target = await probeServer(shortPaths, shutdown);
+      try {
+        const answer = getTask(wire, "wait")(target);
+        await new Promise((done) => setTimeout(done, 100));
+        shutdown.abort(new ConnectError("server is shutting down", Code.Unavailable));
+        answers.push(await answer);
+      } finally {
+        target.session.close();
+      }
+    }
+    const answer = expectSame([answers[0]!, answers[1]!]);
+    expect(outcome(wire, answer)).toMatch(/^(unavailable|14)$/);
   });
 
   it.each(WIRES)("a stream's messages compressed when large and the client accepts gzip (%s)", async (wire) => {
