@@ -71,9 +71,11 @@
 //   Connect unary trailers as trailer- headers (trailerMux); a stream's
 //   headers go out with its first message, as connect-es sends them.
 // - Abort: the call's signal aborts when the client goes away before the
-//   answer ends, on the deadline, or at shutdown (shutdownSignal); a method's
-//   stream is closed once the response is gone. Unlike connect-es it does
-//   not abort when a call simply ends (each such abort built a DOMException).
+//   answer ends (CANCELED; connect-es gives the HTTP/2 reset's code, which
+//   no client is left to see), on the deadline, or at shutdown
+//   (shutdownSignal, its reason given); a method's stream is closed once the
+//   response is gone. Unlike connect-es it does not abort when a call simply
+//   ends (each such abort built a DOMException).
 // - The call's final status is recorded for the request log and the metrics
 //   (recordOutcome) as the adapter reads it off connect-es's responses
 //   (call-status.ts).
