@@ -120,11 +120,11 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
   const handler = createRequestHandler({
     routes,
     logger,
+    shortPaths: options.shortPaths,
     readMaxBytes: maxBytes,
     writeMaxBytes: maxBytes,
     interceptors: [shapeErrors(logger)],
     shutdownSignal: shutdownController.signal,
-    shortPaths: options.shortPaths,
     fallback: metrics ? metricsRoute(metrics, plainRoutes, logger) : plainRoutes,
   });
   const listener: Listener = createListener({
