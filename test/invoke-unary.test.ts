@@ -106,6 +106,8 @@ describe("invokeUnary", () => {
       spec(async (_req, ctx) => {
         expect(ctx.requestHeader.get("x-tag")).toBe("two");
         expect(ctx.values.get(tag)).toBe("set");
+        // A copied request keeps the call's signal (an accessor the copy reads).
+        expect(ctx.signal).toBeInstanceOf(AbortSignal);
         expect(ctx.method).toBe(P2PService.method.getTask);
         return {};
       }),

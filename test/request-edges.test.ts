@@ -11,6 +11,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { MessageType } from "../gen/synapse/v1/envelope_pb.js";
 import { P2PService } from "../gen/synapse/v1/p2p_pb.js";
 import { TaskRequestPayloadSchema, TaskState } from "../gen/synapse/v1/payloads_pb.js";
+import { frame } from "./helpers/raw-calls.js";
 import { connectClient, startTestServer, type TestServer } from "./helpers/server.js";
 
 let server: TestServer;
@@ -20,12 +21,6 @@ beforeAll(async () => {
 afterAll(() => server.close());
 
 const PATH = "/synapse.v1.CapabilitiesService/GetCapabilities";
-
-function frame(flags: number, data: Uint8Array): Buffer {
-  const head = Buffer.from([flags, 0, 0, 0, 0]);
-  head.writeUInt32BE(data.byteLength, 1);
-  return Buffer.concat([head, data]);
-}
 
 /** One gRPC call on `session`: its status, or how its stream ended without one. */
 function grpcCall(session: http2.ClientHttp2Session, headers: http2.OutgoingHttpHeaders, body: Buffer): Promise<string> {

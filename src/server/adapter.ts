@@ -5,7 +5,9 @@
 // left flowing for the listener to drain rather than destroyed, each call's final
 // status (its procedure, code and any refusal's protocol code) is recorded for
 // the request log and the metrics, and a failing handler is logged
-// through our logger instead of the console.
+// through our logger instead of the console. Common calls are answered on the
+// short paths (unary.ts, server-stream.ts); what they keep of connect-es's
+// pipeline, and which calls they leave to it, is listed in short-call.ts.
 import { Code, ConnectError, createConnectRouter, createContextValues, createMethodImplSpec, createServiceImplSpec, type ConnectRouter, type ConnectRouterOptions, type MethodImplSpec } from "@connectrpc/connect";
 import { createMethodUrl, validateUniversalHandlerOptions, type UniversalHandler } from "@connectrpc/connect/protocol";
 import { compressionBrotli, compressionGzip, universalRequestFromNodeRequest, universalResponseToNodeResponse } from "@connectrpc/connect-node";
@@ -27,6 +29,8 @@ export interface AdapterOptions extends Partial<ConnectRouterOptions> {
   /** Serves paths that are not RPCs (for example a web page); default 404. */
   fallback?: RequestHandler;
   logger: Logger;
+  /** Answer what the short paths can on them (default true); false sends every call through connect-es's own handlers. */
+  shortPaths?: boolean;
 }
 
 // A request body the handler leaves unread (a refusal before the whole body
@@ -57,12 +61,15 @@ export function createRequestHandler(options: AdapterOptions): RequestHandler {
   const shortOptions = validateUniversalHandlerOptions(routerOptions);
   // The short paths (unary.ts, server-stream.ts) by request path.
   const short = new Map<string, ShortCall>();
-  options.routes(
-    recordingRouter(router, (spec) => {
-      const call = unaryCall(spec, shortOptions) ?? serverStreamCall(spec, shortOptions);
-      if (call !== undefined) short.set(createMethodUrl("/", spec.method), call);
-    }),
-  );
+  if (options.shortPaths === false) options.routes(router);
+  else {
+    options.routes(
+      recordingRouter(router, (spec) => {
+        const call = unaryCall(spec, shortOptions) ?? serverStreamCall(spec, shortOptions);
+        if (call !== undefined) short.set(createMethodUrl("/", spec.method), call);
+      }),
+    );
+  }
   const paths = new Map<string, UniversalHandler>();
   const readMaxBytes = options.readMaxBytes ?? 0xffffffff;
   for (const handler of router.handlers) paths.set(handler.requestPath, shapeResponseErrors(handler, readMaxBytes));

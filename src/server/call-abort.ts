@@ -4,7 +4,8 @@
 // one was promoted with it (about 1.3 KB per waited Send); on the short
 // paths the signal is not even made unless something reads it
 // (invoke-unary.ts). The short call paths set this (short-call.ts);
-// elsewhere it is unset and the context's signal is the one to read.
+// elsewhere it is unset and the context's signal is the one to read. (How the
+// short paths abort a call, and when: short-call.ts.)
 import { createContextKey, type HandlerContext } from "@connectrpc/connect";
 import type { Abortable } from "../abort.js";
 

@@ -1,7 +1,8 @@
 // Reads the final status of a call from the response the protocol handler
 // produced, for the request log: every protocol spells it differently
 // (gRPC in trailers, gRPC-web in a trailer frame, Connect in the HTTP status
-// and JSON error body, or in the end-of-stream frame).
+// and JSON error body, or in the end-of-stream frame). The short paths record
+// the same status themselves (recordOutcome in short-call.ts).
 import { Code, ConnectError, createContextKey } from "@connectrpc/connect";
 import type { UniversalServerResponse } from "@connectrpc/connect/protocol";
 import { errorFromJson } from "@connectrpc/connect/protocol-connect";

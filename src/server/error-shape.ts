@@ -6,6 +6,7 @@ import { create, toBinary } from "@bufbuild/protobuf";
 import { Code, ConnectError, type Interceptor } from "@connectrpc/connect";
 import { ErrorCode, ErrorDetailSchema, type ErrorDetail } from "../../gen/synapse/v1/errors_pb.js";
 import type { Logger } from "../log.js";
+import { callAbortKey } from "./call-abort.js";
 import { capMessage, detailWithinBounds, errorDetail } from "../protocol/errors.js";
 
 /** connect-es reports an unparseable binary request like an unparseable response: INTERNAL. */
@@ -70,7 +71,9 @@ export function shapeError(error: ConnectError): ConnectError {
  * Shapes every error thrown inside the interceptor chain: handler errors,
  * errors a stream throws as it goes, and for streaming methods also errors
  * reading the request. A non-ConnectError is a bug: it is logged, and
- * connect-es answers it with INTERNAL.
+ * connect-es answers it with INTERNAL. A stream its method ends after the
+ * call's deadline passed ends as DEADLINE_EXCEEDED (connect-es would report
+ * a success); the short path does the same itself (server-stream.ts).
  */
 export function shapeErrors(logger: Logger): Interceptor {
   return (next) => async (req) => {
@@ -83,11 +86,18 @@ export function shapeErrors(logger: Logger): Interceptor {
     try {
       const res = await next(req);
       if (!res.stream) return res;
-      return { ...res, message: shapingErrors(res.message, shape) };
+      const deadline = req.contextValues.get(callAbortKey) === undefined ? req.signal : undefined;
+      return { ...res, message: shapingErrors(res.message, shape, deadline) };
     } catch (error) {
       throw shape(error);
     }
   };
+}
+
+/** The deadline's error, when `signal` was aborted by the call's deadline. */
+function deadlinePassed(signal: AbortSignal): ConnectError | undefined {
+  const reason: unknown = signal.aborted ? signal.reason : undefined;
+  return reason instanceof ConnectError && reason.code === Code.DeadlineExceeded ? reason : undefined;
 }
 
 /**
@@ -96,24 +106,34 @@ export function shapeErrors(logger: Logger): Interceptor {
  * with many streams open pays for each step on every event, and holds the
  * iterator for as long as it lasts.
  */
-function shapingErrors<T>(messages: AsyncIterable<T>, shape: (error: unknown) => unknown): AsyncIterable<T> {
-  return { [Symbol.asyncIterator]: () => new ShapingIterator(messages[Symbol.asyncIterator](), shape) };
+function shapingErrors<T>(messages: AsyncIterable<T>, shape: (error: unknown) => unknown, deadline: AbortSignal | undefined): AsyncIterable<T> {
+  return { [Symbol.asyncIterator]: () => new ShapingIterator(messages[Symbol.asyncIterator](), shape, deadline) };
 }
 
 class ShapingIterator<T> implements AsyncIterator<T> {
   /** A step that rejects, rejects with the shaped error. */
   private readonly reshape: (error: unknown) => Promise<never>;
+  /** The last step, when the call's deadline passed: the deadline's error instead (standard path only). */
+  private readonly ended: ((result: IteratorResult<T>) => IteratorResult<T>) | undefined;
 
   constructor(
     private readonly inner: AsyncIterator<T>,
     shape: (error: unknown) => unknown,
+    deadline: AbortSignal | undefined,
   ) {
     this.reshape = (error) => Promise.reject(shape(error));
+    if (deadline !== undefined) {
+      this.ended = (result) => {
+        const passed = result.done === true ? deadlinePassed(deadline) : undefined;
+        if (passed !== undefined) throw passed;
+        return result;
+      };
+    }
   }
 
   next(): Promise<IteratorResult<T>> {
     try {
-      return this.inner.next().then(undefined, this.reshape);
+      return this.inner.next().then(this.ended, this.reshape);
     } catch (error) {
       return this.reshape(error); // a step that throws at once
     }

@@ -5,15 +5,27 @@
 // context up front, so every call made one; Node gives each AbortSignal
 // three hidden classes of its own in the old generation (about 1% of a
 // signed Send's CPU, and garbage for the full GCs), and a waited Send, the
-// common call, listens through callAbortKey instead (call-abort.ts).
+// common call, listens through callAbortKey instead (call-abort.ts). What
+// else the short paths keep of connect-es's pipeline: short-call.ts.
 import { create, type DescMessage, type MessageShape } from "@bufbuild/protobuf";
 import type { ContextValues, HandlerContext, Interceptor, MethodImplSpec, StreamRequest, StreamResponse, UnaryRequest, UnaryResponse } from "@connectrpc/connect";
 
 type UnarySpec<I extends DescMessage, O extends DescMessage> = Extract<MethodImplSpec<I, O>, { kind: "unary" }>;
 type AnyFn = (req: UnaryRequest | StreamRequest) => Promise<UnaryResponse | StreamResponse>;
 
-/** The request the interceptors see; its signal is the context's, read when asked for. */
+/** A request's signal: the context's, made when first read. One function for every request, so they share a hidden class. */
+function contextSignal(this: { context: HandlerContext }): AbortSignal {
+  return this.context.signal;
+}
+
+/**
+ * The request the interceptors see; its signal is the context's, read when
+ * asked for. The signal is an own enumerable property (an accessor), so a
+ * request an interceptor copies ({ ...req, header }) carries it, as
+ * connect-es's plain request objects do.
+ */
 class UnaryCallRequest<I extends DescMessage, O extends DescMessage> implements UnaryRequest<I, O> {
+  declare readonly signal: AbortSignal;
   readonly stream = false;
   readonly method: UnarySpec<I, O>["method"];
   readonly service: UnarySpec<I, O>["method"]["parent"];
@@ -33,10 +45,7 @@ class UnaryCallRequest<I extends DescMessage, O extends DescMessage> implements 
     this.url = context.url;
     this.header = context.requestHeader;
     this.contextValues = context.values;
-  }
-
-  get signal(): AbortSignal {
-    return this.context.signal;
+    Object.defineProperty(this, "signal", { get: contextSignal, enumerable: true });
   }
 }
 
@@ -61,7 +70,8 @@ export function contextFor(context: HandlerContext, req: UnaryRequest | StreamRe
   };
 }
 
-function copyHeaders(from: Headers, to: Headers): void {
+/** What an interceptor's response carries back to the call (connect-es's copyHeaders): `to` made equal to `from`. */
+export function copyHeaders(from: Headers, to: Headers): void {
   if (from === to) return;
   to.forEach((_, key) => to.delete(key));
   from.forEach((value, key) => to.set(key, value));

@@ -14,19 +14,17 @@
 // writes it (gRPC trailers, or the Connect end-stream message). The
 // interceptors wrap the call as they do on the standard path.
 //
-// Anything else goes the standard way, with the bytes already read handed
-// over: gRPC-web, gRPC with JSON, compressed requests, gRPC over HTTP/1.1, a
-// body over the size limit or not exactly one uncompressed message, a
-// deadline header that does not parse.
+// Which calls come here, and what of connect-es's pipeline is kept (errors,
+// interceptors, deadlines, compression, limits): the list in short-call.ts.
 import { create, isMessage, type DescMessage, type MessageShape } from "@bufbuild/protobuf";
 import { ConnectError, Code, type HandlerContext, type MethodImplSpec, type StreamRequest, type StreamResponse } from "@connectrpc/connect";
 import { compressionNegotiate, createMethodSerializationLookup, type Compression } from "@connectrpc/connect/protocol";
 import { createEndStreamSerialization, endStreamFlag } from "@connectrpc/connect/protocol-connect";
-import { contextFor } from "./invoke-unary.js";
+import { contextFor, copyHeaders } from "./invoke-unary.js";
 import { callStatusFor } from "./request-log.js";
 import { knownEncoding } from "../protocol/encoded.js";
 import { writeWaiting } from "./write-waiting.js";
-import { addGrpcTrailers, CallSignal, failureOf, frame, headerValue, identityEncoding, nodeHeaders, recordOutcome, sharedFrame, ShortCallContext, shortEntry, type AnswerCall, type NodeRequest, type ShortCall, type ShortOptions, type Wire } from "./short-call.js";
+import { addGrpcTrailers, CallSignal, failureOf, frame, headerValue, identityEncoding, nodeHeaders, recordOutcome, sharedFrame, ShortCallContext, shortEntry, withinWriteLimit, type AnswerCall, type NodeRequest, type ShortCall, type ShortOptions, type Wire } from "./short-call.js";
 
 /** The requests this path answers. */
 function streamWireOf(req: NodeRequest): Wire | undefined {
@@ -122,6 +120,8 @@ export function serverStreamCall(spec: MethodImplSpec, options: ShortOptions): S
     try {
       const input = serialization.getI(wire.binary).parse(body);
       const response = await invoke(context, input);
+      // What the interceptors answered with is the call's, as connect-es copies it: headers now, trailers at the end.
+      copyHeaders(response.header, context.responseHeader);
       const serializer = serialization.getO(wire.binary);
       for await (const item of response.message) {
         if (res.destroyed || res.writableEnded) break; // the client went away: the method's stream is closed
@@ -129,6 +129,7 @@ export function serverStreamCall(spec: MethodImplSpec, options: ShortOptions): S
         // A message whose bytes are known (one event for many watchers) is framed once for all of them.
         const known = wire.binary && compression === null ? knownEncoding(message) : undefined;
         if (known !== undefined) {
+          withinWriteLimit(known, options.writeMaxBytes);
           head();
           await writeWaiting(res, sharedFrame(known));
           continue;
@@ -142,6 +143,7 @@ export function serverStreamCall(spec: MethodImplSpec, options: ShortOptions): S
         head();
         await writeWaiting(res, frame(flags, bytes));
       }
+      copyHeaders(response.trailer, context.responseTrailer);
       // A deadline that passed while the method was still answering ends the call as one.
       const reason: unknown = call.reason;
       if (reason instanceof ConnectError && reason.code === Code.DeadlineExceeded) failure = reason;

@@ -53,6 +53,8 @@ export interface ServerOptions extends ConnectionLimitOptions {
   metrics?: boolean;
   /** How often an idle SSE event stream gets a comment line (default 15 s). */
   sseHeartbeatMs?: number;
+  /** Answer common calls on the short call paths (default true; see server/short-call.ts); false serves every call through connect-es's own handlers. */
+  shortPaths?: boolean;
 }
 
 export interface RunningServer {
@@ -119,6 +121,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
   const handler = createRequestHandler({
     routes,
     logger,
+    shortPaths: options.shortPaths,
     readMaxBytes: maxBytes,
     writeMaxBytes: maxBytes,
     interceptors: [shapeErrors(logger)],

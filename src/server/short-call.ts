@@ -3,6 +3,82 @@
 // (shortEntry), the request's headers both ways, a call's signal without
 // connect-es's per-call abort, the HandlerContext that connect-es would build
 // for the call, and gRPC's trailers.
+//
+// The short paths reimplement part of connect-es's handler pipeline for
+// speed; this is the one list of what they keep of it, and how. Each item is
+// compared, call for call and byte for byte, with connect-es's own pipeline
+// (a server started with `shortPaths: false`) in
+// test/short-path-parity.test.ts, over Connect JSON, Connect binary, gRPC and
+// gRPC-web: a connect-es upgrade that changes its pipeline fails that test.
+//
+// - Which calls: a POST to a unary or server-streaming method of a service
+//   registered without options of its own, with the content type named
+//   exactly (application/grpc or application/grpc+proto over HTTP/2;
+//   application/proto, application/json[; charset=utf-8]; for streams
+//   application/connect+proto, application/connect+json[; charset=utf-8]),
+//   no request encoding, and a deadline header that parses. Everything else
+//   (gRPC-web, gRPC with JSON, GET, other spellings, compressed requests,
+//   client and bidi streams, requireConnectProtocolHeader) goes to
+//   connect-es with whatever bytes were read, and it negotiates the content
+//   type (415 when no protocol takes it) as it does for any call.
+// - Unknown methods: the adapter routes by path before any short path, so a
+//   path no service serves gets the fallback (404) either way; a method
+//   declared but not implemented runs connect-es's own stub (UNIMPLEMENTED).
+// - Read limit: readMaxBytes (plus the frame header where the message is
+//   framed). A declared length past it is handed over unread; a body found
+//   past it mid-read is handed over with what was read, and connect-es reads
+//   on and refuses it (RESOURCE_EXHAUSTED, typed MESSAGE_TOO_LARGE by
+//   error-shape.ts). A body that is not exactly one uncompressed frame is
+//   handed over too.
+// - Parsing and writing: connect-es's serializers (createMethodSerializationLookup),
+//   so writeMaxBytes holds; a reply of bytes already encoded (knownEncoding)
+//   is held to it by withinWriteLimit, in connect-es's words. A request that
+//   does not parse is shaped by shapeError as request-errors.ts shapes it on
+//   connect-es's path (INVALID_ARGUMENT, MESSAGE_FORMAT_INVALID).
+// - Interceptors: the router's, first outermost, on a request shaped as
+//   connect-es makes it (invoke-unary.ts; its signal an accessor that a copy
+//   such as { ...req } keeps); a request an interceptor replaced is what the
+//   handler sees (contextFor); the response's headers (and a unary
+//   response's trailers, or a stream's after its last message) are copied
+//   back as connect-es copies them (copyHeaders). Its HandlerContext
+//   (ShortCallContext) has the same fields, the signal made when first read.
+// - Deadlines: grpc-timeout and connect-timeout-ms, parsed by connect-es's
+//   parseTimeout against maxTimeoutMs (deadline.ts first clamps what a timer
+//   cannot hold, on both paths). The deadline aborts the call's signal with
+//   connect-es's error (DEADLINE_EXCEEDED, "the operation timed out"), at once
+//   when already passed. A unary method decides what it answers then (a
+//   waited Send answers with the task as it stands); a stream its method ends
+//   after the deadline ends as DEADLINE_EXCEEDED (on connect-es's path the
+//   error-shaping interceptor does the same).
+// - Compression: any compressed request goes to connect-es (which also
+//   refuses an encoding it lacks, UNIMPLEMENTED). A reply is negotiated from
+//   grpc-accept-encoding, accept-encoding or connect-accept-encoding over
+//   the router's acceptCompression (gzip, br) by compressionNegotiate, and a
+//   message of compressMinBytes (32 KiB) or more is compressed; gRPC and
+//   Connect streams name the negotiated encoding in their headers whatever
+//   the size, Connect unary only on a body it compressed. Connect unary
+//   error bodies are never compressed here (connect-es would compress one of
+//   32 KiB; error-shape.ts caps errors below that).
+// - Errors: Connect unary as connect-es writes them (codeToHttpStatus, a JSON
+//   body from errorToJsonBytes with the details, the error's metadata as
+//   headers); a Connect stream's end-stream message (error and trailers);
+//   gRPC trailers by setTrailerStatus (grpc-status, grpc-message,
+//   grpc-status-details-bin, the error's metadata). gRPC-web is always
+//   connect-es's. A throw that is no ConnectError is INTERNAL "internal
+//   error", logged by the error-shaping interceptor.
+// - Headers and trailers the handler sets: gRPC headers with content-type
+//   (and grpc-encoding) before the message, trailers with the status after;
+//   Connect unary trailers as trailer- headers (trailerMux); a stream's
+//   headers go out with its first message, as connect-es sends them.
+// - Abort: the call's signal aborts when the client goes away before the
+//   answer ends (CANCELED; connect-es gives the HTTP/2 reset's code, which
+//   no client is left to see), on the deadline, or at shutdown
+//   (shutdownSignal, its reason given); a method's stream is closed once the
+//   response is gone. Unlike connect-es it does not abort when a call simply
+//   ends (each such abort built a DOMException).
+// - The call's final status is recorded for the request log and the metrics
+//   (recordOutcome) as the adapter reads it off connect-es's responses
+//   (call-status.ts).
 import type { IncomingHttpHeaders } from "node:http";
 import { Code, ConnectError, type ContextKey, type ContextValues, type HandlerContext, type MethodImplSpec } from "@connectrpc/connect";
 import type { UniversalHandlerOptions } from "@connectrpc/connect/protocol";
@@ -126,6 +202,15 @@ export function singleFrame(body: Buffer): Buffer | undefined {
   return body.readUInt32BE(1) === body.byteLength - GRPC_FRAME_HEADER ? body.subarray(GRPC_FRAME_HEADER) : undefined;
 }
 
+/** The reason a call's deadline gives, in connect-es's words. */
+const deadlineExceeded = () => new ConnectError("the operation timed out", Code.DeadlineExceeded);
+
+/** Bytes that go out as they are (already encoded), held to the write limit as connect-es's serializers hold what they write. */
+export function withinWriteLimit(bytes: Uint8Array, writeMaxBytes: number): Uint8Array {
+  if (bytes.byteLength > writeMaxBytes) throw new ConnectError(`message size ${bytes.byteLength} is larger than configured writeMaxBytes ${writeMaxBytes}`, Code.ResourceExhausted);
+  return bytes;
+}
+
 /**
  * A call's signal: aborted by its deadline, by the server shutting down, or
  * by the client going away — never when it simply ends. The AbortSignal is
@@ -150,7 +235,9 @@ export class CallSignal implements Abortable {
     timeoutMs: number | undefined,
     private readonly res: NodeResponse,
   ) {
-    if (timeoutMs !== undefined) this.timer = setTimeout(() => this.abort(new ConnectError("the operation timed out", Code.DeadlineExceeded)), timeoutMs);
+    // A deadline already passed aborts the call before its handler runs, as connect-es's deadline signal does.
+    if (timeoutMs !== undefined && timeoutMs <= 0) this.abort(deadlineExceeded());
+    else if (timeoutMs !== undefined) this.timer = setTimeout(() => this.abort(deadlineExceeded()), timeoutMs);
     this.stopListening = shutdown === undefined ? () => undefined : onAbort(shutdown, () => this.abort(shutdown.reason));
     res.once("close", this.closed);
   }

@@ -8,22 +8,21 @@
 // server CPU than verifying and signing its envelopes. Here the body is read
 // whole, parsed and answered with connect-es's own serializers, interceptors
 // and error encodings, and the answer is written as connect-es writes it:
-// clients cannot tell the paths apart, and the protocol tests run on both.
+// clients cannot tell the paths apart (test/short-path-parity.test.ts
+// compares them with connect-es's own pipeline, call for call).
 //
 // The method itself is called through the interceptors by invoke-unary.ts,
 // which leaves the call's AbortSignal unmade unless something reads it.
 //
-// Anything else goes the standard way, with the bytes already read handed
-// over: gRPC-web, streaming methods, compressed requests, gRPC over
-// HTTP/1.1, a body over the size limit, a frame that is not exactly one
-// uncompressed message, a deadline header that does not parse.
+// Which calls come here, and what of connect-es's pipeline is kept (errors,
+// interceptors, deadlines, compression, limits): the list in short-call.ts.
 import { type ConnectError, type HandlerContext, type MethodImplSpec } from "@connectrpc/connect";
 import { compressionNegotiate, createMethodSerializationLookup, type Compression } from "@connectrpc/connect/protocol";
 import { codeToHttpStatus, errorToJsonBytes, trailerMux } from "@connectrpc/connect/protocol-connect";
 import { knownEncoding } from "../protocol/encoded.js";
 import { invokeUnary } from "./invoke-unary.js";
 import { callStatusFor } from "./request-log.js";
-import { addGrpcTrailers, CallSignal, failureOf, frame, headerValue, identityEncoding, nodeHeaders, recordOutcome, ShortCallContext, shortEntry, type AnswerCall, type NodeRequest, type NodeResponse, type ShortCall, type ShortOptions, type Wire } from "./short-call.js";
+import { addGrpcTrailers, CallSignal, failureOf, frame, headerValue, identityEncoding, nodeHeaders, recordOutcome, ShortCallContext, shortEntry, withinWriteLimit, type AnswerCall, type NodeRequest, type NodeResponse, type ShortCall, type ShortOptions, type Wire } from "./short-call.js";
 
 /** The requests this path answers: every other content type, and any request encoding, go the standard way. */
 function wireOf(req: NodeRequest): Wire | undefined {
@@ -58,7 +57,8 @@ export function unaryCall(spec: MethodImplSpec, options: ShortOptions): ShortCal
       const input = serialization.getI(wire.binary).parse(body);
       const output = await invokeUnary(spec, context, input, options.interceptors);
       // A response built from bytes already encoded (a Send reply) goes out as those bytes.
-      reply = (wire.binary ? knownEncoding(output) : undefined) ?? serialization.getO(wire.binary).serialize(output);
+      const known = wire.binary ? knownEncoding(output) : undefined;
+      reply = known === undefined ? serialization.getO(wire.binary).serialize(output) : withinWriteLimit(known, options.writeMaxBytes);
     } catch (error) {
       failure = failureOf(error);
     } finally {
@@ -67,15 +67,22 @@ export function unaryCall(spec: MethodImplSpec, options: ShortOptions): ShortCal
     recordOutcome(status, failure);
     if (res.destroyed || res.writableEnded) return; // the client went away meanwhile
 
+    // gRPC names the encoding it negotiated whatever the reply's size (and whether there is one);
+    // Connect only a body it compressed.
     let compression: Compression | null = null;
-    if (reply !== undefined && reply.byteLength >= options.compressMinBytes) {
+    const large = reply !== undefined && reply.byteLength >= options.compressMinBytes;
+    if (wire.grpc || large) {
       const accept = wire.grpc ? "grpc-accept-encoding" : "accept-encoding";
       compression = compressionNegotiate(options.acceptCompression, null, headerValue(req.headers[accept]), accept).response;
-      if (compression !== null) reply = await compression.compress(reply);
+    }
+    let compressed = false;
+    if (compression !== null && large) {
+      reply = await compression.compress(reply!);
+      compressed = true;
     }
     if (res.destroyed || res.writableEnded) return;
-    if (wire.grpc) writeGrpc(res, context, wire, reply, failure, compression);
-    else writeConnect(res, context, wire, reply, failure, compression, options.jsonOptions);
+    if (wire.grpc) writeGrpc(res, context, wire, reply, failure, compression, compressed);
+    else writeConnect(res, context, wire, reply, failure, compressed ? compression : null, options.jsonOptions);
   };
 
   // A gRPC message comes in a frame; a Connect unary one is the body itself.
@@ -83,7 +90,7 @@ export function unaryCall(spec: MethodImplSpec, options: ShortOptions): ShortCal
 }
 
 /** gRPC: the message in one frame, the status in trailers (a failed call sends headers and trailers only). */
-function writeGrpc(res: NodeResponse, context: HandlerContext, wire: Wire, reply: Uint8Array | undefined, failure: ConnectError | undefined, compression: Compression | null): void {
+function writeGrpc(res: NodeResponse, context: HandlerContext, wire: Wire, reply: Uint8Array | undefined, failure: ConnectError | undefined, compression: Compression | null, compressed: boolean): void {
   const header = nodeHeaders(context.responseHeader);
   header["content-type"] = wire.binary ? "application/grpc+proto" : "application/grpc+json";
   if (compression !== null) header["grpc-encoding"] = compression.name;
@@ -93,7 +100,7 @@ function writeGrpc(res: NodeResponse, context: HandlerContext, wire: Wire, reply
     res.end();
     return;
   }
-  res.end(frame(compression === null ? 0 : 1, reply));
+  res.end(frame(compressed ? 1 : 0, reply));
 }
 
 /** Connect unary: the message as the body, trailers as trailer- headers; a failure is a JSON error with its HTTP status. */
