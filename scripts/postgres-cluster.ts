@@ -5,7 +5,7 @@
 // initdb refuses to run as root, so as root the cluster runs as the
 // `postgres` user.
 import { execFileSync, spawnSync } from "node:child_process";
-import { chownSync, existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync } from "node:fs";
+import { chownSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -16,6 +16,12 @@ export interface Cluster {
   /** A URL for another database on the same cluster. */
   urlFor(database: string): string;
   stop(): void;
+  /** `pg_ctl restart` in the given shutdown mode (fast: disconnect clients; immediate: abort, crash recovery at start). */
+  restart(mode: "smart" | "fast" | "immediate"): void;
+  /** SIGKILL to the postmaster (its backends follow); `start` brings it back after crash recovery. */
+  killPostmaster(): void;
+  /** Starts the stopped or killed cluster again on the same port. */
+  start(): void;
 }
 
 /** Where initdb is: on PATH, or in Debian's /usr/lib/postgresql/<version>/bin. */
@@ -40,6 +46,15 @@ function freePort(): Promise<number> {
       server.close(() => resolve(port));
     });
   });
+}
+
+function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
 }
 
 function userIds(name: string): { uid: number; gid: number } | undefined {
@@ -82,7 +97,8 @@ export async function startCluster(options: ClusterOptions = {}): Promise<Cluste
   const port = options.port ?? (await freePort());
   const fast = options.durable ? [] : ["-c fsync=off", "-c synchronous_commit=off", "-c full_page_writes=off"];
   const settings = ["-c listen_addresses=127.0.0.1", `-c port=${port}`, `-c unix_socket_directories=${dir}`, ...fast, "-c max_connections=400"].join(" ");
-  run("pg_ctl", ["-D", data, "-l", join(dir, "log"), "-o", settings, "-w", "-t", "60", "start"]);
+  const start = () => run("pg_ctl", ["-D", data, "-l", join(dir, "log"), "-o", settings, "-w", "-t", "60", "start"]);
+  start();
   const base = `postgres://${user}@127.0.0.1:${port}`;
   return {
     url: `${base}/postgres`,
@@ -94,5 +110,13 @@ export async function startCluster(options: ClusterOptions = {}): Promise<Cluste
         if (!keep) rmSync(dir, { recursive: true, force: true });
       }
     },
+    restart: (mode) => run("pg_ctl", ["-D", data, "-l", join(dir, "log"), "-o", settings, "-m", mode, "-w", "-t", "60", "restart"]),
+    killPostmaster() {
+      // The first line of postmaster.pid is the postmaster's pid.
+      const pid = Number(readFileSync(join(data, "postmaster.pid"), "utf8").split("\n")[0]);
+      process.kill(pid, "SIGKILL");
+      for (let i = 0; i < 200 && alive(pid); i++) spawnSync("sleep", ["0.02"]);
+    },
+    start,
   };
 }
