@@ -18,6 +18,7 @@ import { SynapseClient } from "../src/client/requester.js";
 import { findErrorDetail } from "../src/protocol/errors.js";
 import { eventFromBytes } from "../src/store/codec.js";
 import { runCli, startServe, type ServeProcess } from "./helpers/cli.js";
+import { scrape } from "./helpers/metrics.js";
 import { requesterIdentity, tempDir } from "./helpers/server.js";
 
 /** SERVING again at most this long after PostgreSQL accepts connections. */
@@ -188,8 +189,17 @@ describe.skipIf(!canRun)("two instances on one PostgreSQL that restarts", () => 
     }), 30_000);
 
   it("a start while PostgreSQL is down waits for it, and serves once it is up", async () => {
+    // A bad --store-wait is a usage error, before anything else.
+    const typo = await runCli(["serve", "--port", "0", "--data-dir", await tempDir("synapse-pg-typo-"), "--store", cluster.url, "--store-wait", "soon"]);
+    expect(typo.code).toBe(2);
+    expect(typo.stderr).toContain("--store-wait must be a duration");
+    // The running instances say in /metrics that the store is down, and again when it is back.
+    const storeUp = async () => (await scrape(instances[0]!.url)).samples.get("synapse_store_up");
+    expect(await storeUp()).toBe(1);
     // --store-wait 0 does not wait: it exits 1 at once, saying why.
     await cluster.halt("fast");
+    for (let i = 0; i < 100 && (await storeUp()) !== 0; i++) await sleep(50);
+    expect(await storeUp()).toBe(0);
     const impatient = await runCli(["serve", "--port", "0", "--data-dir", await tempDir("synapse-pg-nowait-"), "--store", cluster.url, "--store-wait", "0"]);
     expect(impatient.code).toBe(1);
     expect(impatient.stderr).toContain("could not connect to PostgreSQL");
@@ -205,6 +215,8 @@ describe.skipIf(!canRun)("two instances on one PostgreSQL that restarts", () => 
     await cluster.start();
     const late = await starting;
     instances.push(late);
+    for (let i = 0; i < 100 && (await storeUp()) !== 1; i++) await sleep(50);
+    expect(await storeUp()).toBe(1);
     console.log(`[postgres restart] ${JSON.stringify({ case: "start while down", triesWhileDown: tries, listeningAfterPostgresStartMs: Date.now() - startAt })}`);
     const client = await SynapseClient.connect({ baseUrl: late.url, identity: await requesterIdentity(), transport: { protocol: "grpc" } });
     const taskId = crypto.randomUUID();
