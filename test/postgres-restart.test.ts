@@ -188,6 +188,32 @@ describe.skipIf(!canRun)("two instances on one PostgreSQL that restarts", () => 
       await cluster.start();
     }), 30_000);
 
+  it("a Watch at one instance hears, after a restart, of what was committed at the other", async () => {
+    // Asked for information at admission: the task waits, and a Watch at instance 1 waits with it.
+    const asked = await clients[0]!.submit("summarization", { text: "One. Two. Three." }, { waitMs: 10_000 });
+    expect(asked.task?.state).toBe(TaskState.INFO_NEEDED);
+    sent.add(asked.taskId);
+    const states: TaskState[] = [];
+    const watching = (async () => {
+      for await (const item of clients[1]!.watch(asked.taskId)) if (item.kind === "event") states.push(item.state);
+    })();
+    await cluster.restart("fast");
+    while (!(await accepts())) await sleep(25);
+    // Answered at instance 0 once the database is back; instance 1 learns of it through the store.
+    let answered: Awaited<ReturnType<SynapseClient["provideInfo"]>> | undefined;
+    for (let i = 0; i < 100 && answered === undefined; i++) {
+      answered = await clients[0]!.provideInfo(asked.taskId, { max_sentences: 1 }, { waitMs: 10_000 }).catch((error: unknown) => {
+        expect(ConnectError.from(error).code).toBe(Code.Unavailable);
+        return undefined;
+      });
+      if (answered === undefined) await sleep(100);
+    }
+    expect(answered?.task?.state).toBe(TaskState.COMPLETED);
+    acknowledged.add(asked.taskId);
+    await watching;
+    expect(states.at(-1)).toBe(TaskState.COMPLETED);
+  }, 30_000);
+
   it("a start while PostgreSQL is down waits for it, and serves once it is up", async () => {
     // A bad --store-wait is a usage error, before anything else.
     const typo = await runCli(["serve", "--port", "0", "--data-dir", await tempDir("synapse-pg-typo-"), "--store", cluster.url, "--store-wait", "soon"]);

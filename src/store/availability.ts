@@ -65,6 +65,19 @@ export class AvailabilityTracker implements StoreAvailability {
     this.#scheduleProbe();
   }
 
+  /**
+   * Something hints that the store went away (a notification connection
+   * dropped) while no use failed: a probe now decides. An idle server learns
+   * of an outage this way before a call finds it.
+   */
+  suspect(cause: unknown): void {
+    if (this.#closed || !this.#up) return;
+    this.options.probe().then(
+      () => undefined,
+      () => this.lost(cause),
+    );
+  }
+
   #scheduleProbe(): void {
     if (this.#probing !== undefined || this.#closed) return;
     this.#probing = setTimeout(() => {

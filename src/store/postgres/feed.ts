@@ -42,6 +42,8 @@ export interface FeedOptions {
   lastSequences: (taskIds: string[]) => Promise<Map<string, number>>;
   logger: Logger;
   pollIntervalMs: number;
+  /** Told when the notification connection drops: the database may have gone. */
+  onLost?: (cause: unknown) => void;
 }
 
 export class PostgresChangeFeed {
@@ -70,8 +72,8 @@ export class PostgresChangeFeed {
     const client = new pg.Client({ connectionString: this.options.url, connectionTimeoutMillis: CONNECT_TIMEOUT_MS, keepAlive: true });
     client.on("notification", (message) => this.onNotification(message.payload));
     // Heard on every connection error: an 'error' event with no listener would end the process.
-    client.on("error", () => this.lost(client));
-    client.on("end", () => this.lost(client));
+    client.on("error", (error) => this.lost(client, error));
+    client.on("end", () => this.lost(client, new Error("the notification connection ended")));
     try {
       await client.connect();
       await client.query(`LISTEN ${CHANNEL}`);
@@ -87,9 +89,10 @@ export class PostgresChangeFeed {
     this.reconnectDelayMs = FIRST_RECONNECT_DELAY_MS;
   }
 
-  private lost(client: pg.Client): void {
+  private lost(client: pg.Client, cause: unknown): void {
     if (this.client !== client || this.closed) return;
     this.client = undefined;
+    this.options.onLost?.(cause);
     client.end().catch(() => undefined);
     this.options.logger.warn("lost the PostgreSQL notification connection; reconnecting");
     const retry = () => {

@@ -117,6 +117,7 @@ export class PostgresTaskStore extends ChangeEmitter implements TaskStore {
       lastSequences: (ids) => this.lastSequences(ids),
       logger: options.logger,
       pollIntervalMs: options.pollIntervalMs ?? 2000,
+      onLost: (cause) => options.pool.availability.suspect(cause),
     });
   }
 
