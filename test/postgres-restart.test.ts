@@ -3,8 +3,10 @@
 // the cluster restarts (fast, immediate) and its postmaster is killed -9:
 // no instance exits, every acknowledged task is found and completes, none
 // twice, every failed call is UNAVAILABLE with a retry-after, and health is
-// SERVING again within 2 s of PostgreSQL accepting connections. An instance
+// SERVING again within 2 s of PostgreSQL accepting connections; a Watch and
+// the callback outbox carry on across a restart. An instance
 // started while PostgreSQL is down waits for it and then serves.
+import { create } from "@bufbuild/protobuf";
 import { Code, ConnectError, createClient } from "@connectrpc/connect";
 import { createGrpcTransport } from "@connectrpc/connect-node";
 import pg from "pg";
@@ -12,11 +14,12 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { Health, HealthCheckResponse_ServingStatus as ServingStatus } from "../gen/grpc/health/v1/health_pb.js";
 import { MessageType } from "../gen/synapse/v1/envelope_pb.js";
 import { ErrorCode } from "../gen/synapse/v1/errors_pb.js";
-import { TaskState } from "../gen/synapse/v1/payloads_pb.js";
+import { TaskRequestPayloadSchema, TaskState } from "../gen/synapse/v1/payloads_pb.js";
 import { findPostgresBin, startCluster, type Cluster } from "../scripts/postgres-cluster.js";
 import { SynapseClient } from "../src/client/requester.js";
 import { findErrorDetail } from "../src/protocol/errors.js";
 import { eventFromBytes } from "../src/store/codec.js";
+import { callbackReceiver, tcpGate } from "./helpers/agent-process.js";
 import { runCli, startServe, type ServeProcess } from "./helpers/cli.js";
 import { scrape } from "./helpers/metrics.js";
 import { requesterIdentity, tempDir } from "./helpers/server.js";
@@ -214,26 +217,59 @@ describe.skipIf(!canRun)("two instances on one PostgreSQL that restarts", () => 
     expect(states.at(-1)).toBe(TaskState.COMPLETED);
   }, 30_000);
 
+  it("the callback outbox carries on after a restart: every event pushed, in order", async () => {
+    const receiver = await callbackReceiver(() => clients[0]!.executor.publicKey);
+    // Closed at first: the first pushes fail and wait out their backoff across the outage.
+    const gate = await tcpGate(receiver.port);
+    try {
+      const pushed: Array<{ taskId: string; last: number }> = [];
+      for (let i = 0; i < 6; i++) {
+        const client = clients[i % 2]!;
+        const taskId = crypto.randomUUID();
+        sent.add(taskId);
+        const request = create(TaskRequestPayloadSchema, { task: { id: taskId, type: "text_analysis", payload: { text: `Pushed ${i}.` } }, callbackUrl: gate.url });
+        const result = await client.sendEnvelope(client.envelope(MessageType.TASK_REQUEST, request, { taskId }), 10_000);
+        expect(result.task?.state).toBe(TaskState.COMPLETED);
+        acknowledged.add(taskId);
+        pushed.push({ taskId, last: Number(result.task!.lastSequence) });
+      }
+      await cluster.restart("immediate");
+      while (!(await accepts())) await sleep(25);
+      gate.open();
+      const deliveredOf = (taskId: string) => receiver.deliveries.filter((d) => d.taskId === taskId).map((d) => d.sequence);
+      for (let i = 0; i < 300 && !pushed.every(({ taskId, last }) => deliveredOf(taskId).includes(last)); i++) await sleep(50);
+      for (const { taskId, last } of pushed) {
+        const sequences = deliveredOf(taskId);
+        expect(sequences).toEqual([...sequences].sort((a, b) => a - b));
+        expect([...new Set(sequences)]).toEqual(Array.from({ length: last }, (_, i) => i + 1));
+      }
+    } finally {
+      await gate.close();
+      await receiver.close();
+    }
+  }, 30_000);
+
   it("a start while PostgreSQL is down waits for it, and serves once it is up", async () => {
-    // A bad --store-wait is a usage error, before anything else.
-    const typo = await runCli(["serve", "--port", "0", "--data-dir", await tempDir("synapse-pg-typo-"), "--store", cluster.url, "--store-wait", "soon"]);
-    expect(typo.code).toBe(2);
-    expect(typo.stderr).toContain("--store-wait must be a duration");
     // The running instances say in /metrics that the store is down, and again when it is back.
     const storeUp = async () => (await scrape(instances[0]!.url)).samples.get("synapse_store_up");
     expect(await storeUp()).toBe(1);
-    // --store-wait 0 does not wait: it exits 1 at once, saying why.
     await cluster.halt("fast");
     for (let i = 0; i < 100 && (await storeUp()) !== 0; i++) await sleep(50);
     expect(await storeUp()).toBe(0);
-    const impatient = await runCli(["serve", "--port", "0", "--data-dir", await tempDir("synapse-pg-nowait-"), "--store", cluster.url, "--store-wait", "0"]);
-    expect(impatient.code).toBe(1);
-    expect(impatient.stderr).toContain("could not connect to PostgreSQL");
     // Without the flag it waits, logging each try (with a growing pause), and does not listen meanwhile.
     let tries = 0;
     const starting = startServe(serveArgs(), {}, (log) => (tries = log.split("the state store does not answer yet").length - 1));
     let started: ServeProcess | undefined;
     void starting.then((instance) => (started = instance), () => undefined);
+    // A bad --store-wait is a usage error (exit 2); --store-wait 0 does not wait: it exits 1 at once, saying why.
+    const [typo, impatient] = await Promise.all([
+      runCli(["serve", "--port", "0", "--data-dir", await tempDir("synapse-pg-typo-"), "--store", cluster.url, "--store-wait", "soon"]),
+      runCli(["serve", "--port", "0", "--data-dir", await tempDir("synapse-pg-nowait-"), "--store", cluster.url, "--store-wait", "0"]),
+    ]);
+    expect(typo.code).toBe(2);
+    expect(typo.stderr).toContain("--store-wait must be a duration");
+    expect(impatient.code).toBe(1);
+    expect(impatient.stderr).toContain("could not connect to PostgreSQL");
     for (let i = 0; i < 300 && tries < 3; i++) await sleep(50);
     expect(tries).toBeGreaterThanOrEqual(3);
     expect(started).toBeUndefined();
