@@ -338,4 +338,20 @@ describe.skipIf(!canRun)("two instances on one PostgreSQL that restarts", () => 
       expect(endings).toEqual([MessageType.TASK_COMPLETE]);
     }
   }, 40_000);
+  it("an idle instance reports the outage too (its notification connection drops), and its return", async () => {
+    expect(loadRunning).toBe(false);
+    const waitFor = async (status: ServingStatus) => {
+      const since = Date.now();
+      while (Date.now() - since < 5000 && (await Promise.all(instances.map((instance) => healthOf(instance.url)))).some((s) => s !== status)) await sleep(25);
+      return Date.now() - since;
+    };
+    await cluster.halt("fast");
+    const downAfterMs = await waitFor(ServingStatus.NOT_SERVING);
+    await cluster.start();
+    while (!(await accepts())) await sleep(25);
+    const upAfterMs = await waitFor(ServingStatus.SERVING);
+    console.log(`[postgres restart] ${JSON.stringify({ case: "idle instances", notServingAfterStopMs: downAfterMs, servingAfterAcceptMs: upAfterMs })}`);
+    expect(downAfterMs).toBeLessThan(2000);
+    expect(upAfterMs).toBeLessThanOrEqual(BACK_WITHIN_MS);
+  }, 30_000);
 });
