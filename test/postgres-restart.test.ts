@@ -124,7 +124,7 @@ describe.skipIf(!canRun)("two instances on one PostgreSQL that restarts", () => 
 
   /** Runs one outage under load and measures it, per instance. */
   async function outage(name: string, cause: () => Promise<void>) {
-    await sleep(800);
+    await sleep(400);
     const okBefore = acknowledged.size;
     failures = [];
     const notServingSeen = instances.map(() => false);
@@ -155,7 +155,7 @@ describe.skipIf(!canRun)("two instances on one PostgreSQL that restarts", () => 
     await caused;
     // Service returns within the bound, at both instances.
     while (servingAgainAt.some((at, i) => notServingSeen[i] && at === 0) && Date.now() - acceptingAt < BACK_WITHIN_MS + 3000) await sleep(25);
-    await sleep(800);
+    await sleep(400);
     watching = false;
     await watch;
     const figures = {
