@@ -25,12 +25,14 @@ export async function openStorageWaiting(open: () => Promise<Storage>, waitMs: n
     } catch (error) {
       if (!(error instanceof StoreUnreachableError)) throw error;
       const waited = Date.now() - started;
-      if (waitMs !== undefined && waited + delay > waitMs) {
-        throw new StoreUnreachableError(waitMs === 0 ? error.message : `${error.message} (waited ${Math.round(waited / 1000)} s, as --store-wait allows)`);
+      // The last try is made when the wait ends.
+      const pause = waitMs === undefined ? delay : Math.min(delay, waitMs - waited);
+      if (pause <= 0) {
+        throw new StoreUnreachableError(waitMs === 0 ? error.message : `${error.message} (waited ${(waited / 1000).toFixed(1)} s, as --store-wait allows)`);
       }
-      logger.warn({ attempt, retry_in_ms: delay, reason: error.message }, "the state store does not answer yet; waiting for it");
+      logger.warn({ attempt, retry_in_ms: pause, reason: error.message }, "the state store does not answer yet; waiting for it");
+      await new Promise((resolve) => setTimeout(resolve, pause));
     }
-    await new Promise((resolve) => setTimeout(resolve, delay));
     delay = Math.min(delay * 2, MAX_DELAY_MS);
   }
 }
