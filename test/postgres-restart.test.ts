@@ -147,9 +147,11 @@ describe.skipIf(!canRun)("two instances on one PostgreSQL that restarts", () => 
       }),
     );
     const started = Date.now();
-    const caused = cause();
-    // PostgreSQL is back once a fresh connection gets an answer; first let it go down.
-    await sleep(50);
+    let causeDone = false;
+    const caused = cause().finally(() => (causeDone = true));
+    // First PostgreSQL goes down (pg_ctl may take a moment to begin) ...
+    while (!causeDone && (await accepts())) await sleep(10);
+    // ... and it is back once a fresh connection gets an answer (pg_ctl -w returns only then).
     while (!(await accepts())) await sleep(25);
     const acceptingAt = Date.now();
     await caused;
