@@ -4,8 +4,8 @@
 // and deleted afterwards.
 // initdb refuses to run as root, so as root the cluster runs as the
 // `postgres` user.
-import { execFileSync, spawnSync } from "node:child_process";
-import { chownSync, existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync } from "node:fs";
+import { execFile, execFileSync, spawnSync } from "node:child_process";
+import { chownSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -16,6 +16,16 @@ export interface Cluster {
   /** A URL for another database on the same cluster. */
   urlFor(database: string): string;
   stop(): void;
+  // The controls below run pg_ctl in a child process without blocking the caller's event loop,
+  // so that a test's load and probes go on meanwhile.
+  /** `pg_ctl restart` in the given shutdown mode (fast: disconnect clients; immediate: abort, crash recovery at start). */
+  restart(mode: "smart" | "fast" | "immediate"): Promise<void>;
+  /** `pg_ctl stop` in the given mode, leaving the data directory for `start`. */
+  halt(mode: "smart" | "fast" | "immediate"): Promise<void>;
+  /** SIGKILL to the postmaster (its backends notice and exit); `start` brings it back after crash recovery. */
+  killPostmaster(): Promise<void>;
+  /** Starts the stopped or killed cluster again on the same port. */
+  start(): Promise<void>;
 }
 
 /** Where initdb is: on PATH, or in Debian's /usr/lib/postgresql/<version>/bin. */
@@ -40,6 +50,15 @@ function freePort(): Promise<number> {
       server.close(() => resolve(port));
     });
   });
+}
+
+function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
 }
 
 function userIds(name: string): { uid: number; gid: number } | undefined {
@@ -82,7 +101,14 @@ export async function startCluster(options: ClusterOptions = {}): Promise<Cluste
   const port = options.port ?? (await freePort());
   const fast = options.durable ? [] : ["-c fsync=off", "-c synchronous_commit=off", "-c full_page_writes=off"];
   const settings = ["-c listen_addresses=127.0.0.1", `-c port=${port}`, `-c unix_socket_directories=${dir}`, ...fast, "-c max_connections=400"].join(" ");
-  run("pg_ctl", ["-D", data, "-l", join(dir, "log"), "-o", settings, "-w", "-t", "60", "start"]);
+  const ctlArgs = (action: string, mode?: string) => ["-D", data, "-l", join(dir, "log"), "-o", settings, ...(mode ? ["-m", mode] : []), "-w", "-t", "60", action];
+  run("pg_ctl", ctlArgs("start"));
+  const runAsync = (command: string, args: string[]) => {
+    const [file, argv] = asRoot ? ["runuser", ["-u", "postgres", "--", join(bin, command), ...args]] : [join(bin, command), args];
+    return new Promise<void>((resolve, reject) => {
+      execFile(file, argv, { cwd: dir }, (error, _stdout, stderr) => (error ? reject(new Error(`${command} ${args.at(-1)}: ${error.message} ${stderr}`)) : resolve()));
+    });
+  };
   const base = `postgres://${user}@127.0.0.1:${port}`;
   return {
     url: `${base}/postgres`,
@@ -92,6 +118,25 @@ export async function startCluster(options: ClusterOptions = {}): Promise<Cluste
         run("pg_ctl", ["-D", data, "-m", keep ? "fast" : "immediate", "-w", "stop"]);
       } finally {
         if (!keep) rmSync(dir, { recursive: true, force: true });
+      }
+    },
+    restart: (mode) => runAsync("pg_ctl", ctlArgs("restart", mode)),
+    halt: (mode) => runAsync("pg_ctl", ctlArgs("stop", mode)),
+    async killPostmaster() {
+      // The first line of postmaster.pid is the postmaster's pid.
+      const pid = Number(readFileSync(join(data, "postmaster.pid"), "utf8").split("\n")[0]);
+      process.kill(pid, "SIGKILL");
+      for (let i = 0; i < 500 && alive(pid); i++) await new Promise((resolve) => setTimeout(resolve, 10));
+    },
+    async start() {
+      // Backends orphaned by a killed postmaster may hold its shared memory a moment longer: start refuses until they are gone.
+      for (let attempt = 1; ; attempt++) {
+        try {
+          return await runAsync("pg_ctl", ctlArgs("start"));
+        } catch (error) {
+          if (attempt >= 20) throw error;
+          await new Promise((resolve) => setTimeout(resolve, 100));
+        }
       }
     },
   };

@@ -46,6 +46,8 @@ export interface CallbackOptions {
 
 interface Held {
   record: DeliveryRecord;
+  /** Until when this instance surely holds the entry: the last claim or renewal that the store confirmed. */
+  heldUntilMs: number;
   running: boolean;
   /** Something new happened while a pass was running: run another. */
   again: boolean;
@@ -88,8 +90,13 @@ export class CallbackSender {
   private async tick(): Promise<void> {
     try {
       const ids = [...this.held.keys()];
-      const kept = new Set(await this.options.store.renewDeliveries(this.options.instanceId, ids, this.until()));
-      for (const id of ids) if (!kept.has(id)) this.drop(id);
+      const until = this.until();
+      const kept = new Set(await this.options.store.renewDeliveries(this.options.instanceId, ids, until));
+      for (const id of ids) {
+        const entry = this.held.get(id);
+        if (!kept.has(id)) this.drop(id);
+        else if (entry !== undefined) entry.heldUntilMs = until;
+      }
       await this.claim(undefined, false);
     } catch (error) {
       this.options.logger.warn({ err: error }, "the callback outbox could not be read");
@@ -117,10 +124,11 @@ export class CallbackSender {
     const existing = this.held.get(record.taskId);
     if (existing !== undefined) {
       existing.record = record;
+      existing.heldUntilMs = record.ownerUntilMs;
       this.pump(existing);
       return;
     }
-    const entry: Held = { record, running: false, again: false, unsubscribe: () => undefined };
+    const entry: Held = { record, heldUntilMs: record.ownerUntilMs, running: false, again: false, unsubscribe: () => undefined };
     entry.unsubscribe = this.options.bus.subscribe(record.taskId, () => this.pump(entry));
     this.held.set(record.taskId, entry);
     this.pump(entry);
@@ -179,6 +187,9 @@ export class CallbackSender {
         return;
       }
       for (const event of events) {
+        // Renewals failed (the store unreachable) until the hold lapsed: another instance may have the entry by now.
+        // Let the next claim decide who pushes, from the sequence the store records.
+        if (this.now() >= entry.heldUntilMs) return this.drop(taskId);
         const outcome = await this.deliver(entry, event);
         if (outcome === "sent") {
           const next = event.sequence + 1;

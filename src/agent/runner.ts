@@ -23,6 +23,7 @@ import type { Logger } from "../log.js";
 import { taskLogFields } from "../observability/log-fields.js";
 import { toValue } from "../protocol/json-values.js";
 import { isTerminal, WAITING_STATES } from "../protocol/state-machine.js";
+import { StoreUnavailableError } from "../store/errors.js";
 import { StoreConflictError, type TaskPatch, type TaskRecord, type TaskStore } from "../store/store.js";
 import { admissionEvent, admissionOutcome } from "./admission.js";
 import { DecisionDeadlines } from "./deadlines.js";
@@ -48,6 +49,8 @@ export const RUNNABLE_STATES: readonly TaskState[] = [
 ];
 
 const SCAN_BATCH = 200;
+/** How long a finished run keeps trying to record its end while the store cannot be used. */
+const RUN_END_RETRY_MS = 10 * 60_000;
 
 export interface RunnerOptions {
   capabilities: CapabilitiesProvider;
@@ -374,8 +377,11 @@ export class ExecutionRunner implements ExecutionHost {
   async complete(taskId: string, result: FinishedResult): Promise<boolean> {
     // The completion says more than a progress report it follows within the interval.
     this.progressReports.take(taskId);
-    if (result.stream) await this.options.store.putResult(taskId, result.stream.bytes);
-    const recorded = await this.fenced(taskId, () =>
+    if (result.stream) {
+      const bytes = result.stream.bytes;
+      await this.untilStored(() => this.options.store.putResult(taskId, bytes));
+    }
+    const recorded = await this.untilStored(() => this.fenced(taskId, () =>
       this.options.recorder.record({
         taskId,
         fence: this.me,
@@ -400,13 +406,31 @@ export class ExecutionRunner implements ExecutionHost {
           };
         },
       }),
-    );
+    ));
     return recorded !== undefined;
   }
 
   async fail(taskId: string, failure: FailureReport): Promise<boolean> {
     this.progressReports.take(taskId);
-    return this.fenced(taskId, () => this.recordFailure(taskId, failure, this.me));
+    return this.untilStored(() => this.fenced(taskId, () => this.recordFailure(taskId, failure, this.me)));
+  }
+
+  /**
+   * A run's last write, tried again while the store cannot be used (its
+   * database restarting, its disk full): the outcome of work already done is
+   * not given up for an outage. The lease fences every try, so a run whose
+   * task another instance took over meanwhile still writes nothing.
+   */
+  private async untilStored<T>(write: () => Promise<T>): Promise<T> {
+    const giveUpAt = Date.now() + RUN_END_RETRY_MS;
+    for (let delay = 50; ; delay = Math.min(delay * 2, 250)) {
+      try {
+        return await write();
+      } catch (error) {
+        if (this.stopped || !(error instanceof StoreUnavailableError) || Date.now() + delay > giveUpAt) throw error;
+      }
+      await new Promise((resolve) => setTimeout(resolve, delay));
+    }
   }
 
   /** Records task_failed (fenced by `fence` when given), giving up the lease with it; false when the task had already ended. */

@@ -105,6 +105,7 @@ export class ServerMetrics {
     this.storeWrites.register(this.registry);
     this.registry.registerMetric(this.watchStreams);
     if (store !== undefined) this.registry.registerMetric(tasksByState(store));
+    if (store !== undefined) this.registry.registerMetric(storeUp(store));
     // Every series a dashboard shows exists from the start, at zero.
     for (const outcome of ["delivered", "retried", "given_up"] as const) this.callbacks.cell(outcome);
   }
@@ -139,6 +140,18 @@ export class ServerMetrics {
   async text(): Promise<string> {
     return `${await this.registry.metrics()}\n${await processMetrics().metrics()}`;
   }
+}
+
+/** 1 while the state store can be used, 0 while it cannot (its database unreachable); a store in this process is always 1. */
+function storeUp(store: TaskStore): Gauge {
+  return new Gauge({
+    name: "synapse_store_up",
+    help: "Whether the state store can be used now: 1 yes, 0 while its database is unreachable (calls that need it fail with UNAVAILABLE meanwhile).",
+    registers: [],
+    collect() {
+      this.set(store.availability?.up === false ? 0 : 1);
+    },
+  });
 }
 
 /** A gauge of the tasks in each state, counted in the store at each scrape. */

@@ -4,6 +4,7 @@
 // store (memory, SQLite, PostgreSQL), so no store times itself. While no
 // one observes (an agent not served with metrics) nothing is measured.
 import type { TaskState } from "../../gen/synapse/v1/payloads_pb.js";
+import type { StoreAvailability } from "../store/availability.js";
 import type { ChangeListener } from "../store/changes.js";
 import {
   StoreConflictError,
@@ -40,6 +41,10 @@ export class TimedTaskStore implements TaskStore {
 
   get exclusive(): boolean {
     return this.inner.exclusive;
+  }
+
+  get availability(): StoreAvailability | undefined {
+    return this.inner.availability;
   }
 
   private timed<T>(operation: StoreOperation, started: number, write: Promise<T>): Promise<T> {

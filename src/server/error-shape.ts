@@ -7,7 +7,8 @@ import { Code, ConnectError, type Interceptor } from "@connectrpc/connect";
 import { ErrorCode, ErrorDetailSchema, type ErrorDetail } from "../../gen/synapse/v1/errors_pb.js";
 import type { Logger } from "../log.js";
 import { callAbortKey } from "./call-abort.js";
-import { capMessage, detailWithinBounds, errorDetail } from "../protocol/errors.js";
+import { capMessage, detailWithinBounds, errorDetail, protocolError } from "../protocol/errors.js";
+import { storeUnavailable, type StoreUnavailableError } from "../store/errors.js";
 
 /** connect-es reports an unparseable binary request like an unparseable response: INTERNAL. */
 const PARSE_PREFIX = "parse binary:";
@@ -32,6 +33,29 @@ const detailBytes = (detail: Detail) => ("desc" in detail ? toBinary(detail.desc
 
 /** Other details (a ComplianceEvaluation, say) are kept while they fit in this many bytes together. */
 const MAX_OTHER_DETAIL_BYTES = 8192;
+
+/** What a caller is told when the state store cannot be used now; the store's own message (where it is, why) is for the logs. */
+const UNAVAILABLE_MESSAGES: Record<StoreUnavailableError["reason"], string> = {
+  unreachable: "the agent cannot reach its state store now; nothing was done: try again",
+  disk_full: "the agent's disk is full; nothing was written: try again later",
+};
+
+/**
+ * A thrown error as the ConnectError a caller gets: a ConnectError as it is,
+ * a store that cannot be used now as agent_not_ready (UNAVAILABLE, safe to
+ * retry) with the retry-after the store gave; undefined for anything else
+ * (a bug: INTERNAL).
+ */
+export function asConnectError(error: unknown): ConnectError | undefined {
+  if (error instanceof ConnectError) return error;
+  const unavailable = storeUnavailable(error);
+  if (unavailable === undefined) return undefined;
+  return protocolError(ErrorCode.AGENT_NOT_READY, UNAVAILABLE_MESSAGES[unavailable.reason], {
+    retryAfterSeconds: unavailable.retryAfterSeconds,
+    details: { reason: unavailable.reason },
+    cause: error,
+  });
+}
 
 /** The error as the caller should see it; the same object when nothing needs to change. */
 export function shapeError(error: ConnectError): ConnectError {
@@ -79,7 +103,8 @@ export function shapeErrors(logger: Logger): Interceptor {
   return (next) => async (req) => {
     const procedure = `${req.service.typeName}/${req.method.name}`;
     const shape = (error: unknown): unknown => {
-      if (error instanceof ConnectError) return shapeError(error);
+      const known = asConnectError(error);
+      if (known !== undefined) return shapeError(known);
       logger.error({ err: error, procedure }, "unexpected error in a handler");
       return error;
     };

@@ -4,7 +4,7 @@
 // serves both.
 import { Code, ConnectError } from "@connectrpc/connect";
 import { codeToHttpStatus, errorToJsonBytes } from "@connectrpc/connect/protocol-connect";
-import { shapeError } from "./error-shape.js";
+import { asConnectError, shapeError } from "./error-shape.js";
 import type { RequestHandler } from "./listener.js";
 
 export type HttpRequest = Parameters<RequestHandler>[0];
@@ -25,7 +25,7 @@ export function replyError(res: HttpResponse, error: unknown, options: { status?
     res.destroy();
     return;
   }
-  const shaped = shapeError(error instanceof ConnectError ? error : new ConnectError(String(error), Code.Internal));
+  const shaped = shapeError(asConnectError(error) ?? new ConnectError(String(error), Code.Internal));
   const body = errorToJsonBytes(shaped, undefined);
   res.writeHead(options.status ?? codeToHttpStatus(shaped.code), {
     "Content-Type": "application/json",

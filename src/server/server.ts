@@ -21,7 +21,7 @@ import { registryService } from "./registry-service.js";
 import { createRequestHandler } from "./adapter.js";
 import { shapeErrors } from "./error-shape.js";
 import { httpRoutes } from "./http-routes.js";
-import { ServerHealth } from "./health.js";
+import { ServerHealth, ServingStatus } from "./health.js";
 import { healthRoute } from "./health-route.js";
 import type { ConnectionLimitOptions } from "./connection-limits.js";
 import { createListener, type Listener, type TlsFiles } from "./listener.js";
@@ -94,6 +94,10 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
   const health = new ServerHealth();
   const metrics = options.metrics === false ? undefined : new ServerMetrics(agent?.store);
   const detachMetrics = metrics && agent ? agent.observers.add(metrics.agentObserver) : undefined;
+  // The server as a whole ("") serves only while its state store can be used.
+  const availability = agent?.store.availability;
+  const followStore = (up: boolean) => health.set("", up ? ServingStatus.SERVING : ServingStatus.NOT_SERVING);
+  const detachHealth = availability?.onChange(followStore);
 
   const routes = (router: ConnectRouter) => {
     router.service(CapabilitiesService, capabilitiesService(provider));
@@ -148,6 +152,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
   await agent?.start();
   const { port, host } = await listener.listen(options.port ?? 0, options.host ?? "127.0.0.1").catch(async (error: unknown) => {
     detachMetrics?.();
+    detachHealth?.();
     await agent?.stop();
     throw error;
   });
@@ -171,6 +176,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     },
     "listening",
   );
+  if (availability !== undefined) followStore(availability.up);
 
   let closing: Promise<void> | undefined;
   const close = () => {
@@ -198,6 +204,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
       }
       await options.registry?.close();
       detachMetrics?.();
+      detachHealth?.();
       // Let the last frames (trailers, GOAWAY) leave before the sockets go.
       await new Promise((resolve) => setImmediate(resolve));
       listener.destroyAll();

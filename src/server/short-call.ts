@@ -87,7 +87,7 @@ import { parseTimeout as parseGrpcTimeout, setTrailerStatus } from "@connectrpc/
 import type { RequestHandler } from "./listener.js";
 import { callAbortKey } from "./call-abort.js";
 import { callStatusKey, refusalOf, type CallStatus } from "./call-status.js";
-import { shapeError } from "./error-shape.js";
+import { asConnectError, shapeError } from "./error-shape.js";
 import { onAbort, type Abortable } from "../abort.js";
 
 export type NodeRequest = Parameters<RequestHandler>[0];
@@ -416,7 +416,7 @@ export function addGrpcTrailers(res: NodeResponse, context: HandlerContext, fail
 
 /** A call's failure as clients see it: the interceptors shaped what the method threw; errors reading the request are shaped here. */
 export function failureOf(error: unknown): ConnectError {
-  return shapeError(error instanceof ConnectError ? error : new ConnectError("internal error", Code.Internal, undefined, undefined, error));
+  return shapeError(asConnectError(error) ?? new ConnectError("internal error", Code.Internal, undefined, undefined, error));
 }
 
 /** The call's final status, for the request log and the metrics. */

@@ -15,6 +15,7 @@ import type {
   TaskResult,
   TaskState,
 } from "../../gen/synapse/v1/payloads_pb.js";
+import type { StoreAvailability } from "./availability.js";
 
 export interface PartyRecord {
   agentId: string;
@@ -273,6 +274,8 @@ export interface ChangeSource {
 export interface TaskStore extends ChangeSource, MessageStore {
   /** Whether one process owns the store (SQLite, memory): leases of other instances are then dead. */
   readonly exclusive: boolean;
+  /** Whether the store can be used now, for a store on another server (PostgreSQL); absent when it always can. */
+  readonly availability?: StoreAvailability;
 
   // ── tasks and their event logs ─────────────────────────────────────────
 

@@ -36,15 +36,18 @@ export interface ServeProcess {
   stop(signal?: NodeJS.Signals): Promise<number | null>;
 }
 
-/** Starts `synapse serve` on an ephemeral port and waits for its URL. */
-export function startServe(args: string[], env: NodeJS.ProcessEnv = {}): Promise<ServeProcess> {
+/** Starts `synapse serve` on an ephemeral port and waits for its URL; `onStderr` hears its log lines meanwhile. */
+export function startServe(args: string[], env: NodeJS.ProcessEnv = {}, onStderr?: (text: string) => void): Promise<ServeProcess> {
   return new Promise((resolve, reject) => {
     const port = env.PORT === undefined ? ["--port", "0"] : [];
     const child = spawn(process.execPath, [CLI, "serve", ...port, ...args], { env: { ...process.env, ...env } });
     let stdout = "";
     let stderr = "";
     const exited = new Promise<number | null>((done) => child.once("exit", (code) => done(code)));
-    child.stderr.on("data", (d: Buffer) => (stderr += d.toString()));
+    child.stderr.on("data", (d: Buffer) => {
+      stderr += d.toString();
+      onStderr?.(stderr);
+    });
     child.stdout.on("data", (d: Buffer) => {
       stdout += d.toString();
       const match = /synapse agent (\S+) listening on (\S+)/.exec(stdout);

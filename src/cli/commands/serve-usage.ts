@@ -1,6 +1,7 @@
 // What `synapse serve --help` prints: every flag and what it does.
 export const serveUsage = `usage: synapse serve [--host H] [--port P] [--data-dir DIR] [--tls-cert FILE --tls-key FILE]
-                     [--store sqlite|sqlite:PATH|postgres://...|memory] [--fsync normal|full] [--retention DURATION] [--run-lease SECONDS]
+                     [--store sqlite|sqlite:PATH|postgres://...|memory] [--store-wait DURATION] [--fsync normal|full]
+                     [--retention DURATION] [--run-lease SECONDS]
                      [--trust-store FILE [--tofu]] [--trust-registry URL] [--agent-id ID] [--agent-name NAME] [--system-id ID]
                      [--registry [--lease SECONDS] [--registry-admin KEY_ID]... [--registry-open-names]]
                      [--join URL [--advertise-url URL]] [--operator KEY_ID]...
@@ -26,6 +27,13 @@ SQLite commit survive power loss (normal: a process crash loses nothing
 acknowledged). Finished tasks are kept for --retention (default 7d). A task's run
 is leased for --run-lease seconds (default 15): another instance takes over a
 dead one's tasks after that.
+
+A PostgreSQL store that does not answer at start is waited for (tries with a
+growing pause, at most 5 s apart, each logged) for --store-wait (default: as
+long as it takes; 0: not at all, exit 1 at once). While the database is
+unreachable later, the server stays up: calls that need it fail at once with
+UNAVAILABLE (agent_not_ready, retry_after_seconds set), the health status of ""
+is NOT_SERVING and synapse_store_up is 0, until it answers again.
 
 --operator KEY_ID (repeatable) names an operator key by its key id (the
 43-character thumbprint \`synapse keygen\` prints): a bearer token signed by it

@@ -26,6 +26,7 @@ import type { Storage } from "../../store/storage.js";
 import { durationOption, integerOption, parse, UsageError } from "../args.js";
 import { escalationPolicy } from "../escalation-options.js";
 import { boundHeapGrowth, DEFAULT_HEAP_GROWTH_PERCENT } from "../heap.js";
+import { openStorageWaiting } from "../store-wait.js";
 import { serveUsage } from "./serve-usage.js";
 
 /**
@@ -99,6 +100,7 @@ export async function serve(argv: string[]): Promise<number> {
       "registry-admin": { type: "string", multiple: true },
       "registry-open-names": { type: "boolean" },
       store: { type: "string" },
+      "store-wait": { type: "string" },
       fsync: { type: "string" },
       retention: { type: "string" },
       "run-lease": { type: "string" },
@@ -141,6 +143,7 @@ export async function serve(argv: string[]): Promise<number> {
     throw new UsageError(`--otlp-endpoint (or OTEL_EXPORTER_OTLP_ENDPOINT) must be a URL such as http://127.0.0.1:4318\n\n${serveUsage}`);
   }
   boundHeapGrowth(integerOption(values["heap-growth"], "--heap-growth") ?? DEFAULT_HEAP_GROWTH_PERCENT);
+  const storeWaitMs = durationOption(values["store-wait"], "--store-wait");
   const logger = createLogger({ level: values["log-level"] });
   let outbound: OutboundPolicy;
   try {
@@ -188,7 +191,7 @@ export async function serve(argv: string[]): Promise<number> {
       : undefined;
   // The operator's bindings of ids to keys: trusted by the agent, and the names its registry lets those keys register.
   const trustStore = values["trust-store"] === undefined ? undefined : await TrustStore.load(values["trust-store"]);
-  const storage: Storage = await openStorage(values.store ?? process.env.SYNAPSE_STORE, { dataDir, fsync, logger });
+  const storage: Storage = await openStorageWaiting(() => openStorage(values.store ?? process.env.SYNAPSE_STORE, { dataDir, fsync, logger }), storeWaitMs, logger);
   logger.info({ store: storage.kind, location: storage.location }, "state store open");
   const tracing = tracesUrl === undefined ? undefined : await installTracing({ url: tracesUrl, attributes: { "synapse.agent.id": identity.agentId } });
   if (tracing !== undefined) logger.info({ otlp_traces_url: tracing.url }, "exporting traces");

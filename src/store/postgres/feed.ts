@@ -29,6 +29,11 @@ export function notice(origin: string, change: { kind: "task" | "outbound"; task
   return Buffer.byteLength(text) <= MAX_PAYLOAD ? text : JSON.stringify({ o: origin, k: full.k });
 }
 
+const CONNECT_TIMEOUT_MS = 3000;
+const FIRST_RECONNECT_DELAY_MS = 100;
+/** Backoff cap: notifications resume within this long of the database's return (the poll covers the gap). */
+const MAX_RECONNECT_DELAY_MS = 2000;
+
 export interface FeedOptions {
   url: string;
   origin: string;
@@ -37,6 +42,8 @@ export interface FeedOptions {
   lastSequences: (taskIds: string[]) => Promise<Map<string, number>>;
   logger: Logger;
   pollIntervalMs: number;
+  /** Told when the notification connection drops: the database may have gone. */
+  onLost?: (cause: unknown) => void;
 }
 
 export class PostgresChangeFeed {
@@ -46,7 +53,7 @@ export class PostgresChangeFeed {
   /** The latest sequence announced per watched task, so polls announce only what is new. */
   private readonly announced = new Map<string, number>();
   private readonly poller: NodeJS.Timeout;
-  private reconnectDelayMs = 100;
+  private reconnectDelayMs = FIRST_RECONNECT_DELAY_MS;
 
   constructor(private readonly options: FeedOptions) {
     this.poller = setInterval(() => void this.poll(), options.pollIntervalMs);
@@ -62,27 +69,41 @@ export class PostgresChangeFeed {
   }
 
   private async connect(): Promise<void> {
-    const client = new pg.Client({ connectionString: this.options.url });
+    const client = new pg.Client({ connectionString: this.options.url, connectionTimeoutMillis: CONNECT_TIMEOUT_MS, keepAlive: true });
     client.on("notification", (message) => this.onNotification(message.payload));
-    client.on("error", () => this.lost(client));
-    client.on("end", () => this.lost(client));
-    await client.connect();
-    await client.query(`LISTEN ${CHANNEL}`);
+    // Heard on every connection error: an 'error' event with no listener would end the process.
+    client.on("error", (error) => this.lost(client, error));
+    client.on("end", () => this.lost(client, new Error("the notification connection ended")));
+    try {
+      await client.connect();
+      await client.query(`LISTEN ${CHANNEL}`);
+    } catch (error) {
+      await client.end().catch(() => undefined);
+      throw error;
+    }
+    if (this.closed) {
+      await client.end().catch(() => undefined);
+      return;
+    }
     this.client = client;
-    this.reconnectDelayMs = 100;
+    this.reconnectDelayMs = FIRST_RECONNECT_DELAY_MS;
   }
 
-  private lost(client: pg.Client): void {
+  private lost(client: pg.Client, cause: unknown): void {
     if (this.client !== client || this.closed) return;
     this.client = undefined;
+    this.options.onLost?.(cause);
     client.end().catch(() => undefined);
     this.options.logger.warn("lost the PostgreSQL notification connection; reconnecting");
     const retry = () => {
       if (this.closed) return;
       this.connect().then(
-        () => void this.poll(), // catch up on whatever was missed meanwhile
         () => {
-          this.reconnectDelayMs = Math.min(this.reconnectDelayMs * 2, 5000);
+          this.options.logger.info("listening for PostgreSQL notifications again");
+          this.catchUp();
+        },
+        () => {
+          this.reconnectDelayMs = Math.min(this.reconnectDelayMs * 2, MAX_RECONNECT_DELAY_MS);
           setTimeout(retry, this.reconnectDelayMs).unref();
         },
       );
@@ -108,6 +129,16 @@ export class PostgresChangeFeed {
     }
     if (this.announced.has(parsed.t)) this.announced.set(parsed.t, Math.max(this.announced.get(parsed.t)!, parsed.s));
     this.options.emit({ kind: "task", taskId: parsed.t, sequence: parsed.s });
+  }
+
+  /**
+   * After a reconnect: every watched task is announced once (its waiters
+   * read the store), as a notification sent meanwhile was lost, and the
+   * poll then goes on from there.
+   */
+  private catchUp(): void {
+    this.announced.clear();
+    void this.poll();
   }
 
   /** Announces events of watched tasks that no notification announced. */

@@ -30,13 +30,13 @@ import {
 } from "../group-storage.js";
 import { checkSequences, recordOf } from "../memory/groups.js";
 import { StoreConflictError } from "../store.js";
-import { brokenConstraint, transaction } from "./database.js";
+import { brokenConstraint, transaction, type Database } from "./database.js";
 
 export class PostgresGroupStorage implements GroupStorage {
   readonly exclusive = false;
   private readonly listeners = new Set<(notice: GroupChangeNotice) => void>();
 
-  constructor(private readonly pool: pg.Pool) {}
+  constructor(private readonly pool: Database) {}
 
   async createGroup(change: GroupChange): Promise<GroupRecord> {
     checkSequences(change, 0);

@@ -3,7 +3,8 @@
 import { randomUUID } from "node:crypto";
 import { silentLogger, type Logger } from "../../log.js";
 import type { Storage } from "../storage.js";
-import { openPostgres, redactUrl, type PostgresOptions } from "./database.js";
+import { StoreOpenError, StoreUnreachableError } from "../errors.js";
+import { isConnectionFailure, messageOf, openPostgres, redactUrl, type PostgresOptions } from "./database.js";
 import { PostgresGroupStorage } from "./groups.js";
 import { PostgresCatalogueStorage, PostgresDirectoryStorage, PostgresPinStore } from "./registry.js";
 import { PostgresTaskStore } from "./tasks.js";
@@ -16,13 +17,16 @@ export interface PostgresStorageOptions extends PostgresOptions {
 }
 
 export async function postgresStorage(url: string, options: PostgresStorageOptions = {}): Promise<Storage> {
-  const pool = await openPostgres(url, options);
-  const tasks = new PostgresTaskStore({ pool, url, origin: randomUUID(), logger: options.logger ?? silentLogger, pollIntervalMs: options.pollIntervalMs });
+  const logger = options.logger ?? silentLogger;
+  const pool = await openPostgres(url, logger, options);
+  const tasks = new PostgresTaskStore({ pool, url, origin: randomUUID(), logger, pollIntervalMs: options.pollIntervalMs });
   try {
     await tasks.start();
   } catch (error) {
+    await tasks.close();
     await pool.end().catch(() => undefined);
-    throw error;
+    const message = `could not listen for changes at ${redactUrl(url)}: ${messageOf(error)}`;
+    throw isConnectionFailure(error) ? new StoreUnreachableError(message) : new StoreOpenError(message);
   }
   return {
     kind: "postgres",

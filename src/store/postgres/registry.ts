@@ -23,7 +23,7 @@ import type {
   NewDirectoryEntry,
   SequencedAuditEvent,
 } from "../registry-storage.js";
-import { LOCKS, transaction } from "./database.js";
+import { LOCKS, transaction, type Database, type Queryable } from "./database.js";
 
 interface PinRow {
   agent_id: string;
@@ -35,7 +35,7 @@ interface PinRow {
 const pinFromRow = (row: PinRow): PinnedKey => ({ agentId: row.agent_id, keyId: row.key_id, publicKey: new Uint8Array(row.public_key), pinnedAtMs: row.pinned_at_ms });
 
 export class PostgresPinStore implements PinStore {
-  constructor(private readonly pool: pg.Pool) {}
+  constructor(private readonly pool: Database) {}
 
   async getPin(agentId: string): Promise<PinnedKey | undefined> {
     const { rows } = await this.pool.query<PinRow>("SELECT * FROM pinned_keys WHERE agent_id = $1", [agentId]);
@@ -75,7 +75,7 @@ const entryFromRow = (row: AgentRow): DirectoryEntry => ({
 });
 
 export class PostgresDirectoryStorage implements DirectoryStorage {
-  constructor(private readonly pool: pg.Pool) {}
+  constructor(private readonly pool: Database) {}
 
   async getAgent(agentId: string): Promise<DirectoryEntry | undefined> {
     const { rows } = await this.pool.query<AgentRow>("SELECT * FROM registry_agents WHERE agent_id = $1", [agentId]);
@@ -155,11 +155,11 @@ export class PostgresCatalogueStorage implements CatalogueStorage {
   private snapshot = new Snapshot(new Map(), new Map(), 0);
   private version = -1;
 
-  constructor(private readonly pool: pg.Pool) {}
+  constructor(private readonly pool: Database) {}
 
   /** The records as of `version`, read again when another instance changed them. */
-  private async current(client: pg.Pool | pg.PoolClient): Promise<Snapshot> {
-    const version = Number((await client.query("SELECT version FROM catalogue_meta WHERE id = 1")).rows[0].version);
+  private async current(client: Queryable): Promise<Snapshot> {
+    const version = Number((await client.query("SELECT version FROM catalogue_meta WHERE id = 1")).rows[0]!.version);
     if (version === this.version) return this.snapshot;
     const records = new Map<string, GovernedCapability>();
     for (const row of (await client.query<{ record: Buffer }>("SELECT record FROM catalogue_capabilities")).rows) {
@@ -171,7 +171,7 @@ export class PostgresCatalogueStorage implements CatalogueStorage {
       const grant = fromBinary(PermissionGrantSchema, row.record);
       granted.set(grant.keyId, grant);
     }
-    const sequence = Number((await client.query("SELECT COALESCE(MAX(sequence), 0) AS n FROM catalogue_audit")).rows[0].n);
+    const sequence = Number((await client.query("SELECT COALESCE(MAX(sequence), 0) AS n FROM catalogue_audit")).rows[0]!.n);
     this.snapshot = new Snapshot(records, granted, sequence);
     this.version = version;
     return this.snapshot;

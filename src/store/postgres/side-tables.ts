@@ -12,7 +12,7 @@ import {
   type OutboundTask,
   type StoredEvent,
 } from "../store.js";
-import { transaction } from "./database.js";
+import { transaction, type Database } from "./database.js";
 import { CHANNEL } from "./feed.js";
 
 interface DeliveryRow {
@@ -42,7 +42,7 @@ function deliveryFromRow(row: DeliveryRow): DeliveryRecord {
 }
 
 export class PostgresSideTables {
-  constructor(private readonly pool: pg.Pool) {}
+  constructor(private readonly pool: Database) {}
 
   // ── results ────────────────────────────────────────────────────────────
 

@@ -6,6 +6,7 @@
 import type pg from "pg";
 import { TaskState } from "../../../gen/synapse/v1/payloads_pb.js";
 import type { Logger } from "../../log.js";
+import type { StoreAvailability } from "../availability.js";
 import { isTerminal, TERMINAL_STATES } from "../../protocol/state-machine.js";
 import { ChangeEmitter } from "../changes.js";
 import { decodeSigned, envelopeBytes, eventFromBytes, patchColumns, TASK_COLUMNS, taskFromRow, taskRow, type SqlValue, type TaskRow } from "../codec.js";
@@ -29,7 +30,7 @@ import {
   type TaskRecord,
   type TaskStore,
 } from "../store.js";
-import { brokenConstraint, LOCKS, transaction } from "./database.js";
+import { brokenConstraint, LOCKS, transaction, type Database } from "./database.js";
 import { CHANNEL, notice, PostgresChangeFeed } from "./feed.js";
 import { PostgresSideTables } from "./side-tables.js";
 
@@ -89,7 +90,7 @@ function messageInsert(params: Params, entry: SeenMessage, source: string): stri
 const TERMINAL_LIST = [...TERMINAL_STATES].join(", ");
 
 export interface PostgresTaskStoreOptions {
-  pool: pg.Pool;
+  pool: Database;
   url: string;
   /** This instance, as named in its NOTIFY payloads. */
   origin: string;
@@ -99,13 +100,15 @@ export interface PostgresTaskStoreOptions {
 
 export class PostgresTaskStore extends ChangeEmitter implements TaskStore {
   readonly exclusive = false;
-  private readonly pool: pg.Pool;
+  readonly availability: StoreAvailability;
+  private readonly pool: Database;
   private readonly side: PostgresSideTables;
   private readonly feed: PostgresChangeFeed;
 
   constructor(private readonly options: PostgresTaskStoreOptions) {
     super();
     this.pool = options.pool;
+    this.availability = options.pool.availability;
     this.side = new PostgresSideTables(options.pool);
     this.feed = new PostgresChangeFeed({
       url: options.url,
@@ -114,6 +117,7 @@ export class PostgresTaskStore extends ChangeEmitter implements TaskStore {
       lastSequences: (ids) => this.lastSequences(ids),
       logger: options.logger,
       pollIntervalMs: options.pollIntervalMs ?? 2000,
+      onLost: (cause) => options.pool.availability.suspect(cause),
     });
   }
 
@@ -243,7 +247,7 @@ export class PostgresTaskStore extends ChangeEmitter implements TaskStore {
     if (wanted.length === 0) return 0;
     const onlyActive = wanted.every((state) => !isTerminal(state));
     const { rows } = await this.pool.query(`SELECT COUNT(*) AS n FROM tasks WHERE state = ANY($1::integer[])${onlyActive ? " AND active = 1" : ""}`, [wanted]);
-    return Number(rows[0].n);
+    return Number(rows[0]!.n);
   }
 
   async findTaskByIdempotencyKey(requesterAgentId: string, key: string): Promise<TaskRecord | undefined> {

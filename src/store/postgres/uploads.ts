@@ -14,7 +14,7 @@ import {
   type UploadStore,
   type UploadWriter,
 } from "../uploads.js";
-import { LOCKS, transaction } from "./database.js";
+import { LOCKS, transaction, type Database, type Queryable } from "./database.js";
 
 interface UploadRow {
   upload_id: string;
@@ -41,14 +41,14 @@ function recordOf(row: UploadRow): UploadRecord {
 
 const BY_HASH = "SELECT * FROM uploads WHERE owner = $1 AND sha256 = $2 AND complete = 1";
 
-async function drop(client: pg.PoolClient | pg.Pool, uploadId: string): Promise<void> {
+async function drop(client: Queryable, uploadId: string): Promise<void> {
   await client.query("DELETE FROM upload_chunks WHERE upload_id = $1", [uploadId]);
   await client.query("DELETE FROM upload_users WHERE upload_id = $1", [uploadId]);
   await client.query("DELETE FROM uploads WHERE upload_id = $1", [uploadId]);
 }
 
 export class PostgresUploadStore implements UploadStore {
-  constructor(private readonly pool: pg.Pool) {}
+  constructor(private readonly pool: Database) {}
 
   async beginUpload(owner: string, nowMs: number): Promise<UploadWriter> {
     const id = randomUUID();
@@ -125,7 +125,7 @@ export class PostgresUploadStore implements UploadStore {
   }
 
   async usage(owner: string): Promise<number> {
-    return Number((await this.pool.query("SELECT COALESCE(SUM(size), 0) AS used FROM uploads WHERE owner = $1 AND complete = 1", [owner])).rows[0].used);
+    return Number((await this.pool.query("SELECT COALESCE(SUM(size), 0) AS used FROM uploads WHERE owner = $1 AND complete = 1", [owner])).rows[0]!.used);
   }
 
   async useUpload(owner: string, sha256: string, taskId: string, nowMs: number): Promise<boolean> {
