@@ -78,6 +78,10 @@ export async function serve(argv: string[]): Promise<number> {
       "max-task-duration": { type: "string" },
       "max-upload-size": { type: "string" },
       "upload-quota": { type: "string" },
+      "upload-quota-first-use": { type: "string" },
+      "upload-total": { type: "string" },
+      "upload-reserve": { type: "string" },
+      "max-uploads": { type: "string" },
       "upload-ttl": { type: "string" },
       "escalate-after": { type: "string" },
       "escalation-contact": { type: "string", multiple: true },
@@ -178,6 +182,12 @@ export async function serve(argv: string[]): Promise<number> {
   const uploadLimits = {
     ...optional("maxUploadBytes", integerOption(values["max-upload-size"], "--max-upload-size")),
     ...optional("quotaBytes", integerOption(values["upload-quota"], "--upload-quota")),
+    ...optional("firstUseQuotaBytes", integerOption(values["upload-quota-first-use"], "--upload-quota-first-use")),
+    ...optional("totalBytes", integerOption(values["upload-total"], "--upload-total")),
+    ...optional("reserveBytes", integerOption(values["upload-reserve"], "--upload-reserve")),
+    ...optional("maxConcurrent", integerOption(values["max-uploads"], "--max-uploads")),
+    // Free space is watched where the data dir is: the SQLite store, and the task writes the reserve keeps room for.
+    spacePath: dataDir,
     ...optional("keepUnusedMs", durationOption(values["upload-ttl"], "--upload-ttl")),
   };
   const tls =
