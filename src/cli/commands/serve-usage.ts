@@ -2,7 +2,8 @@
 export const serveUsage = `usage: synapse serve [--host H] [--port P] [--data-dir DIR] [--tls-cert FILE --tls-key FILE]
                      [--store sqlite|sqlite:PATH|postgres://...|memory] [--fsync normal|full] [--retention DURATION] [--run-lease SECONDS]
                      [--trust-store FILE [--tofu]] [--trust-registry URL] [--agent-id ID] [--agent-name NAME] [--system-id ID]
-                     [--registry [--lease SECONDS] [--registry-admin KEY_ID]... [--registry-open-names]]
+                     [--registry [--lease SECONDS] [--registry-admin KEY_ID]... [--registry-open-names]
+                                 [--registry-max-untrusted N] [--registry-rate N]]
                      [--join URL [--advertise-url URL]] [--operator KEY_ID]...
                      [--allow-outbound CIDR|IP|HOST|*.DOMAIN]...
                      [--max-file-size BYTES] [--max-concurrent-tasks N] [--max-task-duration SECONDS]
@@ -76,7 +77,15 @@ digits of SHA-256 of the public key, every agent's default id) or with the key
 list); any other name is refused, so nobody claims a name before its owner.
 --registry-open-names lets anyone register any name not yet held (and not
 bound by --trust-store) with whatever key signs first: for closed or
-development networks only. --join URL
+development networks only. A registration the registry was not told to trust
+(any id --trust-store does not bind: self-certifying ids, open names) is
+refused (resource_exhausted, with a retry-after) while the directory holds
+--registry-max-untrusted agents (default 1000), and beyond --registry-rate new
+ones per second from all senders together (default 20); renewing an entry is
+never refused. What a registration brought (its directory entry and the
+catalogue records of its task types) is removed when it deregisters or is
+dropped three leases after its lease ran out; the catalogue's audit events are
+kept for --retention. --join URL
 registers this agent at that registry on start (reachable at --advertise-url,
 default the listening URL), keeps the lease, and deregisters on shutdown.
 

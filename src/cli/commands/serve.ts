@@ -100,6 +100,8 @@ export async function serve(argv: string[]): Promise<number> {
       lease: { type: "string" },
       "registry-admin": { type: "string", multiple: true },
       "registry-open-names": { type: "boolean" },
+      "registry-max-untrusted": { type: "string" },
+      "registry-rate": { type: "string" },
       store: { type: "string" },
       fsync: { type: "string" },
       retention: { type: "string" },
@@ -124,7 +126,13 @@ export async function serve(argv: string[]): Promise<number> {
   }
   const admins = values["registry-admin"] ?? [];
   if (admins.length > 0 && !values.registry) throw new UsageError(`--registry-admin goes with --registry\n\n${serveUsage}`);
-  if (values["registry-open-names"] && !values.registry) throw new UsageError(`--registry-open-names goes with --registry\n\n${serveUsage}`);
+  for (const flag of ["registry-open-names", "registry-max-untrusted", "registry-rate"] as const) {
+    if (values[flag] !== undefined && !values.registry) throw new UsageError(`--${flag} goes with --registry\n\n${serveUsage}`);
+  }
+  const registryLimits = {
+    ...optional("maxUntrusted", integerOption(values["registry-max-untrusted"], "--registry-max-untrusted")),
+    ...optional("ratePerSecond", integerOption(values["registry-rate"], "--registry-rate")),
+  };
   for (const admin of admins) {
     if (!isKeyId(admin)) {
       throw new UsageError(`--registry-admin takes a key id (43 characters, as \`synapse keygen\` prints), not ${JSON.stringify(admin)}\n\n${serveUsage}`);
@@ -232,6 +240,8 @@ export async function serve(argv: string[]): Promise<number> {
           outbound,
           bindings: trustStore,
           openNames: Boolean(values["registry-open-names"]),
+          limits: registryLimits,
+          auditRetentionMs: retentionMs,
           storage: { directory: storage.directory, catalogue: storage.catalogue, messages: storage.tasks },
         })
       : undefined;
