@@ -36,15 +36,17 @@ function dirBytes(dir: string): number {
 interface Sample {
   rssMiB: number;
   dataDirMiB: number;
+  /** V8 heap kept by the last full GC. */
+  heapMiB: number;
 }
 
 function sample(registry: ChildServer): Sample {
-  return { rssMiB: registry.sample().rssBytes / MiB, dataDirMiB: dirBytes(registry.dataDir) / MiB };
+  return { rssMiB: registry.sample().rssBytes / MiB, dataDirMiB: dirBytes(registry.dataDir) / MiB, heapMiB: (registry.heap()?.afterFullGcBytes ?? 0) / MiB };
 }
 
 const line = (label: string, at: Sample, start?: Sample) =>
   `${label.padEnd(22)} rss ${at.rssMiB.toFixed(1).padStart(7)} MiB${start ? ` (${(at.rssMiB - start.rssMiB >= 0 ? "+" : "")}${(at.rssMiB - start.rssMiB).toFixed(1)})` : ""}` +
-  `   data dir ${at.dataDirMiB.toFixed(1).padStart(7)} MiB${start ? ` (${(at.dataDirMiB - start.dataDirMiB >= 0 ? "+" : "")}${(at.dataDirMiB - start.dataDirMiB).toFixed(1)})` : ""}`;
+  `   heap after full GC ${at.heapMiB.toFixed(1).padStart(6)} MiB   data dir ${at.dataDirMiB.toFixed(1).padStart(7)} MiB${start ? ` (${(at.dataDirMiB - start.dataDirMiB >= 0 ? "+" : "")}${(at.dataDirMiB - start.dataDirMiB).toFixed(1)})` : ""}`;
 
 async function main(): Promise<void> {
   const { values, positionals } = parseArgs({
@@ -62,7 +64,7 @@ async function main(): Promise<void> {
   const concurrency = Number(values.concurrency);
   const settleSeconds = Number(values.settle);
 
-  const registry = await startChildServer({ label: "registry-flood", args: ["--registry", "--lease", String(leaseSeconds), ...positionals], cli: values.cli });
+  const registry = await startChildServer({ label: "registry-flood", args: ["--registry", "--lease", String(leaseSeconds), ...positionals], cli: values.cli, traceGc: true });
   let endpoint: http.Server | undefined;
   try {
     const transport = createTransport(registry.url);
