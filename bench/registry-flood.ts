@@ -4,7 +4,10 @@
 // start, after the flood, and after every flooded agent was dropped.
 //
 //   npm run build && node dist/bench/registry-flood.js [--count N] [--lease SECONDS]
-//     [--concurrency N] [--settle SECONDS] [--cli PATH] [-- SERVE_FLAGS...]
+//     [--concurrency N] [--settle SECONDS] [--warmup N] [--cli PATH] [-- SERVE_FLAGS...]
+//
+// --warmup N floods and expires N registrations first, and measures from
+// there: what a registry that has run a while keeps, not its cold start.
 //
 // Every identity is a fresh key with the id derived from it, as anyone can
 // make; their endpoint is one small HTTP server here that answers the
@@ -55,6 +58,7 @@ async function main(): Promise<void> {
       lease: { type: "string", default: "2" },
       concurrency: { type: "string", default: "8" },
       settle: { type: "string", default: "20" },
+      warmup: { type: "string", default: "0" },
       cli: { type: "string" },
     },
     allowPositionals: true,
@@ -71,47 +75,62 @@ async function main(): Promise<void> {
     const self = createClient(CapabilitiesService, transport);
     const template = (await self.getCapabilities({})).capabilities!;
     const { interfaces } = await self.getSupportedInterfaces({});
-    const minted = mintAgents(count);
+    const warmup = Number(values.warmup);
+    const minted = mintAgents(warmup + count);
     const answering = await startImpersonatingEndpoint(minted, template, interfaces);
     endpoint = answering.server;
     const rpc = createClient(RegistryService, transport);
     const receiver = { agentId: template.agentId, systemId: template.systemId };
+    const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+    /** Registers agents [from, to) with `concurrency` at once. */
+    const flood = async (from: number, to: number) => {
+      let next = from;
+      let registered = 0;
+      const refused = new Map<string, number>();
+      const began = Date.now();
+      await Promise.all(
+        Array.from({ length: concurrency }, async () => {
+          for (let index = next++; index < to; index = next++) {
+            try {
+              await rpc.register({ envelope: registrationOf(minted[index]!, answering.urlOf(index), template, interfaces, receiver) });
+              registered++;
+            } catch (error) {
+              const reason = error instanceof Error ? error.message.slice(0, 80) : String(error);
+              refused.set(reason, (refused.get(reason) ?? 0) + 1);
+            }
+          }
+        }),
+      );
+      return { registered, refused, seconds: (Date.now() - began) / 1000 };
+    };
+    /** Dropped three leases after the lease ran out (the default), then swept; then time for the GC. */
+    const expire = async () => {
+      await sleep(4 * leaseSeconds * 1000 + 2000);
+      const left = (await rpc.findAgents({ includeUnhealthy: true, pageSize: 500 })).agents.length;
+      const capabilities = (await rpc.listCapabilities({ pageSize: 500 })).capabilities.length;
+      await sleep(settleSeconds * 1000);
+      return `agents left ${left}, capabilities listed ${capabilities} (first page)`;
+    };
 
     // The registry settles after its start before the first sample.
-    await new Promise((resolve) => setTimeout(resolve, 2000));
-    const start = sample(registry);
-    process.stdout.write(`${line("start", start)}\n`);
+    await sleep(2000);
+    const cold = sample(registry);
+    process.stdout.write(`${line("start (cold)", cold)}\n`);
+    let start = cold;
+    if (warmup > 0) {
+      const warm = await flood(0, warmup);
+      const left = await expire();
+      start = sample(registry);
+      process.stdout.write(`${line(`after ${warm.registered} warm-up`, start, cold)}   ${left}\n`);
+    }
 
-    let next = 0;
-    let registered = 0;
-    const refused = new Map<string, number>();
-    const began = Date.now();
-    await Promise.all(
-      Array.from({ length: concurrency }, async () => {
-        for (let index = next++; index < count; index = next++) {
-          try {
-            await rpc.register({ envelope: registrationOf(minted[index]!, answering.urlOf(index), template, interfaces, receiver) });
-            registered++;
-          } catch (error) {
-            const reason = error instanceof Error ? error.message.slice(0, 80) : String(error);
-            refused.set(reason, (refused.get(reason) ?? 0) + 1);
-          }
-        }
-      }),
-    );
-    const seconds = (Date.now() - began) / 1000;
+    const { registered, refused, seconds } = await flood(warmup, warmup + count);
     const flooded = sample(registry);
     process.stdout.write(`${line("after flood", flooded, start)}   ${registered} registered in ${seconds.toFixed(1)} s (${(registered / seconds).toFixed(0)}/s)\n`);
     for (const [reason, times] of refused) process.stdout.write(`  refused ${times}x: ${reason}\n`);
-
-    // Dropped three leases after the lease ran out (the default), then swept; then time for the GC.
-    const dropWaitMs = 4 * leaseSeconds * 1000 + 2000;
-    await new Promise((resolve) => setTimeout(resolve, dropWaitMs));
-    const left = (await rpc.findAgents({ includeUnhealthy: true, pageSize: 500 })).agents.length;
-    const capabilities = (await rpc.listCapabilities({ pageSize: 500 })).capabilities.length;
-    await new Promise((resolve) => setTimeout(resolve, settleSeconds * 1000));
-    const expired = sample(registry);
-    process.stdout.write(`${line("after expiry", expired, start)}   agents left ${left}, capabilities listed ${capabilities} (first page)\n`);
+    const left = await expire();
+    process.stdout.write(`${line("after expiry", sample(registry), start)}   ${left}\n`);
   } finally {
     endpoint?.close();
     await registry.stop();

@@ -17,8 +17,10 @@ export interface FilesystemSpace {
   bsize: number;
 }
 
+/** Reads the free space of the filesystem a path is on (`fs.statfs`, or a stand-in for tests). */
 export type Statfs = (path: string) => Promise<FilesystemSpace>;
 
+/** The bounds on uploads across every sender (part of {@link UploadLimits}). */
 export interface UploadRoomLimits {
   /** What every sender's finished uploads, with those still arriving, may hold together. */
   totalBytes: number;
