@@ -15,7 +15,9 @@ import { MessageType } from "../gen/synapse/v1/envelope_pb.js";
 import { AgentDeregistrationPayloadSchema, RegistryService } from "../gen/synapse/v1/registry_pb.js";
 import { seal } from "../src/envelope/seal.js";
 import { TrustStore } from "../src/envelope/trust-sources.js";
+import { silentLogger } from "../src/log.js";
 import { findErrorDetail } from "../src/protocol/errors.js";
+import { joinRegistry } from "../src/registry/join.js";
 import type { Storage } from "../src/store/storage.js";
 import { mintAgents, registrationOf, startImpersonatingEndpoint, type ImpersonatingEndpoint, type MintedAgent } from "../bench/minted-agents.js";
 import { storeKinds } from "./store-contract/fixtures.js";
@@ -147,5 +149,22 @@ describe("registrations the registry was not told to trust", () => {
     expect(fast.detail!.retryAfterSeconds).toBeGreaterThanOrEqual(1);
     await new Promise((resolve) => setTimeout(resolve, 1100));
     await expect(register(3)).resolves.toBeDefined();
+  });
+
+  it("are waited out by an agent joining (synapse serve --join), for as long as the registry says", async () => {
+    registry = await startTestServer({ registry: { leaseMs: 60_000, limits: { maxUntrusted: 100, ratePerSecond: 1 } } });
+    const agents = await Promise.all([startTestServer(), startTestServer()]);
+    try {
+      const began = Date.now();
+      const joined = await Promise.all(
+        agents.map((agent) => joinRegistry({ registryUrl: registry!.url, identity: agent.agent.identity, provider: agent.agent.provider, endpointUrl: agent.url, logger: silentLogger })),
+      );
+      // One was taken at once, the other after the registry's retry-after (a second).
+      expect(Date.now() - began).toBeGreaterThanOrEqual(900);
+      expect((await registry.registry!.directory.find({ includeUnhealthy: true, pageSize: 10 })).agents).toHaveLength(2);
+      await Promise.all(joined.map((membership) => membership.leave()));
+    } finally {
+      await Promise.all(agents.map((agent) => agent.close()));
+    }
   });
 });
