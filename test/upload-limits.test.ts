@@ -11,6 +11,7 @@ import { PinnedKeys, TrustChain, TrustStore } from "../src/envelope/trust-source
 import { memoryStorage } from "../src/store/memory/index.js";
 import { sqliteStorage } from "../src/store/sqlite/index.js";
 import type { Storage } from "../src/store/storage.js";
+import { runCli, startServe } from "./helpers/cli.js";
 import { startTestServer, tempDir, type TestServer } from "./helpers/server.js";
 
 const KB = 1024;
@@ -27,7 +28,7 @@ function mintSender(): Sender {
 }
 
 /** POST /upload of `bytes` as `sender`: the HTTP status and the JSON answer. */
-async function upload(server: TestServer, sender: Sender, bytes: Uint8Array): Promise<{ status: number; code?: string; detail?: Record<string, unknown> }> {
+async function upload(server: Pick<TestServer, "url"> & { agent: { identity: { agentId: string } } }, sender: Sender, bytes: Uint8Array): Promise<{ status: number; code?: string; detail?: Record<string, unknown> }> {
   const token = await issueToken(sender.key, { agentId: sender.agentId, audience: server.agent.identity.agentId });
   const form = new FormData();
   form.append("file", new Blob([bytes]), "data.bin");
@@ -155,5 +156,33 @@ describe("quotas by how a sender is known", () => {
     expect((await upload(server, bound, bytesOf(200 * KB, 3))).status).toBe(200);
     const over = await upload(server, bound, bytesOf(100 * KB, 4));
     expect(over.detail).toMatchObject({ details: { rule: "sender_quota", quota_bytes: 400 * KB, trust: "bound" } });
+  });
+});
+
+describe("synapse serve's upload and registry flags", () => {
+  it("bounds every sender's uploads by --upload-total, a stranger's by --upload-quota-first-use (a real serve process)", async () => {
+    const serve = await startServe(["--data-dir", await tempDir(), "--store", "memory", "--upload-total", String(300 * KB), "--upload-quota-first-use", String(200 * KB)]);
+    try {
+      const target = { url: serve.url, agent: { identity: { agentId: serve.agentId } } };
+      const first = mintSender();
+      expect((await upload(target, first, bytesOf(150 * KB, 1))).status).toBe(200);
+      expect((await upload(target, first, bytesOf(100 * KB, 2))).detail).toMatchObject({ details: { rule: "sender_quota", quota_bytes: 200 * KB, trust: "first_use" } });
+      expect((await upload(target, mintSender(), bytesOf(100 * KB, 3))).status).toBe(200);
+      const third = await upload(target, mintSender(), bytesOf(100 * KB, 4));
+      expect(third).toMatchObject({ status: 507, detail: { details: { rule: "total", total_bytes: 300 * KB } } });
+    } finally {
+      await serve.stop();
+    }
+  });
+
+  it("refuses a limit that is not a number, and registry limits without --registry (exit 2); --help names them all", async () => {
+    const notNumber = await runCli(["serve", "--port", "0", "--data-dir", await tempDir(), "--upload-total", "1GiB"]);
+    expect(notNumber.code).toBe(2);
+    expect(notNumber.stderr).toContain("--upload-total must be a non-negative integer");
+    const noRegistry = await runCli(["serve", "--port", "0", "--data-dir", await tempDir(), "--registry-rate", "5"]);
+    expect(noRegistry.code).toBe(2);
+    expect(noRegistry.stderr).toContain("--registry-rate goes with --registry");
+    const help = await runCli(["serve", "--help"]);
+    for (const flag of ["--upload-quota-first-use", "--upload-total", "--upload-reserve", "--max-uploads", "--registry-max-untrusted", "--registry-rate"]) expect(help.stdout).toContain(flag);
   });
 });
