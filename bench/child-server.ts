@@ -27,6 +27,8 @@ export interface ChildServerOptions {
   traceGc?: boolean;
   /** Flags for node itself, before the CLI (--max-semi-space-size=8, say). */
   nodeFlags?: readonly string[];
+  /** The built CLI to run (another build's, to compare); default this build's. */
+  cli?: string;
 }
 
 export interface HeapReport {
@@ -91,7 +93,7 @@ export function readSample(pid: number): ProcessSample {
 
 export async function startChildServer(options: ChildServerOptions): Promise<ChildServer> {
   const dataDir = mkdtempSync(join(tmpdir(), `synapse-bench-${options.label.replace(/[^a-z0-9]+/gi, "-")}-`));
-  const serve = [...(options.nodeFlags ?? []), CLI, "serve", "--host", "127.0.0.1", "--port", "0", "--data-dir", dataDir, "--log-level", "warn", ...options.args];
+  const serve = [...(options.nodeFlags ?? []), options.cli ?? CLI, "serve", "--host", "127.0.0.1", "--port", "0", "--data-dir", dataDir, "--log-level", "warn", ...options.args];
   // stdbuf execs node in the same process, so the pid is the server's.
   const [file, args] = !options.traceGc
     ? [process.execPath, serve]

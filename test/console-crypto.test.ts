@@ -95,7 +95,7 @@ describe("operator console crypto, checked by the server's implementation", () =
     const identity = await consoleIdentity();
     const token = await consoleToken(identity, executor.agentId);
     const caller = await verifyToken(token, { audience: executor.agentId, trust: PinnedKeys.inMemory() });
-    expect(caller).toEqual({ agentId: identity.agentId, keyId: identity.keyId });
+    expect(caller).toEqual({ agentId: identity.agentId, keyId: identity.keyId, firstUse: true });
     await expect(verifyToken(token, { audience: "someone_else", trust: PinnedKeys.inMemory() })).rejects.toThrow(/aud/);
   });
 

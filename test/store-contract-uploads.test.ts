@@ -75,6 +75,33 @@ for (const kind of storeKinds()) {
       await upload(store, "bob", randomBytes(900), 1_000, 1_000);
     });
 
+    it("refuses, in the finishing commit, an upload beyond the total of every owner's, also when many owners finish at once", async () => {
+      const finish = async (owner: string, bytes: Uint8Array) => {
+        const writer = await store.beginUpload(owner, 1_000);
+        await writer.write(bytes);
+        return writer;
+      };
+      // 50 owners, each well under its own quota, written first and then finished together.
+      const writers = await Promise.all(Array.from({ length: 50 }, (_, index) => finish(`owner-${index}`, randomBytes(1_000))));
+      const outcomes = await Promise.allSettled(
+        writers.map((writer, index) => writer.commit({ sha256: `${index}`.padStart(64, "0"), size: 1_000, contentType: "", fileName: "", quotaBytes: 5_000, totalBytes: 10_500 })),
+      );
+      const kept = outcomes.filter((outcome) => outcome.status === "fulfilled");
+      expect(kept).toHaveLength(10);
+      for (const outcome of outcomes) {
+        if (outcome.status === "rejected") expect(outcome.reason).toMatchObject({ name: "UploadQuotaError", scope: "total", quotaBytes: 10_500 });
+      }
+      expect(await store.totalUsage()).toBe(10_000);
+      // The refused uploads kept nothing: what is left under the total is still there to take, and no more.
+      const fits = randomBytes(500);
+      const writer = await finish("late", fits);
+      expect(await writer.commit({ sha256: sha(fits), size: 500, contentType: "", fileName: "", totalBytes: 10_500 })).toMatchObject({ size: 500 });
+      await expect(upload(store, "later", randomBytes(1), 1_000)).resolves.toMatchObject({ size: 1 }); // no total named: none checked
+      const over = await finish("latest", randomBytes(1));
+      await expect(over.commit({ sha256: "f".repeat(64), size: 1, contentType: "", fileName: "", totalBytes: 10_501 })).rejects.toMatchObject({ scope: "total", usedBytes: 10_502 });
+      expect(await store.totalUsage()).toBe(10_501);
+    });
+
     it("shows nothing before commit or after abort", async () => {
       const bytes = randomBytes(UPLOAD_CHUNK_BYTES + 1);
       const writer = await store.beginUpload("alice", 1_000);

@@ -47,7 +47,7 @@ describe("verifyToken", () => {
     it(`${accepted ? "accepts" : "refuses"} a token with ${name}`, async () => {
       const token = await signToken(key, "alice", "bob", now + iat, now + exp);
       const verdict = verifyToken(token, { audience: "bob", trust: PinnedKeys.inMemory({ firstUse: "any" }), nowMs });
-      if (accepted) await expect(verdict).resolves.toEqual({ agentId: "alice", keyId: key.keyId });
+      if (accepted) await expect(verdict).resolves.toEqual({ agentId: "alice", keyId: key.keyId, firstUse: true });
       else await expect(verdict).rejects.toMatchObject({ code: Code.Unauthenticated });
     });
   }
@@ -107,8 +107,8 @@ describe("verifyToken, the same token again", () => {
   it("is accepted again, but never for another audience", async () => {
     const token = await fresh();
     const trust = PinnedKeys.inMemory({ firstUse: "any" });
-    await expect(verifyToken(token, { audience: "dave", trust })).resolves.toEqual({ agentId: "carol", keyId: key.keyId });
-    await expect(verifyToken(token, { audience: "dave", trust })).resolves.toEqual({ agentId: "carol", keyId: key.keyId });
+    await expect(verifyToken(token, { audience: "dave", trust })).resolves.toEqual({ agentId: "carol", keyId: key.keyId, firstUse: true });
+    await expect(verifyToken(token, { audience: "dave", trust })).resolves.toEqual({ agentId: "carol", keyId: key.keyId, firstUse: true });
     await expect(verifyToken(token, { audience: "erin", trust })).rejects.toThrow(/claim aud/);
   });
 
@@ -119,7 +119,8 @@ describe("verifyToken, the same token again", () => {
       publicKeyFor: () => key.publicKey,
       check: () => (trusted ? { kind: "trusted" } : { kind: "conflict", expectedKeyId: "another" }),
     };
-    await expect(verifyToken(token, { audience: "dave", trust })).resolves.toBeDefined();
+    // A policy that binds the key (a trust store, a registry) is not first use.
+    await expect(verifyToken(token, { audience: "dave", trust })).resolves.toMatchObject({ firstUse: false });
     trusted = false;
     await expect(verifyToken(token, { audience: "dave", trust })).rejects.toThrow(/not trusted/);
   });

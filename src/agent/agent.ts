@@ -46,7 +46,7 @@ export interface AgentOptions {
   store?: TaskStore;
   /** Where uploads (POST /upload) live; default this process's memory. */
   uploads?: UploadStore;
-  /** Upload size limit, per-sender quota and how long unused uploads are kept (defaults: 1 GiB, 4 GiB, 24 h). */
+  /** Upload size limit, quotas per sender and in all, the disk's reserve and how long unused uploads are kept (see DEFAULT_UPLOAD_LIMITS). */
   uploadLimits?: Partial<UploadLimits>;
   config?: Partial<P2PConfig>;
   clockSkewMs?: number;

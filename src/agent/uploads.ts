@@ -8,24 +8,37 @@ import type { UploadReference } from "../../gen/synapse/v1/payloads_pb.js";
 import { clip, protocolError } from "../protocol/errors.js";
 import { isSha256Hex, readUploadChunks, type UploadRecord, type UploadStore } from "../store/uploads.js";
 import { TaskFailure, type TaskUploads, type UploadedFile } from "./handler.js";
+import { UploadRoom, type UploadRoomLimits } from "./upload-room.js";
 
 /** Limits on files uploaded to an agent (`POST /upload`). */
-export interface UploadLimits {
+export interface UploadLimits extends UploadRoomLimits {
   /** The largest single upload, in bytes (not bound by max_file_size: that is the point of uploads). */
   maxUploadBytes: number;
-  /** What one sender's finished uploads may hold at once, in bytes. */
+  /** What one sender's finished uploads may hold at once, in bytes, when a trust store or a trusted registry binds its key. */
   quotaBytes: number;
+  /**
+   * The same for a sender known only by first use (its key pinned when it
+   * first spoke, or registered at a registry this agent hosts): anyone can
+   * be one with a fresh key. At most `quotaBytes`.
+   */
+  firstUseQuotaBytes: number;
   /** Uploads no live task uses are dropped this long after their last use. */
   keepUnusedMs: number;
   /** Uploads one sender may have in progress at once. */
   maxConcurrentPerSender: number;
 }
 
+const MiB = 1024 * 1024;
+
 export const DEFAULT_UPLOAD_LIMITS: Readonly<UploadLimits> = Object.freeze({
-  maxUploadBytes: 1024 * 1024 * 1024,
-  quotaBytes: 4 * 1024 * 1024 * 1024,
+  maxUploadBytes: 1024 * MiB,
+  quotaBytes: 1024 * MiB,
+  firstUseQuotaBytes: 64 * MiB,
+  totalBytes: 1024 * MiB,
+  reserveBytes: 512 * MiB,
   keepUnusedMs: 24 * 60 * 60 * 1000,
   maxConcurrentPerSender: 4,
+  maxConcurrent: 16,
 });
 
 /** How many files one task_request may name. */
@@ -33,11 +46,21 @@ export const MAX_UPLOADS_PER_TASK = 16;
 const NAME = /^[A-Za-z0-9_.-]{1,64}$/;
 
 export class AgentUploads {
+  /** Room across every sender: the total, uploads at once, the disk's reserve. */
+  readonly room: UploadRoom;
+
   constructor(
     readonly store: UploadStore,
     readonly limits: UploadLimits,
     private readonly now: () => number,
-  ) {}
+  ) {
+    this.room = new UploadRoom(store, limits, now);
+  }
+
+  /** What a sender's finished uploads may hold: less for one known only by first use. */
+  quotaFor(sender: { firstUse: boolean }): number {
+    return sender.firstUse ? Math.min(this.limits.firstUseQuotaBytes, this.limits.quotaBytes) : this.limits.quotaBytes;
+  }
 
   /**
    * Checks a task_request's references: well formed, and each one of the

@@ -88,9 +88,12 @@ export interface AgentOptions {
   allowOutbound?: string[];
   /**
    * Limits on files uploaded to the agent (`POST /upload`): the largest
-   * upload (default 1 GiB), what one sender's uploads may hold (4 GiB), how
-   * many it may have in progress, and how long an upload no task uses is
-   * kept (24 hours).
+   * upload (default 1 GiB), what one sender's uploads may hold (1 GiB when a
+   * trust store or trusted registry binds its key, 64 MiB when it is known
+   * only by first use), what all senders' uploads may hold together (1 GiB),
+   * how many may be in progress (4 per sender, 16 in all), the free space
+   * uploads leave on the filesystem of `spacePath` (512 MiB; not checked
+   * without a path), and how long an upload no task uses is kept (24 hours).
    */
   uploadLimits?: Partial<UploadLimits>;
   /** Where the agent logs (JSON lines, see {@link createLogger}); default nowhere. */

@@ -51,6 +51,7 @@ export type {
   TaskTrace,
 } from "../agent/handler.js";
 export type { UploadLimits } from "../agent/uploads.js";
+export type { FilesystemSpace, Statfs, UploadRoomLimits } from "../agent/upload-room.js";
 export { TaskFailure } from "../agent/handler.js";
 export type { CallbackInbox, InboxEvent, ExpectedExecutor } from "../agent/inbox.js";
 export type { StoredEvent } from "../store/store.js";

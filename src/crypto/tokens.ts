@@ -55,6 +55,8 @@ export interface VerifiedCaller {
   agentId: string;
   /** The key id that signed the token. */
   keyId: string;
+  /** The key is trusted only as the first one seen for the id (pinned on first use), not bound by a trust store or registry. */
+  firstUse: boolean;
 }
 
 /** What {@link verifyToken} checks a token against. */
@@ -95,7 +97,7 @@ export async function verifyToken(token: string, options: VerifyOptions): Promis
   const agentId = (options.nowMs === undefined ? verifiedBefore(token, options.audience, publicKey) : undefined) ?? (await verifySignatureAndClaims(token, publicKey, options));
   const verdict = await options.trust.check(agentId, header.kid, publicKey);
   if (verdict.kind !== "trusted") throw refuse(`agent ${clip(agentId)} with key ${clip(header.kid)} is not trusted`);
-  return { agentId, keyId: header.kid };
+  return { agentId, keyId: header.kid, firstUse: verdict.firstUse === true };
 }
 
 /** The checks that depend only on the token's bytes, its key and the time: the signature, aud, iss = sub, iat and exp. Returns the caller's agent id. */

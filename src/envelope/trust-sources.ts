@@ -58,6 +58,9 @@ export class TrustStore implements TrustPolicy {
   }
 }
 
+/** What pinning answers for a key it holds or would pin: trusted, but only as the first key seen. */
+const FIRST_USE: TrustVerdict = Object.freeze({ kind: "trusted", firstUse: true });
+
 /** How many pins stay decoded in memory; the rest are read from the store when needed. */
 const PIN_CACHE_LIMIT = 10_000;
 
@@ -139,9 +142,9 @@ export class PinnedKeys implements TrustPolicy {
 
   async check(agentId: string, keyId: string, publicKey: Uint8Array): Promise<TrustVerdict> {
     const pin = await this.pinned(agentId);
-    if (pin !== undefined) return pin.keyId === keyId ? { kind: "trusted" } : { kind: "conflict", expectedKeyId: pin.keyId };
+    if (pin !== undefined) return pin.keyId === keyId ? FIRST_USE : { kind: "conflict", expectedKeyId: pin.keyId };
     // First use: only a name the key itself certifies, unless any name may be pinned.
-    return this.firstUse === "any" || isSelfCertifying(agentId, publicKey) ? { kind: "trusted" } : { kind: "unknown" };
+    return this.firstUse === "any" || isSelfCertifying(agentId, publicKey) ? FIRST_USE : { kind: "unknown" };
   }
 
   async accepted(agentId: string, keyId: string, publicKey: Uint8Array): Promise<void> {

@@ -4,8 +4,12 @@
 
 /** What a {@link TrustPolicy} knows of a key for an agent id. */
 export type TrustVerdict =
-  /** The key is known to belong to the agent. */
-  | { kind: "trusted" }
+  /**
+   * The key is known to belong to the agent. `firstUse`: known only because
+   * it was the first key seen for the id (pinned on first use), which anyone
+   * minting a fresh key gets; limits meant for known senders are smaller for it.
+   */
+  | { kind: "trusted"; firstUse?: boolean }
   /** The agent is known with a different key. */
   | { kind: "conflict"; expectedKeyId: string }
   /** Nothing is known of this agent (or of this key). */

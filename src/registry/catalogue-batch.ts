@@ -1,5 +1,5 @@
-// The staged changes of one catalogue operation: records, grants and audit
-// events, handed to CatalogueStorage.update to commit at once.
+// The staged changes of one catalogue operation: records put or removed,
+// grants and audit events, handed to CatalogueStorage.update to commit at once.
 import { clone, create } from "@bufbuild/protobuf";
 import { timestampFromMs, type Timestamp } from "@bufbuild/protobuf/wkt";
 import {
@@ -15,6 +15,7 @@ import { actorKeyId, actorName, type Actor } from "./catalogue-access.js";
 
 export class Batch {
   private readonly staged = new Map<string, GovernedCapability>();
+  private readonly removed = new Set<string>();
   private readonly stagedGrants = new Map<string, PermissionGrant>();
   private readonly events: AuditEvent[] = [];
 
@@ -31,6 +32,7 @@ export class Batch {
   }
 
   get(id: string): GovernedCapability | undefined {
+    if (this.removed.has(id)) return undefined;
     return this.staged.get(id) ?? this.storage.getCapability(id);
   }
 
@@ -46,12 +48,19 @@ export class Batch {
   }
 
   put(record: GovernedCapability): void {
+    this.removed.delete(record.id);
     this.staged.set(record.id, record);
+  }
+
+  /** Removes a record at commit (its audit events stay). */
+  remove(id: string): void {
+    this.staged.delete(id);
+    this.removed.add(id);
   }
 
   /** Every record as it will be after commit. */
   all(): GovernedCapability[] {
-    const out = [...this.storage.capabilities()].map((record) => this.staged.get(record.id) ?? record);
+    const out = [...this.storage.capabilities()].filter((record) => !this.removed.has(record.id)).map((record) => this.staged.get(record.id) ?? record);
     for (const record of this.staged.values()) if (this.storage.getCapability(record.id) === undefined) out.push(record);
     return out;
   }
@@ -95,6 +104,6 @@ export class Batch {
 
   /** What the operation writes, with its result, for CatalogueStorage.update to commit. */
   writes<T>(result: T): CatalogueWrites<T> {
-    return { result, capabilities: [...this.staged.values()], events: this.events, grants: [...this.stagedGrants.values()] };
+    return { result, capabilities: [...this.staged.values()], removed: [...this.removed], events: this.events, grants: [...this.stagedGrants.values()] };
   }
 }

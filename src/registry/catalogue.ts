@@ -299,19 +299,33 @@ export class CapabilityCatalogue {
     });
   }
 
-  /** Takes every capability of an agent (with `keyId`, under that key) OFFLINE, audited. Returns the ids changed. */
-  retireAgent(agentId: string, reason: string, actor: Actor, keyId = ""): Promise<string[]> {
+  /**
+   * Takes every capability of an agent (with `keyId`, under that key) OFFLINE,
+   * audited. With `forget`, the records its registrations made (owned by the
+   * agent under `keyId`) are then removed: an agent that left, or was
+   * dropped, leaves only its audit events (kept for the retention period);
+   * records an operator listed for it stay, OFFLINE. Returns the ids changed.
+   */
+  retireAgent(agentId: string, reason: string, actor: Actor, keyId = "", options: { forget?: boolean } = {}): Promise<string[]> {
     requireAgentId(agentId);
     return this.guarded(ACTION.retire, (batch) => {
       const changed: string[] = [];
       for (const record of batch.all().sort((a, b) => compareStrings(a.id, b.id))) {
-        if (!providedBy(record, agentId, keyId) || record.status === CapabilityStatus.OFFLINE) continue;
-        this.access.authorizeChange(actor, record, statusName(record.status), statusName(CapabilityStatus.OFFLINE));
-        this.changeStatus(batch, record.id, CapabilityStatus.OFFLINE, reason || `agent ${agentId} retired`, actor);
-        changed.push(record.id);
+        if (!providedBy(record, agentId, keyId)) continue;
+        if (record.status !== CapabilityStatus.OFFLINE) {
+          this.access.authorizeChange(actor, record, statusName(record.status), statusName(CapabilityStatus.OFFLINE));
+          this.changeStatus(batch, record.id, CapabilityStatus.OFFLINE, reason || `agent ${agentId} retired`, actor);
+          changed.push(record.id);
+        }
+        if (options.forget && keyId !== "" && record.ownerAgentId === agentId && record.ownerKeyId === keyId) batch.remove(record.id);
       }
       return changed;
     });
+  }
+
+  /** Deletes audit events recorded before `beforeMs` (the newest always stays), at most `limit`. */
+  pruneAudit(beforeMs: number, limit: number): Promise<number> {
+    return this.storage.pruneAudit(beforeMs, limit);
   }
 
   /** The catalogue entry an agent's task type declares (see capabilityFromTaskType). */

@@ -32,6 +32,7 @@ import { outboundUrlProblem } from "../net/outbound-url.js";
 import { clip, errorDetail, protocolError } from "../protocol/errors.js";
 import type { DirectoryEntry, DirectoryStorage } from "../store/registry-storage.js";
 import { checkGovernance, type CapabilityCatalogue } from "./catalogue.js";
+import type { RegistrationGate } from "./registration-limits.js";
 
 /** What the registry learns by calling an agent back at its endpoint. */
 export interface AgentSelfReport {
@@ -61,8 +62,13 @@ export interface DirectoryOptions {
    * key signs first. For closed or development networks only.
    */
   openNames?: boolean;
+  /** Bounds new registrations of ids the operator did not bind (a total and a rate); none: unbounded. */
+  gate?: RegistrationGate;
   now?: () => number;
 }
+
+/** How a registration's signer may hold its id: its own entry already, bound by the operator, or neither (anyone's fresh key). */
+type Claim = "own" | "bound" | "untrusted";
 
 export interface AgentQuery {
   taskType?: string;
@@ -124,8 +130,9 @@ export class AgentDirectory implements TrustPolicy {
     if (declared.keyId !== keyId || !bytesEqual(registration.publicKey, opened.publicKey)) {
       throw protocolError(ErrorCode.PERMISSION_DENIED, "the registered public key is not the key that signed the registration");
     }
-    // Before anything is called back: a name nobody may claim costs the registry nothing.
-    await this.requireClaim(agentId, keyId, opened.publicKey);
+    // Before anything is called back: a name nobody may claim, or a stranger past the limits, costs the registry nothing.
+    const claim = await this.requireClaim(agentId, keyId, opened.publicKey);
+    if (claim === "untrusted") this.options.gate?.admit(await this.storage.countAgents());
     // Its form only: whether the policy allows the address is told as "no agent answered", like any unreachable endpoint.
     const endpointProblem = outboundUrlProblem(registration.endpointUrl);
     if (endpointProblem) throw protocolError(ErrorCode.INVALID_PARAMS, `endpoint_url ${JSON.stringify(registration.endpointUrl)} ${endpointProblem}`);
@@ -169,6 +176,14 @@ export class AgentDirectory implements TrustPolicy {
     });
     const put = await this.storage.putAgent({ agentId, keyId, publicKey: opened.publicKey, agent, leaseUntilMs: nowMs + this.options.leaseMs });
     if (put.held !== undefined) throw protocolError(ErrorCode.UNKNOWN_SENDER, `agent ${agentId} is registered with another key`);
+    // Registrations confirmed at once may together pass the total: the one that did gives its place back.
+    if (claim === "untrusted" && this.options.gate !== undefined && put.entry.version === 1) {
+      const held = await this.storage.countAgents();
+      if (held > this.options.gate.limits.maxUntrusted) {
+        await this.storage.deleteAgent(agentId, put.entry.version);
+        throw this.options.gate.full(held - 1);
+      }
+    }
     // A task type whose governance breaks a rule is left out of the catalogue; the agent is still registered.
     const capabilities = live.capabilities.supportedTaskTypes.flatMap((taskType) => {
       const capability = this.options.catalogue.fromTaskType(agentId, taskType);
@@ -194,11 +209,11 @@ export class AgentDirectory implements TrustPolicy {
    * An id held by this key already is its own; one held by another key is
    * refused when it is written.
    */
-  private async requireClaim(agentId: string, keyId: string, publicKey: Uint8Array): Promise<void> {
-    if ((await this.storage.getAgent(agentId))?.keyId === keyId) return;
+  private async requireClaim(agentId: string, keyId: string, publicKey: Uint8Array): Promise<Claim> {
+    if ((await this.storage.getAgent(agentId))?.keyId === keyId) return "own";
     const bound = await this.options.bindings?.check(agentId, keyId, publicKey);
-    if (bound?.kind === "trusted") return;
-    if (bound?.kind !== "conflict" && (this.options.openNames || isSelfCertifying(agentId, publicKey))) return;
+    if (bound?.kind === "trusted") return "bound";
+    if (bound?.kind !== "conflict" && (this.options.openNames || isSelfCertifying(agentId, publicKey))) return "untrusted";
     const id = clip(agentId);
     const derived = selfCertifyingAgentId(publicKey);
     if (bound?.kind === "conflict") {
@@ -238,7 +253,7 @@ export class AgentDirectory implements TrustPolicy {
   async deregister(opened: OpenedEnvelope, reason: string): Promise<string> {
     const entry = await this.requireOwnEntry(opened);
     await this.storage.deleteAgent(entry.agentId);
-    await this.options.catalogue.retireAgent(entry.agentId, reason || "deregistered", { agentId: entry.agentId, keyId: entry.keyId }, entry.keyId);
+    await this.options.catalogue.retireAgent(entry.agentId, reason || "deregistered", { agentId: entry.agentId, keyId: entry.keyId }, entry.keyId, { forget: true });
     this.options.logger.info({ agent_id: entry.agentId, reason }, "agent deregistered");
     return entry.agentId;
   }
@@ -262,7 +277,7 @@ export class AgentDirectory implements TrustPolicy {
       const id = entry.agentId;
       if (nowMs >= entry.leaseUntilMs + this.options.dropAfterMs) {
         if (!(await this.storage.deleteAgent(id, entry.version))) continue;
-        await this.options.catalogue.retireAgent(id, "lease expired; dropped", REGISTRY_ACTOR, entry.keyId);
+        await this.options.catalogue.retireAgent(id, "lease expired; dropped", REGISTRY_ACTOR, entry.keyId, { forget: true });
         this.options.logger.info({ agent_id: id }, "agent dropped after missing its heartbeats");
       } else if (nowMs >= entry.leaseUntilMs && entry.agent.health === AgentHealth.HEALTHY) {
         const agent = create(RegisteredAgentSchema, { ...entry.agent, health: AgentHealth.UNHEALTHY });

@@ -7,9 +7,27 @@ import { ErrorCode } from "../../gen/synapse/v1/errors_pb.js";
 import { CapabilityStatus, CapabilityType, type GovernedCapability } from "../../gen/synapse/v1/registry_pb.js";
 import { protocolError } from "../protocol/errors.js";
 
-// One compiler for every check; compiled schemas are removed again so that
-// registrations neither accumulate in it nor clash on a reused $id.
-const ajv = new Ajv({ allErrors: true, strict: false, addUsedSchema: false });
+// One compiler for many checks; compiled schemas are removed again so that
+// registrations do not clash on a reused $id. Ajv's code-generation scope
+// keeps a name and value for every schema it ever compiled, removed or not
+// (some 80 KB per registration of a few task types), so the compiler is
+// replaced after a number of compiles: a flood of registrations must not
+// grow the registry's heap.
+const COMPILES_PER_COMPILER = 256;
+let ajv = newCompiler();
+let compiles = 0;
+
+function newCompiler(): Ajv {
+  return new Ajv({ allErrors: true, strict: false, addUsedSchema: false });
+}
+
+function compiler(): Ajv {
+  if (++compiles > COMPILES_PER_COMPILER) {
+    ajv = newCompiler();
+    compiles = 1;
+  }
+  return ajv;
+}
 
 /**
  * Throws the INVALID_ARGUMENT refusal (details.rule) for the first rule of
@@ -49,13 +67,14 @@ function checkSchema(field: "input_schema" | "output_schema", text: string): voi
   if (typeof schema !== "boolean" && (typeof schema !== "object" || schema === null || Array.isArray(schema))) {
     throw governanceError("schema_invalid", `${field} must be a JSON Schema object or boolean`, { schema: field, error: "not an object or boolean" });
   }
+  const checking = compiler();
   try {
-    ajv.compile(schema);
+    checking.compile(schema);
   } catch (error) {
     throw governanceError("schema_invalid", `${field} is not a valid JSON Schema: ${messageOf(error)}`, { schema: field, error: messageOf(error) });
   } finally {
     // Not when it has an $id: removeSchema would also drop a registered schema of that id (the meta-schema, say).
-    if (typeof schema === "object" && !("$id" in schema)) ajv.removeSchema(schema);
+    if (typeof schema === "object" && !("$id" in schema)) checking.removeSchema(schema);
   }
 }
 

@@ -19,6 +19,7 @@ import type { CapabilitiesProvider } from "../capabilities/provider.js";
 import { createTransport, type TransportOptions } from "../client/transport.js";
 import { seal } from "../envelope/seal.js";
 import type { Logger } from "../log.js";
+import { findErrorDetail } from "../protocol/errors.js";
 
 export interface JoinOptions {
   registryUrl: string;
@@ -35,6 +36,30 @@ export interface Membership {
   readonly registration: RegisterResponse;
   /** Stops the heartbeats and deregisters. */
   leave(reason?: string): Promise<void>;
+}
+
+/** How long joining waits, in all, for a registry that is full or taking registrations slowly. */
+const MAX_JOIN_WAIT_MS = 120_000;
+
+/**
+ * Registers, waiting out a registry's RESOURCE_EXHAUSTED (its bounds on
+ * registrations it was not told to trust: a rate, a total) as long as it
+ * says to, up to {@link MAX_JOIN_WAIT_MS}: agents starting together must not
+ * fail because they came in the same second.
+ */
+async function registerWhenTaken(register: () => Promise<RegisterResponse>, logger: Logger): Promise<RegisterResponse> {
+  const deadline = Date.now() + MAX_JOIN_WAIT_MS;
+  for (;;) {
+    try {
+      return await register();
+    } catch (error) {
+      const refusal = ConnectError.from(error);
+      const waitMs = (findErrorDetail(refusal)?.retryAfterSeconds ?? 0) * 1000;
+      if (refusal.code !== Code.ResourceExhausted || waitMs === 0 || Date.now() + waitMs > deadline) throw error;
+      logger.warn({ error: refusal.rawMessage, retry_after_ms: waitMs }, "the registry cannot take this registration now; trying again");
+      await new Promise((resolve) => setTimeout(resolve, waitMs));
+    }
+  }
 }
 
 export async function joinRegistry(options: JoinOptions): Promise<Membership> {
@@ -57,7 +82,7 @@ export async function joinRegistry(options: JoinOptions): Promise<Membership> {
     return registry.register({ envelope });
   };
 
-  let registration = await register();
+  let registration = await registerWhenTaken(register, options.logger);
   options.logger.info({ registry: options.registryUrl, registry_agent: receiver.agentId }, "joined the registry");
   let stopped = false;
   let timer: NodeJS.Timeout | undefined;

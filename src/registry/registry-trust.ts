@@ -7,7 +7,12 @@ import { createTransport } from "../client/transport.js";
 import type { TrustPolicy, TrustVerdict } from "../envelope/trust.js";
 import type { DirectoryStorage } from "../store/registry-storage.js";
 
-/** The directory of a registry this server hosts: the key an agent registered with is trusted for its id. */
+/**
+ * The directory of a registry this server hosts: the key an agent registered
+ * with is trusted for its id. Anyone may register a freshly made key there
+ * (ids the operator binds are answered by the trust store first), so the
+ * answer counts as first use: the limits of strangers apply.
+ */
 export class DirectoryTrust implements TrustPolicy {
   constructor(private readonly directory: DirectoryStorage) {}
 
@@ -18,7 +23,7 @@ export class DirectoryTrust implements TrustPolicy {
   async check(agentId: string, keyId: string): Promise<TrustVerdict> {
     const entry = await this.directory.getAgent(agentId);
     if (entry === undefined) return { kind: "unknown" };
-    return entry.keyId === keyId ? { kind: "trusted" } : { kind: "conflict", expectedKeyId: entry.keyId };
+    return entry.keyId === keyId ? { kind: "trusted", firstUse: true } : { kind: "conflict", expectedKeyId: entry.keyId };
   }
 }
 

@@ -16,6 +16,7 @@ import type { CatalogueStorage, DirectoryStorage } from "../store/registry-stora
 import type { MessageStore } from "../store/store.js";
 import { CapabilityCatalogue } from "./catalogue.js";
 import { AgentDirectory, type AgentSelfReport } from "./directory.js";
+import { DEFAULT_REGISTRATION_LIMITS, RegistrationGate, type RegistrationLimits } from "./registration-limits.js";
 
 export interface RegistryOptions {
   logger: Logger;
@@ -47,8 +48,19 @@ export interface RegistryOptions {
    * signs first (names are first-come). For closed or development networks only.
    */
   openNames?: boolean;
+  /**
+   * Registrations of ids the operator did not bind (anyone's fresh key):
+   * taken while the directory holds fewer than `maxUntrusted` agents (default
+   * 1000), at most `ratePerSecond` new ones a second (default 20).
+   */
+  limits?: Partial<RegistrationLimits>;
+  /** How long the catalogue's audit events are kept (default 7 days). */
+  auditRetentionMs?: number;
   now?: () => number;
 }
+
+/** Audit events deleted per sweep at most: a long backlog goes over several. */
+const AUDIT_PRUNE_BATCH = 1000;
 
 /**
  * Calls the agent back at its endpoint (seed 000 §1.4: the registry calls
@@ -99,11 +111,14 @@ export class Registry {
       dropAfterMs: options.dropAfterMs ?? 3 * this.leaseMs,
       bindings: options.bindings,
       openNames: options.openNames,
+      gate: new RegistrationGate({ ...DEFAULT_REGISTRATION_LIMITS, ...options.limits }, this.now),
       now: this.now,
     });
+    const auditRetentionMs = options.auditRetentionMs ?? 7 * 24 * 3600 * 1000;
     this.sweeper = setInterval(() => {
       this.sweeping ??= this.directory
         .sweep()
+        .then(async () => void (await this.catalogue.pruneAudit(this.now() - auditRetentionMs, AUDIT_PRUNE_BATCH)))
         .catch((error: unknown) => options.logger.warn({ err: error }, "sweeping the directory failed"))
         .finally(() => (this.sweeping = undefined));
     }, Math.max(50, Math.floor(this.leaseMs / 4)));

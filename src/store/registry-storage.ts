@@ -2,7 +2,13 @@
 // the key each id is bound to) and the governed capability catalogue (its
 // records, the permission grants and the audit trail). Several registry
 // instances may share it.
+import { timestampMs } from "@bufbuild/protobuf/wkt";
 import type { AuditEvent, GovernedCapability, PermissionGrant, RegisteredAgent } from "../../gen/synapse/v1/registry_pb.js";
+
+/** When an audit event was recorded (its `at`), for keeping the trail by age. */
+export function recordedAtMs(event: AuditEvent): number {
+  return event.at === undefined ? 0 : timestampMs(event.at);
+}
 
 export interface DirectoryEntry {
   readonly agentId: string;
@@ -20,6 +26,8 @@ export interface DirectoryStorage {
   getAgent(agentId: string): Promise<DirectoryEntry | undefined>;
   findAgentByKeyId(keyId: string): Promise<DirectoryEntry | undefined>;
   listAgents(): Promise<DirectoryEntry[]>;
+  /** How many entries the directory holds. */
+  countAgents(): Promise<number>;
   /**
    * Inserts or replaces an agent's entry, unless the id is bound to another
    * key: then nothing changes and the entry holding the id comes back as `held`.
@@ -51,13 +59,14 @@ export interface CatalogueState {
 }
 
 /**
- * One operation's writes: records to put, grants to put (one without
- * permissions is deleted), and audit events to append (sequences following
- * lastAuditSequence).
+ * One operation's writes: records to put, records to remove (by id, after
+ * the puts), grants to put (one without permissions is deleted), and audit
+ * events to append (sequences following lastAuditSequence).
  */
 export interface CatalogueWrites<T> {
   result: T;
   capabilities: readonly GovernedCapability[];
+  removed?: readonly string[];
   events: readonly AuditEvent[];
   grants?: readonly PermissionGrant[];
 }
@@ -69,4 +78,10 @@ export interface CatalogueStorage {
   read(): Promise<CatalogueState>;
   /** Audit events after `afterSequence`, oldest first, of one capability when given; at most `limit`. */
   listAudit(afterSequence: number, capabilityId: string | undefined, limit: number): Promise<SequencedAuditEvent[]>;
+  /**
+   * Deletes audit events recorded before `beforeMs`, oldest first, at most
+   * `limit`; the newest event always stays (sequences go on from it).
+   * Returns how many were deleted.
+   */
+  pruneAudit(beforeMs: number, limit: number): Promise<number>;
 }

@@ -2,8 +2,9 @@
 // a task request. Bytes go to the store in chunks as they arrive, so no
 // upload is ever held whole in memory; a finished upload is known by its
 // uploader and SHA-256. Uploads that no live task uses are dropped after a
-// period; each uploader's uploads are bounded by a quota, checked in the
-// commit that finishes an upload.
+// period; each uploader's uploads are bounded by a quota, and everyone's
+// together by a total, both checked in the commit that finishes an upload
+// (so uploads from many senders at once cannot slip past the total).
 
 /** A finished upload. */
 export interface UploadRecord {
@@ -26,6 +27,8 @@ export interface UploadMeta {
   fileName: string;
   /** Refuse (UploadQuotaError) if the owner's finished uploads would then hold more bytes than this. */
   quotaBytes?: number;
+  /** Refuse (UploadQuotaError, scope "total") if every owner's finished uploads together would then hold more bytes than this. */
+  totalBytes?: number;
 }
 
 /** Bytes of one upload on their way into the store. */
@@ -42,15 +45,23 @@ export interface UploadWriter {
   abort(): Promise<void>;
 }
 
-/** The owner's finished uploads would exceed its quota. */
+/** The owner's finished uploads (scope "sender"), or everyone's (scope "total"), would exceed their bound. */
 export class UploadQuotaError extends Error {
   constructor(
     readonly usedBytes: number,
     readonly quotaBytes: number,
+    readonly scope: "sender" | "total" = "sender",
   ) {
-    super(`uploads would hold ${usedBytes} bytes, the quota is ${quotaBytes}`);
+    super(`${scope === "total" ? "all uploads" : "uploads"} would hold ${usedBytes} bytes, the ${scope === "total" ? "total" : "quota"} is ${quotaBytes}`);
     this.name = "UploadQuotaError";
   }
+}
+
+/** The refusal, if any, of finishing an upload of `size` bytes: `owned` and `total` are what finished uploads hold now. */
+export function quotaRefusal(meta: UploadMeta, owned: number, total: number): UploadQuotaError | undefined {
+  if (meta.quotaBytes !== undefined && owned + meta.size > meta.quotaBytes) return new UploadQuotaError(owned + meta.size, meta.quotaBytes);
+  if (meta.totalBytes !== undefined && total + meta.size > meta.totalBytes) return new UploadQuotaError(total + meta.size, meta.totalBytes, "total");
+  return undefined;
 }
 
 export interface UploadStore {
@@ -61,6 +72,8 @@ export interface UploadStore {
   readUpload(owner: string, sha256: string, offset: number, length: number): Promise<Uint8Array>;
   /** Bytes the owner's finished uploads hold. */
   usage(owner: string): Promise<number>;
+  /** Bytes every owner's finished uploads hold together. */
+  totalUsage(): Promise<number>;
   /** Records that a task uses an upload (kept while the task is not terminal); false when there is no such upload. */
   useUpload(owner: string, sha256: string, taskId: string, nowMs: number): Promise<boolean>;
   /**

@@ -17,7 +17,7 @@ import type { TrustPolicy } from "../../src/envelope/trust.js";
 import { PinnedKeys, TrustChain } from "../../src/envelope/trust-sources.js";
 import { silentLogger } from "../../src/log.js";
 import type { OutboundPolicy } from "../../src/net/outbound-policy.js";
-import { Registry } from "../../src/registry/registry.js";
+import { Registry, type RegistryOptions } from "../../src/registry/registry.js";
 import { DirectoryTrust } from "../../src/registry/registry-trust.js";
 import { memoryStorage } from "../../src/store/memory/index.js";
 import { startServer, type RunningServer, type ServerOptions } from "../../src/server/server.js";
@@ -39,7 +39,7 @@ export interface TestServerOptions extends Partial<Omit<ServerOptions, "capabili
    * Host a registry beside the agent; `bindings` are the operator's bindings
    * of ids to keys (a trust store), `openNames` lets any key claim a new id.
    */
-  registry?: { leaseMs?: number; dropAfterMs?: number; admins?: readonly string[]; bindings?: TrustPolicy; openNames?: boolean };
+  registry?: Pick<RegistryOptions, "leaseMs" | "dropAfterMs" | "admins" | "bindings" | "openNames" | "limits" | "auditRetentionMs">;
   /** The outbound policy of the agent's callbacks and the registry's confirmations. */
   outbound?: OutboundPolicy;
   /** Retention of finished tasks, and how often it runs. */
@@ -97,6 +97,8 @@ export async function startTestServer(options: TestServerOptions = {}): Promise<
         admins: options.registry.admins,
         bindings: options.registry.bindings,
         openNames: options.registry.openNames,
+        limits: options.registry.limits,
+        auditRetentionMs: options.registry.auditRetentionMs,
         outbound: agent.outbound,
         storage: storage ? { directory: storage.directory, catalogue: storage.catalogue, messages: storage.tasks } : undefined,
       })

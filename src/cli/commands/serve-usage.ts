@@ -3,11 +3,13 @@ export const serveUsage = `usage: synapse serve [--host H] [--port P] [--data-di
                      [--store sqlite|sqlite:PATH|postgres://...|memory] [--store-wait DURATION] [--fsync normal|full]
                      [--retention DURATION] [--run-lease SECONDS]
                      [--trust-store FILE [--tofu]] [--trust-registry URL] [--agent-id ID] [--agent-name NAME] [--system-id ID]
-                     [--registry [--lease SECONDS] [--registry-admin KEY_ID]... [--registry-open-names]]
+                     [--registry [--lease SECONDS] [--registry-admin KEY_ID]... [--registry-open-names]
+                                 [--registry-max-untrusted N] [--registry-rate N]]
                      [--join URL [--advertise-url URL]] [--operator KEY_ID]...
                      [--allow-outbound CIDR|IP|HOST|*.DOMAIN]...
                      [--max-file-size BYTES] [--max-concurrent-tasks N] [--max-task-duration SECONDS]
-                     [--max-upload-size BYTES] [--upload-quota BYTES] [--upload-ttl DURATION]
+                     [--max-upload-size BYTES] [--upload-quota BYTES] [--upload-quota-first-use BYTES]
+                     [--upload-total BYTES] [--upload-reserve BYTES] [--max-uploads N] [--upload-ttl DURATION]
                      [--escalate-after DURATION [--escalation-contact LEVEL=AGENT_ID]...]
                      [--task-timeout SECONDS] [--heartbeat-interval SECONDS] [--clock-skew SECONDS]
                      [--max-connections N] [--header-timeout SECONDS] [--body-timeout SECONDS]
@@ -44,9 +46,18 @@ requested, and cannot tell another requester's task exists.
 
 Files larger than --max-file-size travel as uploads: POST /upload
 (multipart/form-data, bearer token; \`synapse upload\`) streams one into the
-store, at most --max-upload-size bytes (default 1 GiB); one sender's uploads may
-hold --upload-quota bytes (default 4 GiB); an upload no running task uses is
-dropped --upload-ttl after its last use (default 24h).
+store, at most --max-upload-size bytes (default 1 GiB). One sender's uploads may
+hold --upload-quota bytes (default 1 GiB) when --trust-store or --trust-registry
+binds its key, and --upload-quota-first-use bytes (default 64 MiB) when it is
+known only by first use (its key pinned when it first spoke, or registered at
+the registry this server hosts): anyone can be such a sender with a fresh key.
+Every sender's uploads together, with those still arriving, hold at most
+--upload-total bytes (default 1 GiB), at most --max-uploads of them arrive at
+once (default 16; 4 per sender), and no upload takes the data dir's
+filesystem below --upload-reserve free bytes (default 512 MiB), which stay for
+task writes. Past the total or the reserve an upload is refused with HTTP 507
+(resource_exhausted, upload_quota_exceeded, with a retry-after). An upload no
+running task uses is dropped --upload-ttl after its last use (default 24h).
 
 A task that asks a human (the reference tasks do with "require_approval": true)
 waits for its requester's decision. With --escalate-after each level of the
@@ -74,7 +85,15 @@ digits of SHA-256 of the public key, every agent's default id) or with the key
 list); any other name is refused, so nobody claims a name before its owner.
 --registry-open-names lets anyone register any name not yet held (and not
 bound by --trust-store) with whatever key signs first: for closed or
-development networks only. --join URL
+development networks only. A registration the registry was not told to trust
+(any id --trust-store does not bind: self-certifying ids, open names) is
+refused (resource_exhausted, with a retry-after) while the directory holds
+--registry-max-untrusted agents (default 1000), and beyond --registry-rate new
+ones per second from all senders together (default 20); renewing an entry is
+never refused. What a registration brought (its directory entry and the
+catalogue records of its task types) is removed when it deregisters or is
+dropped three leases after its lease ran out; the catalogue's audit events are
+kept for --retention. --join URL
 registers this agent at that registry on start (reachable at --advertise-url,
 default the listening URL), keeps the lease, and deregisters on shutdown.
 

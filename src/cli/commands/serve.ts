@@ -81,6 +81,10 @@ export async function serve(argv: string[]): Promise<number> {
       "max-task-duration": { type: "string" },
       "max-upload-size": { type: "string" },
       "upload-quota": { type: "string" },
+      "upload-quota-first-use": { type: "string" },
+      "upload-total": { type: "string" },
+      "upload-reserve": { type: "string" },
+      "max-uploads": { type: "string" },
       "upload-ttl": { type: "string" },
       "escalate-after": { type: "string" },
       "escalation-contact": { type: "string", multiple: true },
@@ -99,6 +103,8 @@ export async function serve(argv: string[]): Promise<number> {
       lease: { type: "string" },
       "registry-admin": { type: "string", multiple: true },
       "registry-open-names": { type: "boolean" },
+      "registry-max-untrusted": { type: "string" },
+      "registry-rate": { type: "string" },
       store: { type: "string" },
       "store-wait": { type: "string" },
       fsync: { type: "string" },
@@ -124,7 +130,13 @@ export async function serve(argv: string[]): Promise<number> {
   }
   const admins = values["registry-admin"] ?? [];
   if (admins.length > 0 && !values.registry) throw new UsageError(`--registry-admin goes with --registry\n\n${serveUsage}`);
-  if (values["registry-open-names"] && !values.registry) throw new UsageError(`--registry-open-names goes with --registry\n\n${serveUsage}`);
+  for (const flag of ["registry-open-names", "registry-max-untrusted", "registry-rate"] as const) {
+    if (values[flag] !== undefined && !values.registry) throw new UsageError(`--${flag} goes with --registry\n\n${serveUsage}`);
+  }
+  const registryLimits = {
+    ...optional("maxUntrusted", integerOption(values["registry-max-untrusted"], "--registry-max-untrusted")),
+    ...optional("ratePerSecond", integerOption(values["registry-rate"], "--registry-rate")),
+  };
   for (const admin of admins) {
     if (!isKeyId(admin)) {
       throw new UsageError(`--registry-admin takes a key id (43 characters, as \`synapse keygen\` prints), not ${JSON.stringify(admin)}\n\n${serveUsage}`);
@@ -183,6 +195,12 @@ export async function serve(argv: string[]): Promise<number> {
   const uploadLimits = {
     ...optional("maxUploadBytes", integerOption(values["max-upload-size"], "--max-upload-size")),
     ...optional("quotaBytes", integerOption(values["upload-quota"], "--upload-quota")),
+    ...optional("firstUseQuotaBytes", integerOption(values["upload-quota-first-use"], "--upload-quota-first-use")),
+    ...optional("totalBytes", integerOption(values["upload-total"], "--upload-total")),
+    ...optional("reserveBytes", integerOption(values["upload-reserve"], "--upload-reserve")),
+    ...optional("maxConcurrent", integerOption(values["max-uploads"], "--max-uploads")),
+    // Free space is watched where the data dir is: the SQLite store, and the task writes the reserve keeps room for.
+    spacePath: dataDir,
     ...optional("keepUnusedMs", durationOption(values["upload-ttl"], "--upload-ttl")),
   };
   const tls =
@@ -227,6 +245,8 @@ export async function serve(argv: string[]): Promise<number> {
           outbound,
           bindings: trustStore,
           openNames: Boolean(values["registry-open-names"]),
+          limits: registryLimits,
+          auditRetentionMs: retentionMs,
           storage: { directory: storage.directory, catalogue: storage.catalogue, messages: storage.tasks },
         })
       : undefined;

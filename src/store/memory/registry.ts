@@ -1,4 +1,5 @@
 // The in-memory directory, catalogue and pin stores (tests and embedding).
+import { timestampMs } from "@bufbuild/protobuf/wkt";
 import type { AuditEvent, GovernedCapability, PermissionGrant } from "../../../gen/synapse/v1/registry_pb.js";
 import type { PinnedKey, PinStore } from "../pins.js";
 import type {
@@ -48,6 +49,10 @@ export class MemoryDirectoryStorage implements DirectoryStorage {
     return [...this.entries.values()];
   }
 
+  async countAgents(): Promise<number> {
+    return this.entries.size;
+  }
+
   async putAgent(entry: NewDirectoryEntry) {
     const held = this.entries.get(entry.agentId);
     if (held !== undefined && held.keyId !== entry.keyId) return { held };
@@ -73,7 +78,9 @@ export class MemoryDirectoryStorage implements DirectoryStorage {
 
 export class MemoryCatalogueStorage implements CatalogueStorage, CatalogueState {
   private readonly records = new Map<string, GovernedCapability>();
+  /** The audit trail from sequence `firstSequence` on (older events were pruned). */
   private readonly trail: AuditEvent[] = [];
+  private firstSequence = 1;
   private readonly granted = new Map<string, PermissionGrant>();
   private queue: Promise<unknown> = Promise.resolve();
 
@@ -86,7 +93,7 @@ export class MemoryCatalogueStorage implements CatalogueStorage, CatalogueState 
   }
 
   lastAuditSequence(): number {
-    return this.trail.length;
+    return this.firstSequence + this.trail.length - 1;
   }
 
   getGrant(keyId: string): PermissionGrant | undefined {
@@ -102,6 +109,7 @@ export class MemoryCatalogueStorage implements CatalogueStorage, CatalogueState 
     const run = this.queue.then(() => {
       const writes = work(this);
       for (const capability of writes.capabilities) this.records.set(capability.id, capability);
+      for (const id of writes.removed ?? []) this.records.delete(id);
       for (const grant of writes.grants ?? []) {
         if (grant.permissions.length === 0) this.granted.delete(grant.keyId);
         else this.granted.set(grant.keyId, grant);
@@ -119,10 +127,18 @@ export class MemoryCatalogueStorage implements CatalogueStorage, CatalogueState 
 
   async listAudit(afterSequence: number, capabilityId: string | undefined, limit: number): Promise<SequencedAuditEvent[]> {
     const found: SequencedAuditEvent[] = [];
-    for (let index = Math.max(0, afterSequence); index < this.trail.length && found.length < limit; index++) {
+    for (let index = Math.max(0, afterSequence - this.firstSequence + 1); index < this.trail.length && found.length < limit; index++) {
       const event = this.trail[index]!;
-      if (capabilityId === undefined || event.capabilityId === capabilityId) found.push({ sequence: index + 1, event });
+      if (capabilityId === undefined || event.capabilityId === capabilityId) found.push({ sequence: this.firstSequence + index, event });
     }
     return found;
+  }
+
+  async pruneAudit(beforeMs: number, limit: number): Promise<number> {
+    let drop = 0;
+    while (drop < limit && drop < this.trail.length - 1 && timestampMs(this.trail[drop]!.at!) < beforeMs) drop++;
+    this.trail.splice(0, drop);
+    this.firstSequence += drop;
+    return drop;
   }
 }

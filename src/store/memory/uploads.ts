@@ -4,9 +4,9 @@ import { isTerminal } from "../../protocol/state-machine.js";
 import type { TaskStore } from "../store.js";
 import {
   ChunkBuffer,
+  quotaRefusal,
   sliceUploadChunks,
   UPLOAD_CHUNK_BYTES,
-  UploadQuotaError,
   type UploadMeta,
   type UploadRecord,
   type UploadStore,
@@ -25,6 +25,9 @@ export class MemoryUploadStore implements UploadStore {
   private readonly uploads = new Map<string, Entry>();
   /** Unfinished uploads and when each began. */
   private readonly pending = new Map<symbol, number>();
+  /** Bytes of finished uploads, per owner and in all: kept as they change, so a commit checks both without an await in between. */
+  private readonly owned = new Map<string, number>();
+  private total = 0;
 
   /** @param tasks where "does a live task use it" is looked up */
   constructor(private readonly tasks: Pick<TaskStore, "getTask">) {}
@@ -48,10 +51,11 @@ export class MemoryUploadStore implements UploadStore {
           existing.record = { ...existing.record, lastUsedAtMs: nowMs };
           return existing.record;
         }
-        const used = (await this.usage(owner)) + meta.size;
-        if (meta.quotaBytes !== undefined && used > meta.quotaBytes) throw new UploadQuotaError(used, meta.quotaBytes);
+        const refused = quotaRefusal(meta, this.owned.get(owner) ?? 0, this.total);
+        if (refused !== undefined) throw refused;
         const record: UploadRecord = { owner, sha256: meta.sha256, size: meta.size, contentType: meta.contentType, fileName: meta.fileName, createdAtMs: nowMs, lastUsedAtMs: nowMs };
         this.uploads.set(key, { record, chunks, users: new Set() });
+        this.count(owner, meta.size);
         return record;
       },
       abort: async () => {
@@ -74,9 +78,18 @@ export class MemoryUploadStore implements UploadStore {
   }
 
   async usage(owner: string): Promise<number> {
-    let total = 0;
-    for (const entry of this.uploads.values()) if (entry.record.owner === owner) total += entry.record.size;
-    return total;
+    return this.owned.get(owner) ?? 0;
+  }
+
+  async totalUsage(): Promise<number> {
+    return this.total;
+  }
+
+  private count(owner: string, bytes: number): void {
+    const owned = (this.owned.get(owner) ?? 0) + bytes;
+    if (owned === 0) this.owned.delete(owner);
+    else this.owned.set(owner, owned);
+    this.total += bytes;
   }
 
   async useUpload(owner: string, sha256: string, taskId: string, nowMs: number): Promise<boolean> {
@@ -100,6 +113,7 @@ export class MemoryUploadStore implements UploadStore {
       if (dropped >= limit) break;
       if (entry.record.lastUsedAtMs >= unusedBeforeMs || (await this.usedByLiveTask(entry))) continue;
       this.uploads.delete(key);
+      this.count(entry.record.owner, -entry.record.size);
       dropped++;
     }
     return dropped;

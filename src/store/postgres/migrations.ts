@@ -251,4 +251,14 @@ ALTER TABLE tasks ADD COLUMN correlation_id TEXT NOT NULL DEFAULT '';
     // it refuse the database at open, as for any newer schema.
     sql: "SELECT 1",
   },
+  {
+    version: 7,
+    description: "when each catalogue audit event was recorded, so the trail is kept for the retention period",
+    // Events recorded before this version count from the upgrade: they are kept one full period.
+    sql: `
+ALTER TABLE catalogue_audit ADD COLUMN recorded_at_ms BIGINT NOT NULL DEFAULT 0;
+UPDATE catalogue_audit SET recorded_at_ms = (EXTRACT(EPOCH FROM now()) * 1000)::BIGINT;
+CREATE INDEX catalogue_audit_by_time ON catalogue_audit (recorded_at_ms);
+`,
+  },
 ];

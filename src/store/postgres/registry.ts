@@ -23,6 +23,7 @@ import type {
   NewDirectoryEntry,
   SequencedAuditEvent,
 } from "../registry-storage.js";
+import { recordedAtMs } from "../registry-storage.js";
 import { LOCKS, transaction, type Database, type Queryable } from "./database.js";
 
 interface PinRow {
@@ -89,6 +90,10 @@ export class PostgresDirectoryStorage implements DirectoryStorage {
 
   async listAgents(): Promise<DirectoryEntry[]> {
     return (await this.pool.query<AgentRow>("SELECT * FROM registry_agents")).rows.map(entryFromRow);
+  }
+
+  async countAgents(): Promise<number> {
+    return Number((await this.pool.query("SELECT COUNT(*) AS n FROM registry_agents")).rows[0]!.n);
   }
 
   async putAgent(entry: NewDirectoryEntry) {
@@ -188,6 +193,7 @@ export class PostgresCatalogueStorage implements CatalogueStorage {
           Buffer.from(toBinary(GovernedCapabilitySchema, capability)),
         ]);
       }
+      for (const id of writes.removed ?? []) await client.query("DELETE FROM catalogue_capabilities WHERE id = $1", [id]);
       for (const grant of writes.grants ?? []) {
         if (grant.permissions.length === 0) await client.query("DELETE FROM catalogue_grants WHERE key_id = $1", [grant.keyId]);
         else {
@@ -200,13 +206,19 @@ export class PostgresCatalogueStorage implements CatalogueStorage {
       let sequence = state.sequence;
       for (const event of writes.events) {
         sequence++;
-        await client.query("INSERT INTO catalogue_audit (sequence, capability_id, event) VALUES ($1, $2, $3)", [sequence, event.capabilityId, Buffer.from(toBinary(AuditEventSchema, event))]);
+        await client.query("INSERT INTO catalogue_audit (sequence, capability_id, event, recorded_at_ms) VALUES ($1, $2, $3, $4)", [
+          sequence,
+          event.capabilityId,
+          Buffer.from(toBinary(AuditEventSchema, event)),
+          recordedAtMs(event),
+        ]);
       }
       const version = Number((await client.query("UPDATE catalogue_meta SET version = version + 1 WHERE id = 1 RETURNING version")).rows[0].version);
       // Only after the commit would a failure be impossible; until then the next operation re-reads.
       this.version = -1;
       const records = new Map(state.records);
       for (const capability of writes.capabilities) records.set(capability.id, capability);
+      for (const id of writes.removed ?? []) records.delete(id);
       const granted = new Map(state.granted);
       for (const grant of writes.grants ?? []) {
         if (grant.permissions.length === 0) granted.delete(grant.keyId);
@@ -237,5 +249,14 @@ export class PostgresCatalogueStorage implements CatalogueStorage {
             [capabilityId, afterSequence, limit],
           );
     return rows.map((row) => ({ sequence: row.sequence, event: fromBinary(AuditEventSchema, row.event) }));
+  }
+
+  async pruneAudit(beforeMs: number, limit: number): Promise<number> {
+    const { rowCount } = await this.pool.query(
+      `DELETE FROM catalogue_audit WHERE sequence IN (
+         SELECT sequence FROM catalogue_audit WHERE recorded_at_ms < $1 AND sequence < (SELECT MAX(sequence) FROM catalogue_audit) ORDER BY sequence LIMIT $2)`,
+      [beforeMs, limit],
+    );
+    return rowCount ?? 0;
   }
 }

@@ -1,7 +1,8 @@
 // The PostgreSQL UploadStore: chunks are inserted as they fill, and an
 // upload becomes known by its hash in one transaction that checks the
 // quota under a per-owner advisory lock, so instances uploading for one
-// sender at once cannot both slip under it.
+// sender at once cannot both slip under it; with a total to check, under one
+// lock for every owner, so uploads from many senders cannot either.
 import type pg from "pg";
 import { randomUUID } from "node:crypto";
 import {
@@ -9,6 +10,7 @@ import {
   sliceUploadChunks,
   UPLOAD_CHUNK_BYTES,
   UploadQuotaError,
+  quotaRefusal,
   type UploadMeta,
   type UploadRecord,
   type UploadStore,
@@ -40,6 +42,8 @@ function recordOf(row: UploadRow): UploadRecord {
 }
 
 const BY_HASH = "SELECT * FROM uploads WHERE owner = $1 AND sha256 = $2 AND complete = 1";
+const USAGE = "SELECT COALESCE(SUM(size), 0) AS used FROM uploads WHERE owner = $1 AND complete = 1";
+const TOTAL_USAGE = "SELECT COALESCE(SUM(size), 0) AS used FROM uploads WHERE complete = 1";
 
 async function drop(client: Queryable, uploadId: string): Promise<void> {
   await client.query("DELETE FROM upload_chunks WHERE upload_id = $1", [uploadId]);
@@ -69,7 +73,8 @@ export class PostgresUploadStore implements UploadStore {
       commit: async (meta: UploadMeta) => {
         await buffer.end();
         return transaction(this.pool, async (client) => {
-          await client.query("SELECT pg_advisory_xact_lock($1, hashtext($2))", [LOCKS.uploads, owner]);
+          if (meta.totalBytes === undefined) await client.query("SELECT pg_advisory_xact_lock($1, hashtext($2))", [LOCKS.uploads, owner]);
+          else await client.query("SELECT pg_advisory_xact_lock($1)", [LOCKS.uploads]);
           const pending = await client.query("SELECT 1 FROM uploads WHERE upload_id = $1 AND complete = 0", [id]);
           if (pending.rowCount === 0) throw new Error("the upload was dropped");
           const existing = (await client.query<UploadRow>(BY_HASH, [owner, meta.sha256])).rows[0];
@@ -78,11 +83,13 @@ export class PostgresUploadStore implements UploadStore {
             await client.query("UPDATE uploads SET last_used_at_ms = GREATEST(last_used_at_ms, $1) WHERE upload_id = $2", [nowMs, existing.upload_id]);
             return recordOf({ ...existing, last_used_at_ms: Math.max(existing.last_used_at_ms, nowMs) });
           }
-          const used = Number((await client.query("SELECT COALESCE(SUM(size), 0) AS used FROM uploads WHERE owner = $1 AND complete = 1", [owner])).rows[0].used) + meta.size;
-          if (meta.quotaBytes !== undefined && used > meta.quotaBytes) {
+          const owned = Number((await client.query(USAGE, [owner])).rows[0].used);
+          const total = meta.totalBytes === undefined ? 0 : Number((await client.query(TOTAL_USAGE)).rows[0].used);
+          const refused = quotaRefusal(meta, owned, total);
+          if (refused !== undefined) {
             await drop(client, id);
             // The refusal's deletions must stick: commit them, then refuse.
-            return new UploadQuotaError(used, meta.quotaBytes);
+            return refused;
           }
           await client.query(
             "UPDATE uploads SET sha256 = $1, size = $2, content_type = $3, file_name = $4, complete = 1, last_used_at_ms = $5 WHERE upload_id = $6",
@@ -125,7 +132,11 @@ export class PostgresUploadStore implements UploadStore {
   }
 
   async usage(owner: string): Promise<number> {
-    return Number((await this.pool.query("SELECT COALESCE(SUM(size), 0) AS used FROM uploads WHERE owner = $1 AND complete = 1", [owner])).rows[0]!.used);
+    return Number((await this.pool.query(USAGE, [owner])).rows[0]!.used);
+  }
+
+  async totalUsage(): Promise<number> {
+    return Number((await this.pool.query(TOTAL_USAGE)).rows[0]!.used);
   }
 
   async useUpload(owner: string, sha256: string, taskId: string, nowMs: number): Promise<boolean> {

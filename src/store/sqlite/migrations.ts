@@ -357,4 +357,14 @@ CREATE INDEX seen_messages_expiry ON seen_messages (keep_until_ms);
     // it refuse the database at open, as for any newer schema.
     sql: "SELECT 1",
   },
+  {
+    version: 8,
+    description: "when each catalogue audit event was recorded, so the trail is kept for the retention period",
+    // Events recorded before this version count from the upgrade: they are kept one full period.
+    sql: `
+ALTER TABLE catalogue_audit ADD COLUMN recorded_at_ms INTEGER NOT NULL DEFAULT 0;
+UPDATE catalogue_audit SET recorded_at_ms = CAST(strftime('%s', 'now') AS INTEGER) * 1000;
+CREATE INDEX catalogue_audit_by_time ON catalogue_audit (recorded_at_ms);
+`,
+  },
 ];

@@ -21,6 +21,7 @@ import type {
   NewDirectoryEntry,
   SequencedAuditEvent,
 } from "../registry-storage.js";
+import { recordedAtMs } from "../registry-storage.js";
 
 interface PinRow {
   agent_id: string;
@@ -84,6 +85,7 @@ export class SqliteDirectoryStorage implements DirectoryStorage {
       get: db.prepare("SELECT * FROM registry_agents WHERE agent_id = ?"),
       byKey: db.prepare("SELECT * FROM registry_agents WHERE key_id = ? LIMIT 1"),
       all: db.prepare("SELECT * FROM registry_agents"),
+      count: db.prepare("SELECT COUNT(*) AS n FROM registry_agents"),
       insert: db.prepare("INSERT INTO registry_agents (agent_id, key_id, public_key, agent, lease_until_ms, version) VALUES (?, ?, ?, ?, ?, 1)"),
       update: db.prepare("UPDATE registry_agents SET public_key = ?, agent = ?, lease_until_ms = ?, version = version + 1 WHERE agent_id = ? AND key_id = ? AND version = ?"),
       delete: db.prepare("DELETE FROM registry_agents WHERE agent_id = ?"),
@@ -103,6 +105,10 @@ export class SqliteDirectoryStorage implements DirectoryStorage {
 
   async listAgents(): Promise<DirectoryEntry[]> {
     return (this.sql.all.all() as AgentRow[]).map(entryFromRow);
+  }
+
+  async countAgents(): Promise<number> {
+    return (this.sql.count.get() as { n: number }).n;
   }
 
   async putAgent(entry: NewDirectoryEntry) {
@@ -139,7 +145,12 @@ export class SqliteCatalogueStorage implements CatalogueStorage, CatalogueState 
   constructor(private readonly db: Database.Database) {
     this.sql = {
       upsert: db.prepare("INSERT INTO catalogue_capabilities (id, record) VALUES (?, ?) ON CONFLICT (id) DO UPDATE SET record = excluded.record"),
-      appendAudit: db.prepare("INSERT INTO catalogue_audit (sequence, capability_id, event) VALUES (?, ?, ?)"),
+      remove: db.prepare("DELETE FROM catalogue_capabilities WHERE id = ?"),
+      appendAudit: db.prepare("INSERT INTO catalogue_audit (sequence, capability_id, event, recorded_at_ms) VALUES (?, ?, ?, ?)"),
+      pruneAudit: db.prepare(
+        `DELETE FROM catalogue_audit WHERE sequence IN (
+           SELECT sequence FROM catalogue_audit WHERE recorded_at_ms < ? AND sequence < (SELECT MAX(sequence) FROM catalogue_audit) ORDER BY sequence LIMIT ?)`,
+      ),
       bump: db.prepare("UPDATE catalogue_meta SET version = version + 1 WHERE id = 1"),
       putGrant: db.prepare("INSERT INTO catalogue_grants (key_id, record) VALUES (?, ?) ON CONFLICT (key_id) DO UPDATE SET record = excluded.record"),
       deleteGrant: db.prepare("DELETE FROM catalogue_grants WHERE key_id = ?"),
@@ -182,16 +193,18 @@ export class SqliteCatalogueStorage implements CatalogueStorage, CatalogueState 
       const writes = work(this);
       this.db.transaction(() => {
         for (const capability of writes.capabilities) this.sql.upsert.run(capability.id, Buffer.from(toBinary(GovernedCapabilitySchema, capability)));
+        for (const id of writes.removed ?? []) this.sql.remove.run(id);
         for (const grant of writes.grants ?? []) {
           if (grant.permissions.length === 0) this.sql.deleteGrant.run(grant.keyId);
           else this.sql.putGrant.run(grant.keyId, Buffer.from(toBinary(PermissionGrantSchema, grant)));
         }
         writes.events.forEach((event, index) =>
-          this.sql.appendAudit.run(this.lastSequence + index + 1, event.capabilityId, Buffer.from(toBinary(AuditEventSchema, event))),
+          this.sql.appendAudit.run(this.lastSequence + index + 1, event.capabilityId, Buffer.from(toBinary(AuditEventSchema, event)), recordedAtMs(event)),
         );
         this.sql.bump.run();
       })();
       for (const capability of writes.capabilities) this.records.set(capability.id, capability);
+      for (const id of writes.removed ?? []) this.records.delete(id);
       for (const grant of writes.grants ?? []) {
         if (grant.permissions.length === 0) this.granted.delete(grant.keyId);
         else this.granted.set(grant.keyId, grant);
@@ -213,5 +226,9 @@ export class SqliteCatalogueStorage implements CatalogueStorage, CatalogueState 
       event: Buffer;
     }>;
     return rows.map((row) => ({ sequence: row.sequence, event: fromBinary(AuditEventSchema, row.event) }));
+  }
+
+  async pruneAudit(beforeMs: number, limit: number): Promise<number> {
+    return this.sql.pruneAudit.run(beforeMs, limit).changes;
   }
 }

@@ -1,6 +1,7 @@
 // The SQLite UploadStore: an upload's bytes are written chunk by chunk as
 // they arrive (each chunk its own small commit), and the upload becomes
-// known by its hash in one commit that also checks the quota. Whether a
+// known by its hash in one commit that also checks the quota and the total
+// (SQLite commits one at a time, so no two can slip past it). Whether a
 // live task uses an upload is answered from the tasks table of the same file.
 import type Database from "better-sqlite3";
 import { randomUUID } from "node:crypto";
@@ -8,7 +9,7 @@ import {
   ChunkBuffer,
   sliceUploadChunks,
   UPLOAD_CHUNK_BYTES,
-  UploadQuotaError,
+  quotaRefusal,
   type UploadMeta,
   type UploadRecord,
   type UploadStore,
@@ -48,6 +49,7 @@ export class SqliteUploadStore implements UploadStore {
       insertChunk: db.prepare("INSERT INTO upload_chunks (upload_id, chunk, data) VALUES (?, ?, ?)"),
       byHash: db.prepare("SELECT * FROM uploads WHERE owner = ? AND sha256 = ? AND complete = 1"),
       usage: db.prepare("SELECT COALESCE(SUM(size), 0) AS used FROM uploads WHERE owner = ? AND complete = 1"),
+      totalUsage: db.prepare("SELECT COALESCE(SUM(size), 0) AS used FROM uploads WHERE complete = 1"),
       finish: db.prepare("UPDATE uploads SET sha256 = ?, size = ?, content_type = ?, file_name = ?, complete = 1, last_used_at_ms = ? WHERE upload_id = ?"),
       touch: db.prepare("UPDATE uploads SET last_used_at_ms = MAX(last_used_at_ms, ?) WHERE upload_id = ?"),
       chunks: db.prepare("SELECT data FROM upload_chunks WHERE upload_id = ? AND chunk BETWEEN ? AND ? ORDER BY chunk"),
@@ -85,10 +87,12 @@ export class SqliteUploadStore implements UploadStore {
             this.sql.touch.run(nowMs, existing.upload_id);
             return recordOf({ ...existing, last_used_at_ms: Math.max(existing.last_used_at_ms, nowMs) });
           }
-          const used = (this.sql.usage.get(owner) as { used: number }).used + meta.size;
-          if (meta.quotaBytes !== undefined && used > meta.quotaBytes) {
+          const owned = (this.sql.usage.get(owner) as { used: number }).used;
+          const total = meta.totalBytes === undefined ? 0 : (this.sql.totalUsage.get() as { used: number }).used;
+          const refused = quotaRefusal(meta, owned, total);
+          if (refused !== undefined) {
             this.drop(id);
-            throw new UploadQuotaError(used, meta.quotaBytes);
+            throw refused;
           }
           this.sql.finish.run(meta.sha256, meta.size, meta.contentType, meta.fileName, nowMs, id);
           return recordOf(this.sql.byHash.get(owner, meta.sha256) as UploadRow);
@@ -123,6 +127,10 @@ export class SqliteUploadStore implements UploadStore {
 
   async usage(owner: string): Promise<number> {
     return (this.sql.usage.get(owner) as { used: number }).used;
+  }
+
+  async totalUsage(): Promise<number> {
+    return (this.sql.totalUsage.get() as { used: number }).used;
   }
 
   async useUpload(owner: string, sha256: string, taskId: string, nowMs: number): Promise<boolean> {
