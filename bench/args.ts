@@ -7,9 +7,10 @@
 //                         [--serve-flags="FLAGS"] [--json]   (or --peer)
 import { parseArgs } from "node:util";
 import { parseStores, type StoreName } from "./store-targets.js";
+import { BenchUsageError } from "./usage-error.js";
 
 /** A bad command line: reported as its message alone, with the usage. */
-export class BenchUsageError extends Error {}
+export { BenchUsageError };
 
 export type BenchMode = "rpc" | "memory" | "stores" | "peer";
 

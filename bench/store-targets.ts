@@ -6,7 +6,7 @@
 import { randomBytes } from "node:crypto";
 import pg from "pg";
 import { findPostgresBin, startCluster, type Cluster } from "../scripts/postgres-cluster.js";
-import { BenchUsageError } from "./args.js";
+import { BenchUsageError } from "./usage-error.js";
 import { startChildServer, type ChildServer } from "./child-server.js";
 
 export type StoreName = "memory" | "sqlite" | "sqlite-full" | "postgres" | "postgres-full";

@@ -3,7 +3,8 @@
 # entry points) into a temporary directory and fails if docs/api differs:
 # run `npm run docs` and commit docs/api after changing a public name or its
 # comment. TypeDoc itself fails on a public name without documentation or a
-# broken {@link}.
+# broken {@link}. Then runs the shell blocks of README.md and docs/ marked
+# runnable against a server of its own (scripts/doc-blocks.mjs).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=$(mktemp -d)
@@ -14,3 +15,4 @@ if ! diff -r "$out" docs/api; then
   exit 1
 fi
 echo "docs/api is up to date"
+node scripts/doc-blocks.mjs

@@ -125,6 +125,49 @@ describe("groups walkthrough", () => {
     expect(refused.stderr).toContain("illegal_transition");
   });
 
+  it("grants a role only when the approver names it, and changes roles only at a coordinator's word", async () => {
+    const created = json<{ group: { createdBy: { agentId: string } } }>((await cli("group", "create", H, "guild", "--json")).stdout);
+    const creator = created.group.createdBy.agentId;
+    // The README's takeover: agent two asks to be coordinator and the creator approves with a plain `add`.
+    const asked = await cli("group", "join", H, "guild", "--role", "coordinator", "--endpoint", TWO, "--home", dirs[1]!, "--json");
+    const two = json<{ reply: { payload: { member: { agent: { agentId: string } } } } }>(asked.stdout).reply.payload.member.agent.agentId;
+    expect((await cli("group", "show", H, "guild")).stdout).toMatch(new RegExp(`asks to join +${two} as coordinator`));
+    const added = await cli("group", "add", H, "guild", "--agent-url", TWO, "--json");
+    expect(added.code).toBe(0);
+    expect(added.stderr).toContain(`${two} asked to join as coordinator; granting member; to grant it: pass --role coordinator`);
+    expect(json(added.stdout)).toMatchObject({ reply: { payload: { kind: "GROUP_EVENT_KIND_MEMBER_ADDED", member: { role: "GROUP_ROLE_MEMBER" } } } });
+    const takeover = await cli("group", "remove", H, "guild", creator, "--home", dirs[1]!);
+    expect(takeover.code).toBe(1);
+    expect(takeover.stderr).toContain("permission_denied");
+    expect(takeover.stderr).toContain("only a coordinator may remove members");
+    expect((await cli("group", "show", H, "guild")).code).toBe(0);
+
+    // Agent three asks the same and is granted it, because the approval says so.
+    const three = json<{ reply: { header: { replyTo: string }; payload: { member: { agent: { agentId: string } } } } }>(
+      (await cli("group", "join", H, "guild", "--role", "coordinator", "--home", dirs[2]!, "--json")).stdout,
+    ).reply;
+    const granted = await cli("group", "add", H, "guild", "--approve", three.header.replyTo, "--role", "coordinator", "--json");
+    expect(granted.stderr).toBe("");
+    expect(json(granted.stdout)).toMatchObject({ reply: { payload: { member: { role: "GROUP_ROLE_COORDINATOR" } } } });
+
+    // Role changes: refused from a member, done by a coordinator, --role required.
+    const byMember = await cli("group", "role", H, "guild", three.payload.member.agent.agentId, "--role", "observer", "--home", dirs[1]!);
+    expect(byMember.code).toBe(1);
+    expect(byMember.stderr).toContain("only a coordinator may change roles");
+    const changed = await cli("group", "role", H, "guild", two, "--role", "coordinator", "--weight", "5", "--home", dirs[2]!, "--json");
+    expect(changed.code).toBe(0);
+    expect(json(changed.stdout)).toMatchObject({ reply: { payload: { kind: "GROUP_EVENT_KIND_MEMBER_ROLE_CHANGED", member: { role: "GROUP_ROLE_COORDINATOR", weight: 5 } } } });
+    expect((await cli("group", "role", H, "guild", two)).code).toBe(2);
+    expect((await cli("group", "role", H, "guild", two, "--role", "boss")).code).toBe(2);
+
+    // The log, every event verified against the host's key, tells the same story.
+    const log = await cli("group", "watch", H, "guild", "--json");
+    expect(log.code).toBe(0);
+    const kinds = log.stdout.trim().split("\n").map((line) => JSON.parse(line) as { payload: { kind: string; member?: { role?: string } } }).map((e) => `${e.payload.kind.replace("GROUP_EVENT_KIND_", "")} ${e.payload.member?.role?.replace("GROUP_ROLE_", "") ?? ""}`);
+    expect(kinds).toEqual(["GROUP_CREATED COORDINATOR", "JOIN_REQUESTED COORDINATOR", "MEMBER_ADDED MEMBER", "JOIN_REQUESTED COORDINATOR", "MEMBER_ADDED COORDINATOR", "MEMBER_ROLE_CHANGED COORDINATOR"]);
+    expect((await cli("group", "dissolve", H, "guild")).code).toBe(0);
+  });
+
   it("answers usage errors with exit status 2", async () => {
     expect((await cli("group")).code).toBe(2);
     expect((await cli("group", "frobnicate", H, "team")).code).toBe(2);

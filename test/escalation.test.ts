@@ -103,7 +103,8 @@ describe("escalation of an unanswered human decision", () => {
 
     const failed = await until(requester, taskId, (t) => t.state === TaskState.FAILED);
     expect(failed.error).toMatchObject({ code: ErrorCode.EXECUTION_TIMEOUT, recoverable: true });
-    expect(failed.error?.message).toContain("level 3");
+    expect(failed.error?.message).toBe("no human decision at escalation level 3 before its deadline");
+    expect(failed.statusMessage).toBe(failed.error?.message);
     // The log: three signed need_human events, levels 1, 2, 3, then the failure (the client checks every step).
     const events = [];
     for await (const item of requester.watch(taskId)) if (item.kind === "event") events.push(item.event);

@@ -2,14 +2,16 @@
 // host runs each sub-task as a real P2P task at a member. Member C runs with
 // a one-second task timeout, so the slow input fails there (a member that
 // fails), and is stopped at the end (a member that cannot be reached).
-import { fromBinary } from "@bufbuild/protobuf";
-import { Code } from "@connectrpc/connect";
+import { create, fromBinary } from "@bufbuild/protobuf";
+import { Code, ConnectError } from "@connectrpc/connect";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { GroupDecisionAction, GroupEventKind, GroupTaskState, GroupTaskStrategy } from "../gen/synapse/v1/a2n_pb.js";
+import { GroupDecisionAction, GroupEventKind, GroupTaskCancelPayloadSchema, GroupTaskState, GroupTaskStrategy, GroupTaskSubmitPayloadSchema } from "../gen/synapse/v1/a2n_pb.js";
 import { HeaderSchema, MessageType } from "../gen/synapse/v1/envelope_pb.js";
 import type { GroupTask } from "../gen/synapse/v1/group_pb.js";
 import { TaskState } from "../gen/synapse/v1/payloads_pb.js";
-import type { GroupClient } from "../src/client/group-client.js";
+import type { GroupClient, GroupTaskInput } from "../src/client/group-client.js";
+import { SynapseClient } from "../src/client/requester.js";
+import { findErrorDetail } from "../src/protocol/errors.js";
 import { inviteAll, startGroupAgents, stopAll, userClient, type GroupAgent } from "./helpers/group-agents.js";
 import { verifies } from "./helpers/independent-verify.js";
 import { fromValue } from "../src/protocol/json-values.js";
@@ -37,6 +39,17 @@ beforeAll(async () => {
 afterAll(async () => stopAll(agents));
 
 const members = (...agentsUsed: GroupAgent[]) => agentsUsed.map((agent) => agent.ref.agentId);
+
+/** A refused call as [status, protocol code, details.rule or details.field]. */
+async function refusal(call: Promise<unknown>, key: "rule" | "field" = "rule"): Promise<[Code, string | undefined, unknown]> {
+  const error = await call.then(
+    () => undefined,
+    (e: unknown) => e,
+  );
+  expect(error, "the call should have been refused").toBeInstanceOf(ConnectError);
+  const detail = findErrorDetail(error);
+  return [(error as ConnectError).code, detail?.protocolCode, (detail?.details as Record<string, unknown> | undefined)?.[key]];
+}
 
 /** Every output carries the member's signed task_complete: it verifies with that member's key, addressed to the host. */
 function checkSignedOutputs(task: GroupTask): void {
@@ -166,6 +179,41 @@ describe("ending group tasks", () => {
     const cancelled = await lead.cancelTask("workers", "stop-me", "changed my mind");
     expect(cancelled.groupTask).toMatchObject({ state: GroupTaskState.CANCELLED, reason: "changed my mind" });
     expect(cancelled.groupTask!.subtasks.every((subtask) => subtask.finished)).toBe(true);
+  });
+
+  it("tells the member its slot and attempt as numbers, in the task id and the metadata", async () => {
+    // The host is the sub-task's requester: reading it at member B as the host shows the request B got.
+    const asHost = await SynapseClient.connect({ baseUrl: b.url, identity: host.identity });
+    const subtask = await asHost.getTask("hello.1.1");
+    expect(subtask.request?.context?.metadata).toEqual({ group_id: "workers", group_task_id: "hello", slot: 1, attempt: 1 });
+    expect(subtask.request?.context).toMatchObject({ sessionId: "workers", parentTaskId: "hello", correlationId: "hello" });
+  });
+
+  it("refuses an answer or a cancel once the group task is over", async () => {
+    const over = (await lead.getGroupTask("workers", "hello"));
+    expect(over.state).toBe(GroupTaskState.COMPLETED);
+    expect(await refusal(lead.answer("workers", "hello", "hello.0.1", { info: { x: 1 } }))).toEqual([Code.FailedPrecondition, "illegal_transition", "group_task_over"]);
+    expect(await refusal(lead.cancelTask("workers", "hello"))).toEqual([Code.FailedPrecondition, "illegal_transition", "group_task_over"]);
+  });
+
+  it("refuses submits whose terms do not hold, naming the field", async () => {
+    const submit = (groupTaskId: string, input: Omit<GroupTaskInput, "groupTaskId" | "taskType">) => lead.submitTask("workers", { groupTaskId, taskType: "text_analysis", ...input });
+    const field = [Code.InvalidArgument, "invalid_params"];
+    expect(await refusal(submit("x1", { strategy: GroupTaskStrategy.BROADCAST, shards: [{ text: "a" }] }), "field")).toEqual([...field, "shards"]);
+    expect(await refusal(submit("x2", { strategy: GroupTaskStrategy.SHARD, shards: [] }), "field")).toEqual([...field, "shards"]);
+    expect(await refusal(submit("x3", { strategy: GroupTaskStrategy.SHARD, shards: Array.from({ length: 257 }, () => ({ text: "a" })) }), "field")).toEqual([...field, "shards"]);
+    expect(await refusal(submit("x4", { strategy: GroupTaskStrategy.QUORUM, quorum: 4, payload: { text: "a" } }), "field")).toEqual([...field, "quorum"]);
+    expect(await refusal(submit("x5", { strategy: GroupTaskStrategy.QUORUM, quorum: 3, members: members(a, b), payload: { text: "a" } }), "field")).toEqual([...field, "quorum"]);
+    expect(await refusal(submit("x6", { strategy: GroupTaskStrategy.BROADCAST, members: [a.ref.agentId, lead.agentId], payload: { text: "a" } }), "field")).toEqual([...field, "members"]);
+    expect(await refusal(submit("x7", { strategy: GroupTaskStrategy.BROADCAST, members: ["agent_nobody"], payload: { text: "a" } }), "field")).toEqual([...field, "members"]);
+    // Header.task_id and group_task_id name one group task, in a submit and in a cancel.
+    const payload = create(GroupTaskSubmitPayloadSchema, { groupId: "workers", groupTaskId: "x8", taskType: "text_analysis", strategy: GroupTaskStrategy.BROADCAST, payload: { text: "a" } });
+    expect(await refusal(lead.send(lead.envelope(MessageType.A2N_GROUP_TASK_SUBMIT, payload, "x9"), "workers"), "field")).toEqual([...field, "group_task_id"]);
+    await lead.submitTask("workers", { groupTaskId: "keep-running", taskType: "data_analysis", payload: { csv: "n\n1\n2", delay_ms_per_row: 3000 }, strategy: GroupTaskStrategy.BROADCAST, members: members(a) });
+    const cancel = create(GroupTaskCancelPayloadSchema, { groupId: "workers", groupTaskId: "keep-running" });
+    expect(await refusal(lead.send(lead.envelope(MessageType.A2N_GROUP_TASK_CANCEL, cancel, "hello"), "workers"), "field")).toEqual([...field, "group_task_id"]);
+    expect((await lead.getGroupTask("workers", "keep-running")).state).toBe(GroupTaskState.RUNNING);
+    expect((await lead.cancelTask("workers", "keep-running")).groupTask?.state).toBe(GroupTaskState.CANCELLED);
   });
 
   it("moves a shard on when its member cannot be reached", async () => {

@@ -6,14 +6,15 @@ import { create, toBinary } from "@bufbuild/protobuf";
 import { Code, ConnectError, createClient } from "@connectrpc/connect";
 import { createConnectTransport } from "@connectrpc/connect-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { GroupEventKind, GroupRole, MemberInvitePayloadSchema, MemberJoinPayloadSchema } from "../gen/synapse/v1/a2n_pb.js";
+import { GroupEventKind, GroupRole, MemberApprovePayloadSchema, MemberInvitePayloadSchema, MemberJoinPayloadSchema } from "../gen/synapse/v1/a2n_pb.js";
 import { EnvelopeSchema, MessageType } from "../gen/synapse/v1/envelope_pb.js";
 import { GroupService, GroupStatus, PendingKind } from "../gen/synapse/v1/group_pb.js";
 import type { AgentIdentity } from "../src/agent/identity.js";
-import type { GroupClient } from "../src/client/group-client.js";
+import type { GroupClient, VerifiedGroupEvent } from "../src/client/group-client.js";
 import { seal } from "../src/envelope/seal.js";
 import { findErrorDetail } from "../src/protocol/errors.js";
 import { startGroupAgents, stopAll, userClient, type GroupAgent } from "./helpers/group-agents.js";
+import { replayGroupLog } from "./helpers/group-log-replay.js";
 import { tempDir } from "./helpers/server.js";
 import { CapabilitiesService, InterfaceCategory } from "../gen/synapse/v1/capabilities_pb.js";
 import { createAgent } from "../src/agent/agent.js";
@@ -37,6 +38,17 @@ beforeAll(async () => {
   coordinator = await userClient(host.url);
 }, 30_000);
 afterAll(async () => stopAll(agents));
+
+/** The field a refusal names (details.field). */
+async function refusedField(call: Promise<unknown>): Promise<[Code, string | undefined, unknown]> {
+  const error = await call.then(
+    () => undefined,
+    (e: unknown) => e,
+  );
+  expect(error, "the call should have been refused").toBeInstanceOf(ConnectError);
+  const detail = findErrorDetail(error);
+  return [(error as ConnectError).code, detail?.protocolCode, (detail?.details as { field?: unknown } | undefined)?.field];
+}
 
 /** The refusal of a call as [code, protocol code, rule]. */
 async function refusal(call: Promise<unknown>): Promise<[Code, string | undefined, unknown]> {
@@ -139,6 +151,87 @@ describe("membership with consent", () => {
     ).envelope;
     expect(await refusal(coordinator.send(other, "echo"))).toEqual([Code.AlreadyExists, "replay_detected", undefined]);
     expect((await coordinator.getGroup("echo")).group?.lastSequence).toBe(2n);
+  });
+});
+
+describe("roles are granted, never chosen", () => {
+  /** The group's log up to now, every event verified by the client. */
+  async function logOf(groupId: string, reader: GroupClient = coordinator): Promise<VerifiedGroupEvent[]> {
+    const events: VerifiedGroupEvent[] = [];
+    let last = 0n;
+    const abort = new AbortController();
+    for await (const item of reader.watch(groupId, { signal: abort.signal })) {
+      if (item.kind === "snapshot") last = item.group.lastSequence;
+      if (item.kind === "event") events.push(item.event);
+      if (events.length > 0 && BigInt(events.length) >= last) break;
+    }
+    abort.abort();
+    return events;
+  }
+
+  it("admits a request that asks for coordinator as a member, who then cannot remove the creator", async () => {
+    await coordinator.create("guild");
+    const asked = await b.client.join("guild", { endpointUrl: b.url, role: GroupRole.COORDINATOR });
+    // The wish is shown to the approver before it signs.
+    expect(asked.reply.payload.member?.role).toBe(GroupRole.COORDINATOR);
+    expect((await coordinator.getGroup("guild")).group?.pending).toMatchObject([{ kind: PendingKind.JOIN_REQUEST, role: GroupRole.COORDINATOR, agent: { agentId: b.ref.agentId } }]);
+    const approved = await coordinator.approve("guild", asked.reply.header.replyTo);
+    expect(approved.reply.payload).toMatchObject({ kind: GroupEventKind.MEMBER_ADDED, member: { agent: { agentId: b.ref.agentId }, role: GroupRole.MEMBER } });
+    // The takeover: the newcomer removes the creator, or makes itself coordinator. Both refused.
+    expect(await refusal(b.client.remove("guild", coordinator.agentId))).toEqual([Code.PermissionDenied, "permission_denied", "coordinator_only"]);
+    expect(await refusal(b.client.setRole("guild", b.ref.agentId, GroupRole.COORDINATOR))).toEqual([Code.PermissionDenied, "permission_denied", "coordinator_only"]);
+    // A coordinator does not remove itself either: it leaves (and the last one cannot).
+    expect(await refusal(coordinator.remove("guild", coordinator.agentId))).toEqual([Code.FailedPrecondition, "illegal_transition", "remove_self"]);
+    expect((await coordinator.getGroup("guild")).group?.members.map((m) => [m.agent?.agentId, m.role])).toEqual([
+      [coordinator.agentId, GroupRole.COORDINATOR],
+      [b.ref.agentId, GroupRole.MEMBER],
+    ]);
+  });
+
+  it("reads an approval without a role (from an older sender) as member, and grants coordinator only when the approval names it", async () => {
+    const asked = await c.client.join("guild", { role: GroupRole.COORDINATOR });
+    // An approval as a sender that predates MemberApprovePayload.role encodes it: no role field at all.
+    const legacy = create(MemberApprovePayloadSchema, { groupId: "guild", requestId: asked.reply.header.replyTo });
+    expect(toBinary(MemberApprovePayloadSchema, legacy).byteLength).toBe(2 + "guild".length + 2 + asked.reply.header.replyTo.length);
+    const admitted = await coordinator.send(coordinator.envelope(MessageType.A2N_MEMBER_APPROVE, legacy), "guild");
+    expect(admitted.reply.payload.member?.role).toBe(GroupRole.MEMBER);
+    await coordinator.remove("guild", c.ref.agentId);
+    const again = await c.client.join("guild", { note: "as member, please" });
+    const granted = await coordinator.approve("guild", again.reply.header.replyTo, 3, GroupRole.COORDINATOR);
+    expect(granted.reply.payload.member).toMatchObject({ role: GroupRole.COORDINATOR, weight: 3 });
+    expect(await refusedField(coordinator.approve("guild", "nothing", 0, 9 as GroupRole))).toEqual([Code.InvalidArgument, "invalid_params", "role"]);
+  });
+
+  it("changes a role as a coordinator's own signed act, keeps a coordinator, and the log proves every role", async () => {
+    const promoted = await coordinator.setRole("guild", b.ref.agentId, GroupRole.COORDINATOR, { weight: 2, reason: "trusted now" });
+    expect(promoted.reply.payload).toMatchObject({ kind: GroupEventKind.MEMBER_ROLE_CHANGED, member: { role: GroupRole.COORDINATOR, weight: 2, roleChangedByMessageId: promoted.reply.header.replyTo } });
+    // B, now a coordinator, demotes C to observer; the weight stays when none is given.
+    expect((await b.client.setRole("guild", c.ref.agentId, GroupRole.OBSERVER)).reply.payload.member).toMatchObject({ role: GroupRole.OBSERVER, weight: 3 });
+    // An observer changes no roles; nor does anyone change the role of a non-member, to no role, or to the role it has.
+    expect(await refusal(c.client.setRole("guild", c.ref.agentId, GroupRole.COORDINATOR))).toEqual([Code.PermissionDenied, "permission_denied", "coordinator_only"]);
+    expect(await refusal(coordinator.setRole("guild", a.ref.agentId, GroupRole.MEMBER))).toEqual([Code.InvalidArgument, "invalid_params", "not_a_member"]);
+    expect(await refusedField(coordinator.setRole("guild", c.ref.agentId, GroupRole.UNSPECIFIED))).toEqual([Code.InvalidArgument, "invalid_params", "role"]);
+    expect(await refusal(coordinator.setRole("guild", c.ref.agentId, GroupRole.OBSERVER))).toEqual([Code.FailedPrecondition, "illegal_transition", "nothing_to_change"]);
+    // A coordinator may step down while another remains; the last one may not.
+    expect((await coordinator.setRole("guild", coordinator.agentId, GroupRole.MEMBER)).reply.payload.member?.role).toBe(GroupRole.MEMBER);
+    expect(await refusal(b.client.setRole("guild", b.ref.agentId, GroupRole.MEMBER))).toEqual([Code.FailedPrecondition, "illegal_transition", "last_coordinator"]);
+    expect(await refusal(coordinator.remove("guild", b.ref.agentId))).toEqual([Code.PermissionDenied, "permission_denied", "coordinator_only"]);
+
+    const { group } = await b.client.getGroup("guild");
+    const replayed = await replayGroupLog(await logOf("guild", b.client), host.ref.agentId, group);
+    expect(replayed.story).toEqual([
+      `GROUP_CREATED ${coordinator.agentId} COORDINATOR`,
+      `JOIN_REQUESTED ${b.ref.agentId} COORDINATOR`,
+      `MEMBER_ADDED ${b.ref.agentId} MEMBER`,
+      `JOIN_REQUESTED ${c.ref.agentId} COORDINATOR`,
+      `MEMBER_ADDED ${c.ref.agentId} MEMBER`,
+      `MEMBER_REMOVED ${c.ref.agentId} MEMBER`,
+      `JOIN_REQUESTED ${c.ref.agentId} MEMBER`,
+      `MEMBER_ADDED ${c.ref.agentId} COORDINATOR`,
+      `MEMBER_ROLE_CHANGED ${b.ref.agentId} COORDINATOR`,
+      `MEMBER_ROLE_CHANGED ${c.ref.agentId} OBSERVER`,
+      `MEMBER_ROLE_CHANGED ${coordinator.agentId} MEMBER`,
+    ]);
   });
 });
 

@@ -6,6 +6,10 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { Health, HealthCheckResponse_ServingStatus as ServingStatus } from "../gen/grpc/health/v1/health_pb.js";
 import type { RunningServer } from "../src/server/server.js";
 import { startTestServer } from "./helpers/server.js";
+import { createServer as createHttpServer } from "node:http";
+import type { AddressInfo } from "node:net";
+import { ServerHealth } from "../src/server/health.js";
+import { healthRoute } from "../src/server/health-route.js";
 
 describe("health Check", () => {
   let server: RunningServer;
@@ -77,6 +81,42 @@ describe("health Watch", () => {
       await expect(next).rejects.toMatchObject({ code: Code.Canceled });
     } finally {
       await server.close();
+    }
+  });
+});
+
+describe("GET /healthz", () => {
+  it("answers 200 with the overall status while the server serves, and refuses other methods", async () => {
+    const server = await startTestServer();
+    try {
+      const ok = await fetch(`${server.url}/healthz`);
+      expect(ok.status).toBe(200);
+      expect(ok.headers.get("cache-control")).toBe("no-store");
+      expect(await ok.json()).toEqual({ status: "SERVING" });
+      const head = await fetch(`${server.url}/healthz`, { method: "HEAD" });
+      expect(head.status).toBe(200);
+      const post = await fetch(`${server.url}/healthz`, { method: "POST" });
+      expect(post.status).toBe(405);
+      expect(post.headers.get("allow")).toBe("GET, HEAD");
+    } finally {
+      await server.close();
+    }
+  });
+
+  it("answers 503 once the overall status is not SERVING", async () => {
+    const health = new ServerHealth();
+    const http = createHttpServer(healthRoute(health, (_req, res) => res.writeHead(404).end()));
+    await new Promise<void>((resolve) => http.listen(0, "127.0.0.1", resolve));
+    const url = `http://127.0.0.1:${(http.address() as AddressInfo).port}`;
+    try {
+      expect((await fetch(`${url}/healthz`)).status).toBe(200);
+      health.set("", ServingStatus.NOT_SERVING);
+      const down = await fetch(`${url}/healthz`);
+      expect(down.status).toBe(503);
+      expect(await down.json()).toEqual({ status: "NOT_SERVING" });
+      expect((await fetch(`${url}/elsewhere`)).status).toBe(404);
+    } finally {
+      await new Promise((resolve) => http.close(resolve));
     }
   });
 });

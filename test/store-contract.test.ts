@@ -220,6 +220,9 @@ for (const kind of storeKinds()) {
       await store.commit("none", 1, { state: TaskState.CANCELLED, pendingDecision: undefined }, signedEvent("none", 2));
       expect((await store.listDecisionDeadlines(6_000, 10)).map((t) => t.taskId)).toEqual(["late"]);
       expect((await store.listDecisionDeadlines(8_000, 10)).map((t) => t.taskId).sort()).toEqual(["late", "later"]);
+      // With a limit, the earliest deadlines come first, whatever order the tasks were made in.
+      await store.createTask(newTask("earliest", { state: TaskState.NEED_HUMAN, pendingDecision: decisionWithDeadline(1_000) }), signedEvent("earliest", 1));
+      expect((await store.listDecisionDeadlines(8_000, 2)).map((t) => t.taskId)).toEqual(["earliest", "late"]);
     });
 
     it("keeps results in chunks and reads any range", async () => {

@@ -35,7 +35,8 @@ import { TaskSteering } from "./steering.js";
 import type { EventRecorder } from "./recorder.js";
 import type { ExecutionRunner } from "./runner.js";
 import { onAbort, type Abortable } from "../abort.js";
-import { isRedelivery, MessageGate, replayed, seenWithReply, type MessageCause } from "./message-gate.js";
+import { isRedelivery, MessageGate, replayed, seenWithReply } from "./message-gate.js";
+import type { Cause, SendOutcome } from "./send-outcome.js";
 import type { TaskSchemas } from "./schemas.js";
 import type { AgentUploads } from "./uploads.js";
 
@@ -61,16 +62,6 @@ export interface EngineOptions {
   /** Told of every message taken. */
   observer: Pick<AgentObserver, "messageReceived">;
 }
-
-export interface SendOutcome {
-  reply?: StoredReply;
-  task?: TaskRecord;
-  /** The state of the message's task after it, when there is no TaskRecord (a callback of a task this agent requested). */
-  state?: TaskState;
-}
-
-/** The inbound message as it will be remembered (its reply is added where it is committed). */
-export type Cause = MessageCause;
 
 export class TaskEngine {
   private readonly gate: MessageGate<SendOutcome>;

@@ -15,7 +15,7 @@ import { ErrorCode } from "../../gen/synapse/v1/errors_pb.js";
 import { TaskFailedPayloadSchema, TaskNeedHumanPayloadSchema, type TaskNeedHumanPayload } from "../../gen/synapse/v1/payloads_pb.js";
 import type { Logger } from "../log.js";
 import type { TaskRecord, TaskStore } from "../store/store.js";
-import { WAITING_FOR_HUMAN } from "./questions.js";
+import { WAITING_FOR_HUMAN } from "../protocol/state-machine.js";
 import type { EventRecorder } from "./recorder.js";
 import { eventLogFields } from "../observability/log-fields.js";
 

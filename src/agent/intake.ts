@@ -16,7 +16,7 @@ import { carriedOf } from "../observability/trace-context.js";
 import { StoreConflictError, StoreLimitError, type NewTask, type StoredEvent, type TaskRecord, type TaskStore } from "../store/store.js";
 import { admissionEvent, admissionOutcome } from "./admission.js";
 import type { CallbackSender } from "./callbacks.js";
-import type { Cause, SendOutcome } from "./engine.js";
+import type { Cause, SendOutcome } from "./send-outcome.js";
 import type { TaskHandler } from "./handler.js";
 import { ACTIVE_STATES, type EventRecorder } from "./recorder.js";
 import type { ExecutionRunner } from "./runner.js";

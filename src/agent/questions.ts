@@ -8,7 +8,7 @@ import { randomUUID } from "node:crypto";
 import { MessageType } from "../../gen/synapse/v1/envelope_pb.js";
 import { TaskNeedHumanPayloadSchema, TaskNeedInfoPayloadSchema, TaskState } from "../../gen/synapse/v1/payloads_pb.js";
 import { toValue } from "../protocol/json-values.js";
-import { isTerminal } from "../protocol/state-machine.js";
+import { isTerminal, WAITING_FOR_HUMAN } from "../protocol/state-machine.js";
 import type { TaskAnswer, TaskPatch, TaskRecord, TaskStore } from "../store/store.js";
 import type { DecisionDeadlines } from "./deadlines.js";
 import type { EscalationPolicies } from "./escalation.js";
@@ -19,7 +19,6 @@ import { toMissingField } from "./missing-fields.js";
 import type { EventRecorder } from "./recorder.js";
 
 const WAITING_FOR_INFO = new Set([TaskState.INFO_NEEDED]);
-export const WAITING_FOR_HUMAN = new Set([TaskState.NEED_HUMAN, TaskState.HUMAN_DECIDING]);
 
 export interface QuestionsOptions {
   store: TaskStore;

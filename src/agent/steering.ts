@@ -23,7 +23,7 @@ import { wireName } from "../protocol/message-types.js";
 import { allowedMessageTypes, isTerminal, stateName, transition } from "../protocol/state-machine.js";
 import type { TaskRecord, TaskStore } from "../store/store.js";
 import { TaskAccess } from "./access.js";
-import type { Cause, SendOutcome } from "./engine.js";
+import type { Cause, SendOutcome } from "./send-outcome.js";
 import type { EventRecorder } from "./recorder.js";
 import type { ExecutionRunner } from "./runner.js";
 

@@ -108,7 +108,7 @@ function providedBy(name: string, wiring: Wiring): string[] | undefined {
     case "GroupManager":
       return wiring.groups
         ? [
-            "synapse.v1.GroupService/Send (a2n:group_create, group_dissolve, member_invite, member_join, member_approve, member_leave, member_remove)",
+            "synapse.v1.GroupService/Send (a2n:group_create, group_dissolve, member_invite, member_join, member_approve, member_role, member_leave, member_remove)",
             ...["GetGroup", "ListGroups", "WatchGroup"].map((m) => `synapse.v1.GroupService/${m}`),
           ]
         : undefined;

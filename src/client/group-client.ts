@@ -18,6 +18,7 @@ import {
   MemberJoinPayloadSchema,
   MemberLeavePayloadSchema,
   MemberRemovePayloadSchema,
+  MemberRolePayloadSchema,
   VoteCastPayloadSchema,
   VoteClosePayloadSchema,
   VoteStartPayloadSchema,
@@ -147,9 +148,19 @@ export class GroupClient {
     return this.send(this.envelope(MessageType.A2N_MEMBER_JOIN, payload), groupId);
   }
 
-  /** Admits a pending join request (`requestId`, the join's message id). Coordinators only. */
-  approve(groupId: string, requestId: string, weight = 0) {
-    return this.send(this.envelope(MessageType.A2N_MEMBER_APPROVE, create(MemberApprovePayloadSchema, { groupId, requestId, weight })), groupId);
+  /**
+   * Admits a pending join request (`requestId`, the join's message id) with
+   * the role this approval grants (default member, whatever the request
+   * asked for). Coordinators only.
+   */
+  approve(groupId: string, requestId: string, weight = 0, role: GroupRole = GroupRole.MEMBER) {
+    return this.send(this.envelope(MessageType.A2N_MEMBER_APPROVE, create(MemberApprovePayloadSchema, { groupId, requestId, weight, role })), groupId);
+  }
+
+  /** Gives a member another role (and, when `weight` is set, another weight). Coordinators only; the last coordinator keeps its role. */
+  setRole(groupId: string, agentId: string, role: GroupRole, input: { weight?: number; reason?: string } = {}) {
+    const payload = create(MemberRolePayloadSchema, { groupId, agentId, role, weight: input.weight ?? 0, reason: input.reason ?? "" });
+    return this.send(this.envelope(MessageType.A2N_MEMBER_ROLE, payload), groupId);
   }
 
   /** Leaves the group. */

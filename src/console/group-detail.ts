@@ -24,6 +24,7 @@ const MEMBERSHIP_KINDS = new Set([
   GroupEventKind.JOIN_REQUESTED,
   GroupEventKind.MEMBER_ADDED,
   GroupEventKind.MEMBER_UPDATED,
+  GroupEventKind.MEMBER_ROLE_CHANGED,
   GroupEventKind.MEMBER_LEFT,
   GroupEventKind.MEMBER_REMOVED,
   GroupEventKind.MEMBERSHIP_WITHDRAWN,

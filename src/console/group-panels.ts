@@ -57,7 +57,7 @@ export function membersTable(group: Group, me: string): HTMLElement {
       el("td", {}, el("code", {}, entry.agent?.agentId ?? "")),
       el("td", {}, badge(roleWord(entry.role), "waiting")),
       el("td", { class: "num" }, entry.weight ? String(entry.weight) : "—"),
-      el("td", {}, entry.kind === PendingKind.INVITATION ? "invited, not yet accepted" : "asked to join, not yet approved"),
+      el("td", {}, entry.kind === PendingKind.INVITATION ? "invited, not yet accepted" : "asked to join, not yet approved (its role is a wish: the approval names the role granted)"),
       el("td", {}, entry.expiresAt ? `until ${clockTime(msOf(entry.expiresAt))}` : ""),
     ),
   );

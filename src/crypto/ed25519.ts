@@ -5,20 +5,10 @@
 import { createPrivateKey, createPublicKey, sign, verify, type KeyObject } from "node:crypto";
 import nacl from "tweetnacl";
 import { KeyCache } from "./key-cache.js";
+import { PUBLIC_KEY_LENGTH, SEED_LENGTH, SIGNATURE_LENGTH, type Ed25519 } from "./ed25519-interface.js";
 import { loadSodiumEd25519 } from "./sodium.js";
 
-export const SEED_LENGTH = 32;
-export const PUBLIC_KEY_LENGTH = 32;
-export const SIGNATURE_LENGTH = 64;
-
-export interface Ed25519 {
-  readonly name: string;
-  /** The public key belonging to a 32-byte private seed. */
-  publicKeyFromSeed(seed: Uint8Array): Uint8Array;
-  sign(message: Uint8Array, seed: Uint8Array): Uint8Array;
-  /** False (never a throw) for any malformed key or signature. */
-  verify(message: Uint8Array, signature: Uint8Array, publicKey: Uint8Array): boolean;
-}
+export { PUBLIC_KEY_LENGTH, SEED_LENGTH, SIGNATURE_LENGTH, type Ed25519 };
 
 // DER prefixes that turn raw Ed25519 keys into PKCS#8 / SPKI structures
 // (RFC 8410), the only raw-key import node:crypto offers.

@@ -5,7 +5,7 @@
 // produces. The addon is loaded at run time: a platform without a prebuilt
 // binary keeps node:crypto.
 import { createRequire } from "node:module";
-import type { Ed25519 } from "./ed25519.js";
+import type { Ed25519 } from "./ed25519-interface.js";
 import { KeyCache } from "./key-cache.js";
 
 interface Sodium {

@@ -26,7 +26,7 @@ import type { GroupCause, GroupLog, Mutation } from "./log.js";
 import type { MemberConnector } from "./members.js";
 import * as membership from "./membership.js";
 import { alreadyExists, LIMITS, notFound, requireActive, requireCoordinator } from "./rules.js";
-import { cancelTask, checkAnswer, isOver, recordAnswer, submitTask, type TaskChange } from "./tasks.js";
+import { cancelTask, checkAnswer, checkTaskId, isOver, recordAnswer, submitTask, type TaskChange } from "./tasks.js";
 import type { VoteClock } from "./vote-clock.js";
 import { castBallot, closeBy, closeVote, startVote, type VoteChange } from "./votes.js";
 
@@ -115,6 +115,8 @@ export class GroupHandler {
         return this.change(groupId, cause, (group) => ({ ...membership.invite(group, opened), result: {} }));
       case MessageType.A2N_MEMBER_APPROVE:
         return this.change(groupId, cause, (group) => ({ ...membership.approve(group, opened, now()), result: {} }));
+      case MessageType.A2N_MEMBER_ROLE:
+        return this.change(groupId, cause, (group) => ({ ...membership.setRole(group, opened), result: {} }));
       case MessageType.A2N_MEMBER_LEAVE:
         return this.change(groupId, cause, (group) => ({ ...membership.leave(group, opened), result: {} }));
       case MessageType.A2N_MEMBER_REMOVE:
@@ -130,8 +132,10 @@ export class GroupHandler {
         return this.taskChange(groupId, cause, async (group) => {
           requireActive(group);
           requireCoordinator(group, opened.header.sender!.agentId, "cancel group tasks");
-          const task = await this.requireTask(groupId, opened.header.taskId);
-          return cancelTask(task, (opened.payload as GroupTaskCancelPayload).reason, opened, now());
+          const payload = opened.payload as GroupTaskCancelPayload;
+          checkTaskId(opened.header, payload.groupTaskId);
+          const task = await this.requireTask(groupId, payload.groupTaskId);
+          return cancelTask(task, payload.reason, opened, now());
         });
       case MessageType.A2N_GROUP_TASK_ANSWER:
         return this.answer(groupId, opened, cause);

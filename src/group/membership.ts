@@ -1,9 +1,11 @@
 // GroupManager's rules (docs/PROTOCOL.md §7.3): who may create, invite,
-// join, approve, leave, remove and dissolve, as pure functions from the
-// group now and a verified message to the group after it and the events
-// that record it. Nobody becomes a member, or gets another role or weight,
-// without two signatures in the log: a coordinator's (invite or approve)
-// and the agent's own (create or join).
+// join, approve, change roles, leave, remove and dissolve, as pure
+// functions from the group now and a verified message to the group after
+// it and the events that record it. Nobody becomes a member without two
+// signatures in the log: a coordinator's (invite or approve) and the
+// agent's own (create or join). The role a member holds is always one a
+// coordinator signed: the invitation's, the approval's (never the wish of
+// the request), or a later a2n:member_role.
 import { clone, create } from "@bufbuild/protobuf";
 import { timestampDate, timestampFromMs, timestampMs } from "@bufbuild/protobuf/wkt";
 import {
@@ -16,6 +18,7 @@ import {
   type MemberInvitePayload,
   type MemberJoinPayload,
   type MemberRemovePayload,
+  type MemberRolePayload,
 } from "../../gen/synapse/v1/a2n_pb.js";
 import { GroupSchema, GroupStatus, PendingKind, PendingMembershipSchema, type Group } from "../../gen/synapse/v1/group_pb.js";
 import type { OpenedEnvelope } from "../envelope/open.js";
@@ -23,6 +26,7 @@ import { clip } from "../protocol/errors.js";
 import { causedBy, type EventDraft } from "./log.js";
 import {
   checkId,
+  checkRole,
   checkText,
   checkWeight,
   denied,
@@ -54,6 +58,9 @@ export interface MembershipChange {
   group: Group;
   events: EventDraft[];
 }
+
+/** Unset roles in invitations, join requests and approvals mean member. */
+const roleOrMember = (role: GroupRole) => (role === GroupRole.UNSPECIFIED ? GroupRole.MEMBER : role);
 
 const sentAtMs = (opened: OpenedEnvelope) => (opened.header.sentAt ? timestampMs(opened.header.sentAt) : Date.now());
 
@@ -105,7 +112,7 @@ export function invite(current: Group, opened: OpenedEnvelope): MembershipChange
   }
   checkText("invitee.agent_id", invitee.agentId, LIMITS.nameChars);
   checkText("note", payload.note);
-  const role = payload.role === GroupRole.UNSPECIFIED ? GroupRole.MEMBER : payload.role;
+  const role = checkRole(roleOrMember(payload.role));
   const weight = checkWeight(payload.weight);
   const sent = sentAtMs(opened);
   const expiresAtMs = payload.expiresAt ? timestampMs(payload.expiresAt) : sent + LIMITS.invitationTtlMs;
@@ -165,6 +172,7 @@ export function join(current: Group, opened: OpenedEnvelope, atMs: number): Memb
       if (payload.endpointUrl !== "") existing.endpointUrl = payload.endpointUrl;
       existing.consentMessageId = opened.header.messageId;
       existing.admittedByMessageId = invitation.messageId;
+      existing.roleChangedByMessageId = "";
       return { group, events: [{ kind: GroupEventKind.MEMBER_UPDATED, ...causedBy(opened), member: existing }] };
     }
     const member = newMember(signer, invitation.role, invitation.weight, payload.endpointUrl, atMs, opened.header.messageId, invitation.messageId);
@@ -180,7 +188,8 @@ export function join(current: Group, opened: OpenedEnvelope, atMs: number): Memb
   }
   group.pending = group.pending.filter((entry) => !(entry.kind === PendingKind.JOIN_REQUEST && entry.agent?.agentId === signer.agentId));
   checkRoom(group);
-  const role = payload.role === GroupRole.UNSPECIFIED ? GroupRole.MEMBER : payload.role;
+  // The role asked for is only a wish: the approval names the role granted.
+  const role = checkRole(roleOrMember(payload.role));
   group.pending.push(
     create(PendingMembershipSchema, {
       kind: PendingKind.JOIN_REQUEST,
@@ -200,18 +209,43 @@ export function approve(current: Group, opened: OpenedEnvelope, atMs: number): M
   const payload = opened.payload as MemberApprovePayload;
   requireActive(current);
   requireCoordinator(current, opened.header.sender!.agentId, "approve a join request");
+  const role = checkRole(roleOrMember(payload.role));
   const group = clone(GroupSchema, current);
   const index = group.pending.findIndex((entry) => entry.kind === PendingKind.JOIN_REQUEST && entry.messageId === payload.requestId);
   const request = group.pending[index];
   if (request === undefined || request.agent === undefined) throw invalidParams(`no join request ${clip(payload.requestId)}`, { rule: "no_join_request" });
   group.pending.splice(index, 1);
   const signer: Signer = { agentId: request.agent.agentId, systemId: request.agent.systemId, keyId: request.agent.keyId, publicKey: request.publicKey };
-  const member = newMember(signer, request.role, checkWeight(payload.weight), request.endpointUrl, atMs, request.messageId, opened.header.messageId);
+  const member = newMember(signer, role, checkWeight(payload.weight), request.endpointUrl, atMs, request.messageId, opened.header.messageId);
   group.members.push(member);
   return { group, events: [{ kind: GroupEventKind.MEMBER_ADDED, ...causedBy(opened), member }] };
 }
 
 const coordinators = (group: Group) => group.members.filter((member) => member.role === GroupRole.COORDINATOR).length;
+
+/** A coordinator's own act: another role (and optionally weight) for a member; the group keeps a coordinator. */
+export function setRole(current: Group, opened: OpenedEnvelope): MembershipChange {
+  const payload = opened.payload as MemberRolePayload;
+  requireActive(current);
+  requireCoordinator(current, opened.header.sender!.agentId, "change roles");
+  checkText("reason", payload.reason);
+  if (payload.role === GroupRole.UNSPECIFIED) throw invalidParams("role is required: coordinator, member or observer", { field: "role" });
+  const role = checkRole(payload.role);
+  const group = clone(GroupSchema, current);
+  const member = memberOf(group, payload.agentId);
+  if (member === undefined) throw invalidParams(`${clip(payload.agentId)} is not a member of group ${group.groupId}`, { rule: "not_a_member" });
+  const weight = payload.weight === 0 ? member.weight : checkWeight(payload.weight);
+  if (member.role === role && member.weight === weight) {
+    throw refusedNow("nothing_to_change", `${clip(payload.agentId)} is already a ${roleName(role)} with weight ${weight}`);
+  }
+  if (member.role === GroupRole.COORDINATOR && role !== GroupRole.COORDINATOR && coordinators(current) === 1) {
+    throw refusedNow("last_coordinator", "the last coordinator keeps its role: make another member coordinator first");
+  }
+  member.role = role;
+  member.weight = weight;
+  member.roleChangedByMessageId = opened.header.messageId;
+  return { group, events: [{ kind: GroupEventKind.MEMBER_ROLE_CHANGED, ...causedBy(opened), member }] };
+}
 
 export function leave(current: Group, opened: OpenedEnvelope): MembershipChange {
   requireActive(current);

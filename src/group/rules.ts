@@ -69,6 +69,12 @@ export function checkWeight(weight: number): number {
   return weight === 0 ? 1 : weight;
 }
 
+/** A role this host knows (a number from a newer sender is refused, not stored). */
+export function checkRole(role: GroupRole): GroupRole {
+  if (GroupRole[role] === undefined) throw invalidParams(`role ${role} is not a GroupRole`, { field: "role" });
+  return role;
+}
+
 export function memberOf(group: Group, agentId: string): GroupMember | undefined {
   return group.members.find((member) => member.agent?.agentId === agentId);
 }

@@ -52,9 +52,14 @@ export const memberTimeoutMs = (task: GroupTask) => {
   return timeout === undefined ? LIMITS.defaultMemberTimeoutMs : durationMs(timeout);
 };
 
+/** Group task messages name their group task twice, in the header and the payload: the two must agree. */
+export function checkTaskId(header: Header, groupTaskId: string): void {
+  if (header.taskId !== groupTaskId) throw invalidParams("header.task_id must equal group_task_id", { field: "group_task_id" });
+}
+
 function checkTerms(group: Group, payload: GroupTaskSubmitPayload, header: Header): string[] {
   checkId("group_task_id", payload.groupTaskId);
-  if (header.taskId !== payload.groupTaskId) throw invalidParams("header.task_id must equal group_task_id", { field: "group_task_id" });
+  checkTaskId(header, payload.groupTaskId);
   if (payload.taskType === "" || payload.taskType.length > LIMITS.nameChars) throw invalidParams("task_type is required", { field: "task_type" });
   if (GroupTaskStrategy[payload.strategy] === undefined || payload.strategy === GroupTaskStrategy.UNSPECIFIED) throw invalidParams("strategy is required", { field: "strategy" });
   const shard = payload.strategy === GroupTaskStrategy.SHARD;
@@ -218,8 +223,8 @@ export function checkAnswer(group: Group, current: GroupTask | undefined, opened
   const payload = opened.payload as GroupTaskAnswerPayload;
   requireActive(group);
   requireCoordinator(group, opened.header.sender!.agentId, "answer sub-tasks");
+  checkTaskId(opened.header, payload.groupTaskId);
   if (current === undefined) throw notFound("group task", payload.groupTaskId, group.groupId);
-  if (opened.header.taskId !== payload.groupTaskId) throw invalidParams("header.task_id must equal group_task_id", { field: "group_task_id" });
   if (isOver(current)) throw refusedNow("group_task_over", `group task ${clip(current.groupTaskId)} is over`);
   const subtask = find(current, payload.subtaskId);
   const asks = subtask.finished ? undefined : subtask.state === TaskState.INFO_NEEDED ? "info" : WAITING_STATES.has(subtask.state) ? "decision" : undefined;

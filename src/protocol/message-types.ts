@@ -37,6 +37,7 @@ import {
   MemberJoinPayloadSchema,
   MemberLeavePayloadSchema,
   MemberRemovePayloadSchema,
+  MemberRolePayloadSchema,
   VoteCastPayloadSchema,
   VoteClosePayloadSchema,
   VoteStartPayloadSchema,
@@ -120,6 +121,7 @@ const table: readonly MessageTypeInfo[] = [
   info(MessageType.A2N_VOTE_CAST, VoteCastPayloadSchema, "a2nVoteCast", "group", false),
   info(MessageType.A2N_VOTE_CLOSE, VoteClosePayloadSchema, "a2nVoteClose", "group", false),
   info(MessageType.A2N_GROUP_EVENT, GroupEventPayloadSchema, "a2nGroupEvent", "host", false),
+  info(MessageType.A2N_MEMBER_ROLE, MemberRolePayloadSchema, "a2nMemberRole", "group", false),
 ];
 
 const byType = new Map(table.map((entry) => [entry.type, entry]));

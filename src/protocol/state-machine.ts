@@ -16,6 +16,8 @@ export function isTerminal(state: TaskState): boolean {
 }
 
 /** States that wait for the requester (the task holds no execution slot's attention). */
+/** The states in which a task waits for a person's decision. */
+export const WAITING_FOR_HUMAN: ReadonlySet<TaskState> = new Set([S.NEED_HUMAN, S.HUMAN_DECIDING]);
 export const WAITING_STATES: ReadonlySet<TaskState> = new Set([S.INFO_NEEDED, S.NEED_HUMAN, S.HUMAN_DECIDING]);
 
 /** Where a message leads; `same` keeps the state, `decision` depends on the human's action. */

@@ -22,6 +22,7 @@ import { createRequestHandler } from "./adapter.js";
 import { shapeErrors } from "./error-shape.js";
 import { httpRoutes } from "./http-routes.js";
 import { ServerHealth } from "./health.js";
+import { healthRoute } from "./health-route.js";
 import type { ConnectionLimitOptions } from "./connection-limits.js";
 import { createListener, type Listener, type TlsFiles } from "./listener.js";
 import { registerReflection } from "./reflection.js";
@@ -122,7 +123,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     writeMaxBytes: maxBytes,
     interceptors: [shapeErrors(logger)],
     shutdownSignal: shutdownController.signal,
-    fallback: metrics ? metricsRoute(metrics, plainRoutes, logger) : plainRoutes,
+    fallback: healthRoute(health, metrics ? metricsRoute(metrics, plainRoutes, logger) : plainRoutes),
   });
   const listener: Listener = createListener({
     handler: withRequestLog(handler, { logger, metrics }),

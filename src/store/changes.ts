@@ -3,23 +3,9 @@
 // learn of new events here. A change carries the event and task when this
 // process committed them; a change committed by another process sharing
 // the store carries only ids, and readers look in the store.
-import type { OutboundTask, StoredEvent, TaskRecord } from "./store.js";
+import type { ChangeListener, ChangeSource, StoreChange } from "./store.js";
 
-export type StoreChange =
-  | { kind: "task"; taskId: string; sequence: number; event?: StoredEvent; task?: TaskRecord }
-  | { kind: "outbound"; executorAgentId: string; taskId: string; sequence: number; event?: StoredEvent; task?: OutboundTask };
-
-export type ChangeListener = (change: StoreChange) => void;
-
-export interface ChangeSource {
-  /** Calls `listener` after every committed change; returns the unsubscribe function. */
-  onChange(listener: ChangeListener): () => void;
-  /**
-   * Names the tasks someone is waiting on. A store shared by several
-   * processes looks at them now and then, in case a notification was lost.
-   */
-  watchTasks?(taskIds: () => Iterable<string>): void;
-}
+export type { ChangeListener, ChangeSource, StoreChange } from "./store.js";
 
 /** Fans changes out to listeners; one listener's failure is its own. */
 export class ChangeEmitter implements ChangeSource {

@@ -22,5 +22,12 @@ export interface Storage {
   readonly catalogue: CatalogueStorage;
   /** Groups this agent hosts (A2N). */
   readonly groups: GroupStorage;
+  /**
+   * Writes a consistent copy of everything stored into one new file while
+   * the store keeps serving (SQLite's online backup). Absent where the
+   * database has its own tools for that (PostgreSQL: pg_dump) or keeps
+   * nothing worth copying (memory).
+   */
+  backup?(file: string): Promise<void>;
   close(): Promise<void>;
 }

@@ -15,7 +15,6 @@ import type {
   TaskResult,
   TaskState,
 } from "../../gen/synapse/v1/payloads_pb.js";
-import type { ChangeSource } from "./changes.js";
 
 export interface PartyRecord {
   agentId: string;
@@ -252,6 +251,23 @@ export interface MessageStore {
   getMessage(scope: MessageScope, messageId: string): Promise<SeenMessage | undefined>;
   /** Drops remembered messages whose keepUntilMs has passed. */
   pruneMessages(nowMs: number): Promise<number>;
+}
+
+// What changed in a store, as it happens (ChangeEmitter in changes.ts fans it out).
+export type StoreChange =
+  | { kind: "task"; taskId: string; sequence: number; event?: StoredEvent; task?: TaskRecord }
+  | { kind: "outbound"; executorAgentId: string; taskId: string; sequence: number; event?: StoredEvent; task?: OutboundTask };
+
+export type ChangeListener = (change: StoreChange) => void;
+
+export interface ChangeSource {
+  /** Calls `listener` after every committed change; returns the unsubscribe function. */
+  onChange(listener: ChangeListener): () => void;
+  /**
+   * Names the tasks someone is waiting on. A store shared by several
+   * processes looks at them now and then, in case a notification was lost.
+   */
+  watchTasks?(taskIds: () => Iterable<string>): void;
 }
 
 export interface TaskStore extends ChangeSource, MessageStore {

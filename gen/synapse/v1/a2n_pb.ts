@@ -14,7 +14,7 @@ import type { JsonObject, Message } from "@bufbuild/protobuf";
  * Describes the file synapse/v1/a2n.proto.
  */
 export const file_synapse_v1_a2n: GenFile = /*@__PURE__*/
-  fileDesc("ChRzeW5hcHNlL3YxL2Eybi5wcm90bxIKc3luYXBzZS52MSIyCghGcmFjdGlvbhIRCgludW1lcmF0b3IYASABKA0SEwoLZGVub21pbmF0b3IYAiABKA0ibwoSR3JvdXBDcmVhdGVQYXlsb2FkEhAKCGdyb3VwX2lkGAEgASgJEgwKBG5hbWUYAiABKAkSEwoLZGVzY3JpcHRpb24YAyABKAkSFAoMZW5kcG9pbnRfdXJsGAQgASgJEg4KBndlaWdodBgFIAEoDSI4ChRHcm91cERpc3NvbHZlUGF5bG9hZBIQCghncm91cF9pZBgBIAEoCRIOCgZyZWFzb24YAiABKAkiwQEKE01lbWJlckludml0ZVBheWxvYWQSEAoIZ3JvdXBfaWQYASABKAkSJQoHaW52aXRlZRgCIAEoCzIULnN5bmFwc2UudjEuQWdlbnRSZWYSIwoEcm9sZRgDIAEoDjIVLnN5bmFwc2UudjEuR3JvdXBSb2xlEg4KBndlaWdodBgEIAEoDRIuCgpleHBpcmVzX2F0GAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIMCgRub3RlGAYgASgJIoUBChFNZW1iZXJKb2luUGF5bG9hZBIQCghncm91cF9pZBgBIAEoCRIUCgxlbmRwb2ludF91cmwYAiABKAkSIwoEcm9sZRgDIAEoDjIVLnN5bmFwc2UudjEuR3JvdXBSb2xlEhUKDWludml0YXRpb25faWQYBCABKAkSDAoEbm90ZRgFIAEoCSJMChRNZW1iZXJBcHByb3ZlUGF5bG9hZBIQCghncm91cF9pZBgBIAEoCRISCgpyZXF1ZXN0X2lkGAIgASgJEg4KBndlaWdodBgDIAEoDSI2ChJNZW1iZXJMZWF2ZVBheWxvYWQSEAoIZ3JvdXBfaWQYASABKAkSDgoGcmVhc29uGAIgASgJIkkKE01lbWJlclJlbW92ZVBheWxvYWQSEAoIZ3JvdXBfaWQYASABKAkSEAoIYWdlbnRfaWQYAiABKAkSDgoGcmVhc29uGAMgASgJIsICChZHcm91cFRhc2tTdWJtaXRQYXlsb2FkEhAKCGdyb3VwX2lkGAEgASgJEhUKDWdyb3VwX3Rhc2tfaWQYAiABKAkSEQoJdGFza190eXBlGAMgASgJEigKB3BheWxvYWQYBCABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0Ei8KCHN0cmF0ZWd5GAUgASgOMh0uc3luYXBzZS52MS5Hcm91cFRhc2tTdHJhdGVneRInCgZzaGFyZHMYBiADKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0Eg4KBnF1b3J1bRgHIAEoDRIPCgdtZW1iZXJzGAggAygJEjEKDm1lbWJlcl90aW1lb3V0GAkgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEhQKDG1heF9hdHRlbXB0cxgKIAEoDSKFAQoPU3VidGFza0RlY2lzaW9uEi8KBmFjdGlvbhgBIAEoDjIfLnN5bmFwc2UudjEuR3JvdXBEZWNpc2lvbkFjdGlvbhInCgZmaWVsZHMYAiABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0EhgKEHJlamVjdGlvbl9yZWFzb24YAyABKAkixwEKFkdyb3VwVGFza0Fuc3dlclBheWxvYWQSEAoIZ3JvdXBfaWQYASABKAkSFQoNZ3JvdXBfdGFza19pZBgCIAEoCRISCgpzdWJ0YXNrX2lkGAMgASgJEicKBGluZm8YBCABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0SAASLwoIZGVjaXNpb24YBSABKAsyGy5zeW5hcHNlLnYxLlN1YnRhc2tEZWNpc2lvbkgAEgwKBG5vdGUYBiABKAlCCAoGYW5zd2VyIlEKFkdyb3VwVGFza0NhbmNlbFBheWxvYWQSEAoIZ3JvdXBfaWQYASABKAkSFQoNZ3JvdXBfdGFza19pZBgCIAEoCRIOCgZyZWFzb24YAyABKAkigQIKEFZvdGVTdGFydFBheWxvYWQSEAoIZ3JvdXBfaWQYASABKAkSDwoHdm90ZV9pZBgCIAEoCRIQCghxdWVzdGlvbhgDIAEoCRIPCgdvcHRpb25zGAQgAygJEhcKD2VsaWdpYmxlX3ZvdGVycxgFIAMoCRInCgRydWxlGAYgASgOMhkuc3luYXBzZS52MS5Db25zZW5zdXNSdWxlEicKCXRocmVzaG9sZBgHIAEoCzIULnN5bmFwc2UudjEuRnJhY3Rpb24SDgoGcXVvcnVtGAggASgNEiwKCGRlYWRsaW5lGAkgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCJmCg9Wb3RlQ2FzdFBheWxvYWQSEAoIZ3JvdXBfaWQYASABKAkSDwoHdm90ZV9pZBgCIAEoCRIOCgZjaG9pY2UYAyABKAkSDwoHcmFua2luZxgEIAMoCRIPCgdhYnN0YWluGAUgASgIIkUKEFZvdGVDbG9zZVBheWxvYWQSEAoIZ3JvdXBfaWQYASABKAkSDwoHdm90ZV9pZBgCIAEoCRIOCgZyZWFzb24YAyABKAki/AEKC0dyb3VwTWVtYmVyEiMKBWFnZW50GAEgASgLMhQuc3luYXBzZS52MS5BZ2VudFJlZhISCgpwdWJsaWNfa2V5GAIgASgMEiMKBHJvbGUYAyABKA4yFS5zeW5hcHNlLnYxLkdyb3VwUm9sZRIOCgZ3ZWlnaHQYBCABKA0SFAoMZW5kcG9pbnRfdXJsGAUgASgJEi0KCWpvaW5lZF9hdBgGIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASGgoSY29uc2VudF9tZXNzYWdlX2lkGAcgASgJEh4KFmFkbWl0dGVkX2J5X21lc3NhZ2VfaWQYCCABKAkiaAoKU3VidGFza1JlZhIVCg1ncm91cF90YXNrX2lkGAEgASgJEhIKCnN1YnRhc2tfaWQYAiABKAkSEAoIYWdlbnRfaWQYAyABKAkSDAoEc2xvdBgEIAEoDRIPCgdhdHRlbXB0GAUgASgNIiwKC09wdGlvbkNvdW50Eg4KBm9wdGlvbhgBIAEoCRINCgV2b3RlcxgCIAEoBCJsCgtSYW5rZWRSb3VuZBINCgVyb3VuZBgBIAEoDRInCgZjb3VudHMYAiADKAsyFy5zeW5hcHNlLnYxLk9wdGlvbkNvdW50EhIKCmVsaW1pbmF0ZWQYAyABKAkSEQoJZXhoYXVzdGVkGAQgASgEIu4CCglWb3RlVGFsbHkSDwoHdm90ZV9pZBgBIAEoCRIoCgdvdXRjb21lGAIgASgOMhcuc3luYXBzZS52MS5Wb3RlT3V0Y29tZRIOCgZ3aW5uZXIYAyABKAkSDAoEdGllZBgEIAMoCRInCgZjb3VudHMYBSADKAsyFy5zeW5hcHNlLnYxLk9wdGlvbkNvdW50EicKBnJvdW5kcxgGIAMoCzIXLnN5bmFwc2UudjEuUmFua2VkUm91bmQSEAoIZWxpZ2libGUYByABKA0SDwoHYmFsbG90cxgIIAEoDRITCgthYnN0ZW50aW9ucxgJIAEoDRIOCgZxdW9ydW0YCiABKA0SDQoFZmluYWwYCyABKAgSMgoNY2xvc2VkX3JlYXNvbhgMIAEoDjIbLnN5bmFwc2UudjEuVm90ZUNsb3NlUmVhc29uEhoKEmJhbGxvdF9tZXNzYWdlX2lkcxgNIAMoCRIPCgdjb3VudGVkGA4gASgEIvICChFHcm91cEV2ZW50UGF5bG9hZBIQCghncm91cF9pZBgBIAEoCRIoCgRraW5kGAIgASgOMhouc3luYXBzZS52MS5Hcm91cEV2ZW50S2luZBIjCgVjYXVzZRgDIAEoCzIULnN5bmFwc2UudjEuRW52ZWxvcGUSJwoGbWVtYmVyGAQgASgLMhcuc3luYXBzZS52MS5Hcm91cE1lbWJlchInCgdzdWJ0YXNrGAUgASgLMhYuc3luYXBzZS52MS5TdWJ0YXNrUmVmEioKDG1lbWJlcl9ldmVudBgGIAEoCzIULnN5bmFwc2UudjEuRW52ZWxvcGUSNAoQZ3JvdXBfdGFza19zdGF0ZRgHIAEoDjIaLnN5bmFwc2UudjEuR3JvdXBUYXNrU3RhdGUSDgoGcmVhc29uGAggASgJEiQKBXRhbGx5GAkgASgLMhUuc3luYXBzZS52MS5Wb3RlVGFsbHkSEgoKc3ViamVjdF9pZBgKIAEoCSpzCglHcm91cFJvbGUSGgoWR1JPVVBfUk9MRV9VTlNQRUNJRklFRBAAEhoKFkdST1VQX1JPTEVfQ09PUkRJTkFUT1IQARIVChFHUk9VUF9ST0xFX01FTUJFUhACEhcKE0dST1VQX1JPTEVfT0JTRVJWRVIQAyqaAQoRR3JvdXBUYXNrU3RyYXRlZ3kSIwofR1JPVVBfVEFTS19TVFJBVEVHWV9VTlNQRUNJRklFRBAAEiEKHUdST1VQX1RBU0tfU1RSQVRFR1lfQlJPQURDQVNUEAESHQoZR1JPVVBfVEFTS19TVFJBVEVHWV9TSEFSRBACEh4KGkdST1VQX1RBU0tfU1RSQVRFR1lfUVVPUlVNEAMqxAEKDUNvbnNlbnN1c1J1bGUSHgoaQ09OU0VOU1VTX1JVTEVfVU5TUEVDSUZJRUQQABIbChdDT05TRU5TVVNfUlVMRV9NQUpPUklUWRABEiAKHENPTlNFTlNVU19SVUxFX1NVUEVSTUFKT1JJVFkQAhIcChhDT05TRU5TVVNfUlVMRV9VTkFOSU1PVVMQAxIbChdDT05TRU5TVVNfUlVMRV9XRUlHSFRFRBAEEhkKFUNPTlNFTlNVU19SVUxFX1JBTktFRBAFKqMBChNHcm91cERlY2lzaW9uQWN0aW9uEiUKIUdST1VQX0RFQ0lTSU9OX0FDVElPTl9VTlNQRUNJRklFRBAAEiEKHUdST1VQX0RFQ0lTSU9OX0FDVElPTl9BUFBST1ZFEAESIAocR1JPVVBfREVDSVNJT05fQUNUSU9OX1JFSkVDVBACEiAKHEdST1VQX0RFQ0lTSU9OX0FDVElPTl9NT0RJRlkQAyrVBQoOR3JvdXBFdmVudEtpbmQSIAocR1JPVVBfRVZFTlRfS0lORF9VTlNQRUNJRklFRBAAEiIKHkdST1VQX0VWRU5UX0tJTkRfR1JPVVBfQ1JFQVRFRBABEiMKH0dST1VQX0VWRU5UX0tJTkRfTUVNQkVSX0lOVklURUQQAhIjCh9HUk9VUF9FVkVOVF9LSU5EX0pPSU5fUkVRVUVTVEVEEAMSIQodR1JPVVBfRVZFTlRfS0lORF9NRU1CRVJfQURERUQQBBIjCh9HUk9VUF9FVkVOVF9LSU5EX01FTUJFUl9VUERBVEVEEAUSIAocR1JPVVBfRVZFTlRfS0lORF9NRU1CRVJfTEVGVBAGEiMKH0dST1VQX0VWRU5UX0tJTkRfTUVNQkVSX1JFTU9WRUQQBxIpCiVHUk9VUF9FVkVOVF9LSU5EX01FTUJFUlNISVBfV0lUSERSQVdOEAgSJAogR1JPVVBfRVZFTlRfS0lORF9HUk9VUF9ESVNTT0xWRUQQCRIpCiVHUk9VUF9FVkVOVF9LSU5EX0dST1VQX1RBU0tfU1VCTUlUVEVEEAoSJQohR1JPVVBfRVZFTlRfS0lORF9TVUJUQVNLX0FTU0lHTkVEEAsSIgoeR1JPVVBfRVZFTlRfS0lORF9TVUJUQVNLX0VWRU5UEAwSIQodR1JPVVBfRVZFTlRfS0lORF9TVUJUQVNLX0xPU1QQDRIoCiRHUk9VUF9FVkVOVF9LSU5EX0dST1VQX1RBU0tfQU5TV0VSRUQQDhIoCiRHUk9VUF9FVkVOVF9LSU5EX0dST1VQX1RBU0tfRklOSVNIRUQQDxIhCh1HUk9VUF9FVkVOVF9LSU5EX1ZPVEVfU1RBUlRFRBAQEiAKHEdST1VQX0VWRU5UX0tJTkRfQkFMTE9UX0NBU1QQERIhCh1HUk9VUF9FVkVOVF9LSU5EX1ZPVEVfVEFMTElFRBASKssBCg5Hcm91cFRhc2tTdGF0ZRIgChxHUk9VUF9UQVNLX1NUQVRFX1VOU1BFQ0lGSUVEEAASHAoYR1JPVVBfVEFTS19TVEFURV9SVU5OSU5HEAESHAoYR1JPVVBfVEFTS19TVEFURV9XQUlUSU5HEAISHgoaR1JPVVBfVEFTS19TVEFURV9DT01QTEVURUQQAxIbChdHUk9VUF9UQVNLX1NUQVRFX0ZBSUxFRBAEEh4KGkdST1VQX1RBU0tfU1RBVEVfQ0FOQ0VMTEVEEAUqsQEKC1ZvdGVPdXRjb21lEhwKGFZPVEVfT1VUQ09NRV9VTlNQRUNJRklFRBAAEhgKFFZPVEVfT1VUQ09NRV9ERUNJREVEEAESFAoQVk9URV9PVVRDT01FX1RJRRACEhwKGFZPVEVfT1VUQ09NRV9OT19NQUpPUklUWRADEhoKFlZPVEVfT1VUQ09NRV9OT19RVU9SVU0QBBIaChZWT1RFX09VVENPTUVfQ0FOQ0VMTEVEEAUqtAEKD1ZvdGVDbG9zZVJlYXNvbhIhCh1WT1RFX0NMT1NFX1JFQVNPTl9VTlNQRUNJRklFRBAAEh4KGlZPVEVfQ0xPU0VfUkVBU09OX0RFQURMSU5FEAESHwobVk9URV9DTE9TRV9SRUFTT05fQUxMX1ZPVEVEEAISHAoYVk9URV9DTE9TRV9SRUFTT05fQ0xPU0VEEAMSHwobVk9URV9DTE9TRV9SRUFTT05fRElTU09MVkVEEARiBnByb3RvMw", [file_google_protobuf_duration, file_google_protobuf_struct, file_google_protobuf_timestamp, file_synapse_v1_envelope]);
+  fileDesc("ChRzeW5hcHNlL3YxL2Eybi5wcm90bxIKc3luYXBzZS52MSIyCghGcmFjdGlvbhIRCgludW1lcmF0b3IYASABKA0SEwoLZGVub21pbmF0b3IYAiABKA0ibwoSR3JvdXBDcmVhdGVQYXlsb2FkEhAKCGdyb3VwX2lkGAEgASgJEgwKBG5hbWUYAiABKAkSEwoLZGVzY3JpcHRpb24YAyABKAkSFAoMZW5kcG9pbnRfdXJsGAQgASgJEg4KBndlaWdodBgFIAEoDSI4ChRHcm91cERpc3NvbHZlUGF5bG9hZBIQCghncm91cF9pZBgBIAEoCRIOCgZyZWFzb24YAiABKAkiwQEKE01lbWJlckludml0ZVBheWxvYWQSEAoIZ3JvdXBfaWQYASABKAkSJQoHaW52aXRlZRgCIAEoCzIULnN5bmFwc2UudjEuQWdlbnRSZWYSIwoEcm9sZRgDIAEoDjIVLnN5bmFwc2UudjEuR3JvdXBSb2xlEg4KBndlaWdodBgEIAEoDRIuCgpleHBpcmVzX2F0GAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIMCgRub3RlGAYgASgJIoUBChFNZW1iZXJKb2luUGF5bG9hZBIQCghncm91cF9pZBgBIAEoCRIUCgxlbmRwb2ludF91cmwYAiABKAkSIwoEcm9sZRgDIAEoDjIVLnN5bmFwc2UudjEuR3JvdXBSb2xlEhUKDWludml0YXRpb25faWQYBCABKAkSDAoEbm90ZRgFIAEoCSJxChRNZW1iZXJBcHByb3ZlUGF5bG9hZBIQCghncm91cF9pZBgBIAEoCRISCgpyZXF1ZXN0X2lkGAIgASgJEg4KBndlaWdodBgDIAEoDRIjCgRyb2xlGAQgASgOMhUuc3luYXBzZS52MS5Hcm91cFJvbGUiNgoSTWVtYmVyTGVhdmVQYXlsb2FkEhAKCGdyb3VwX2lkGAEgASgJEg4KBnJlYXNvbhgCIAEoCSJJChNNZW1iZXJSZW1vdmVQYXlsb2FkEhAKCGdyb3VwX2lkGAEgASgJEhAKCGFnZW50X2lkGAIgASgJEg4KBnJlYXNvbhgDIAEoCSJ8ChFNZW1iZXJSb2xlUGF5bG9hZBIQCghncm91cF9pZBgBIAEoCRIQCghhZ2VudF9pZBgCIAEoCRIjCgRyb2xlGAMgASgOMhUuc3luYXBzZS52MS5Hcm91cFJvbGUSDgoGd2VpZ2h0GAQgASgNEg4KBnJlYXNvbhgFIAEoCSLCAgoWR3JvdXBUYXNrU3VibWl0UGF5bG9hZBIQCghncm91cF9pZBgBIAEoCRIVCg1ncm91cF90YXNrX2lkGAIgASgJEhEKCXRhc2tfdHlwZRgDIAEoCRIoCgdwYXlsb2FkGAQgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBIvCghzdHJhdGVneRgFIAEoDjIdLnN5bmFwc2UudjEuR3JvdXBUYXNrU3RyYXRlZ3kSJwoGc2hhcmRzGAYgAygLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBIOCgZxdW9ydW0YByABKA0SDwoHbWVtYmVycxgIIAMoCRIxCg5tZW1iZXJfdGltZW91dBgJIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIUCgxtYXhfYXR0ZW1wdHMYCiABKA0ihQEKD1N1YnRhc2tEZWNpc2lvbhIvCgZhY3Rpb24YASABKA4yHy5zeW5hcHNlLnYxLkdyb3VwRGVjaXNpb25BY3Rpb24SJwoGZmllbGRzGAIgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBIYChByZWplY3Rpb25fcmVhc29uGAMgASgJIscBChZHcm91cFRhc2tBbnN3ZXJQYXlsb2FkEhAKCGdyb3VwX2lkGAEgASgJEhUKDWdyb3VwX3Rhc2tfaWQYAiABKAkSEgoKc3VidGFza19pZBgDIAEoCRInCgRpbmZvGAQgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdEgAEi8KCGRlY2lzaW9uGAUgASgLMhsuc3luYXBzZS52MS5TdWJ0YXNrRGVjaXNpb25IABIMCgRub3RlGAYgASgJQggKBmFuc3dlciJRChZHcm91cFRhc2tDYW5jZWxQYXlsb2FkEhAKCGdyb3VwX2lkGAEgASgJEhUKDWdyb3VwX3Rhc2tfaWQYAiABKAkSDgoGcmVhc29uGAMgASgJIoECChBWb3RlU3RhcnRQYXlsb2FkEhAKCGdyb3VwX2lkGAEgASgJEg8KB3ZvdGVfaWQYAiABKAkSEAoIcXVlc3Rpb24YAyABKAkSDwoHb3B0aW9ucxgEIAMoCRIXCg9lbGlnaWJsZV92b3RlcnMYBSADKAkSJwoEcnVsZRgGIAEoDjIZLnN5bmFwc2UudjEuQ29uc2Vuc3VzUnVsZRInCgl0aHJlc2hvbGQYByABKAsyFC5zeW5hcHNlLnYxLkZyYWN0aW9uEg4KBnF1b3J1bRgIIAEoDRIsCghkZWFkbGluZRgJIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiZgoPVm90ZUNhc3RQYXlsb2FkEhAKCGdyb3VwX2lkGAEgASgJEg8KB3ZvdGVfaWQYAiABKAkSDgoGY2hvaWNlGAMgASgJEg8KB3JhbmtpbmcYBCADKAkSDwoHYWJzdGFpbhgFIAEoCCJFChBWb3RlQ2xvc2VQYXlsb2FkEhAKCGdyb3VwX2lkGAEgASgJEg8KB3ZvdGVfaWQYAiABKAkSDgoGcmVhc29uGAMgASgJIqACCgtHcm91cE1lbWJlchIjCgVhZ2VudBgBIAEoCzIULnN5bmFwc2UudjEuQWdlbnRSZWYSEgoKcHVibGljX2tleRgCIAEoDBIjCgRyb2xlGAMgASgOMhUuc3luYXBzZS52MS5Hcm91cFJvbGUSDgoGd2VpZ2h0GAQgASgNEhQKDGVuZHBvaW50X3VybBgFIAEoCRItCglqb2luZWRfYXQYBiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhoKEmNvbnNlbnRfbWVzc2FnZV9pZBgHIAEoCRIeChZhZG1pdHRlZF9ieV9tZXNzYWdlX2lkGAggASgJEiIKGnJvbGVfY2hhbmdlZF9ieV9tZXNzYWdlX2lkGAkgASgJImgKClN1YnRhc2tSZWYSFQoNZ3JvdXBfdGFza19pZBgBIAEoCRISCgpzdWJ0YXNrX2lkGAIgASgJEhAKCGFnZW50X2lkGAMgASgJEgwKBHNsb3QYBCABKA0SDwoHYXR0ZW1wdBgFIAEoDSIsCgtPcHRpb25Db3VudBIOCgZvcHRpb24YASABKAkSDQoFdm90ZXMYAiABKAQibAoLUmFua2VkUm91bmQSDQoFcm91bmQYASABKA0SJwoGY291bnRzGAIgAygLMhcuc3luYXBzZS52MS5PcHRpb25Db3VudBISCgplbGltaW5hdGVkGAMgASgJEhEKCWV4aGF1c3RlZBgEIAEoBCLuAgoJVm90ZVRhbGx5Eg8KB3ZvdGVfaWQYASABKAkSKAoHb3V0Y29tZRgCIAEoDjIXLnN5bmFwc2UudjEuVm90ZU91dGNvbWUSDgoGd2lubmVyGAMgASgJEgwKBHRpZWQYBCADKAkSJwoGY291bnRzGAUgAygLMhcuc3luYXBzZS52MS5PcHRpb25Db3VudBInCgZyb3VuZHMYBiADKAsyFy5zeW5hcHNlLnYxLlJhbmtlZFJvdW5kEhAKCGVsaWdpYmxlGAcgASgNEg8KB2JhbGxvdHMYCCABKA0SEwoLYWJzdGVudGlvbnMYCSABKA0SDgoGcXVvcnVtGAogASgNEg0KBWZpbmFsGAsgASgIEjIKDWNsb3NlZF9yZWFzb24YDCABKA4yGy5zeW5hcHNlLnYxLlZvdGVDbG9zZVJlYXNvbhIaChJiYWxsb3RfbWVzc2FnZV9pZHMYDSADKAkSDwoHY291bnRlZBgOIAEoBCLyAgoRR3JvdXBFdmVudFBheWxvYWQSEAoIZ3JvdXBfaWQYASABKAkSKAoEa2luZBgCIAEoDjIaLnN5bmFwc2UudjEuR3JvdXBFdmVudEtpbmQSIwoFY2F1c2UYAyABKAsyFC5zeW5hcHNlLnYxLkVudmVsb3BlEicKBm1lbWJlchgEIAEoCzIXLnN5bmFwc2UudjEuR3JvdXBNZW1iZXISJwoHc3VidGFzaxgFIAEoCzIWLnN5bmFwc2UudjEuU3VidGFza1JlZhIqCgxtZW1iZXJfZXZlbnQYBiABKAsyFC5zeW5hcHNlLnYxLkVudmVsb3BlEjQKEGdyb3VwX3Rhc2tfc3RhdGUYByABKA4yGi5zeW5hcHNlLnYxLkdyb3VwVGFza1N0YXRlEg4KBnJlYXNvbhgIIAEoCRIkCgV0YWxseRgJIAEoCzIVLnN5bmFwc2UudjEuVm90ZVRhbGx5EhIKCnN1YmplY3RfaWQYCiABKAkqcwoJR3JvdXBSb2xlEhoKFkdST1VQX1JPTEVfVU5TUEVDSUZJRUQQABIaChZHUk9VUF9ST0xFX0NPT1JESU5BVE9SEAESFQoRR1JPVVBfUk9MRV9NRU1CRVIQAhIXChNHUk9VUF9ST0xFX09CU0VSVkVSEAMqmgEKEUdyb3VwVGFza1N0cmF0ZWd5EiMKH0dST1VQX1RBU0tfU1RSQVRFR1lfVU5TUEVDSUZJRUQQABIhCh1HUk9VUF9UQVNLX1NUUkFURUdZX0JST0FEQ0FTVBABEh0KGUdST1VQX1RBU0tfU1RSQVRFR1lfU0hBUkQQAhIeChpHUk9VUF9UQVNLX1NUUkFURUdZX1FVT1JVTRADKsQBCg1Db25zZW5zdXNSdWxlEh4KGkNPTlNFTlNVU19SVUxFX1VOU1BFQ0lGSUVEEAASGwoXQ09OU0VOU1VTX1JVTEVfTUFKT1JJVFkQARIgChxDT05TRU5TVVNfUlVMRV9TVVBFUk1BSk9SSVRZEAISHAoYQ09OU0VOU1VTX1JVTEVfVU5BTklNT1VTEAMSGwoXQ09OU0VOU1VTX1JVTEVfV0VJR0hURUQQBBIZChVDT05TRU5TVVNfUlVMRV9SQU5LRUQQBSqjAQoTR3JvdXBEZWNpc2lvbkFjdGlvbhIlCiFHUk9VUF9ERUNJU0lPTl9BQ1RJT05fVU5TUEVDSUZJRUQQABIhCh1HUk9VUF9ERUNJU0lPTl9BQ1RJT05fQVBQUk9WRRABEiAKHEdST1VQX0RFQ0lTSU9OX0FDVElPTl9SRUpFQ1QQAhIgChxHUk9VUF9ERUNJU0lPTl9BQ1RJT05fTU9ESUZZEAMq/wUKDkdyb3VwRXZlbnRLaW5kEiAKHEdST1VQX0VWRU5UX0tJTkRfVU5TUEVDSUZJRUQQABIiCh5HUk9VUF9FVkVOVF9LSU5EX0dST1VQX0NSRUFURUQQARIjCh9HUk9VUF9FVkVOVF9LSU5EX01FTUJFUl9JTlZJVEVEEAISIwofR1JPVVBfRVZFTlRfS0lORF9KT0lOX1JFUVVFU1RFRBADEiEKHUdST1VQX0VWRU5UX0tJTkRfTUVNQkVSX0FEREVEEAQSIwofR1JPVVBfRVZFTlRfS0lORF9NRU1CRVJfVVBEQVRFRBAFEiAKHEdST1VQX0VWRU5UX0tJTkRfTUVNQkVSX0xFRlQQBhIjCh9HUk9VUF9FVkVOVF9LSU5EX01FTUJFUl9SRU1PVkVEEAcSKQolR1JPVVBfRVZFTlRfS0lORF9NRU1CRVJTSElQX1dJVEhEUkFXThAIEiQKIEdST1VQX0VWRU5UX0tJTkRfR1JPVVBfRElTU09MVkVEEAkSKQolR1JPVVBfRVZFTlRfS0lORF9HUk9VUF9UQVNLX1NVQk1JVFRFRBAKEiUKIUdST1VQX0VWRU5UX0tJTkRfU1VCVEFTS19BU1NJR05FRBALEiIKHkdST1VQX0VWRU5UX0tJTkRfU1VCVEFTS19FVkVOVBAMEiEKHUdST1VQX0VWRU5UX0tJTkRfU1VCVEFTS19MT1NUEA0SKAokR1JPVVBfRVZFTlRfS0lORF9HUk9VUF9UQVNLX0FOU1dFUkVEEA4SKAokR1JPVVBfRVZFTlRfS0lORF9HUk9VUF9UQVNLX0ZJTklTSEVEEA8SIQodR1JPVVBfRVZFTlRfS0lORF9WT1RFX1NUQVJURUQQEBIgChxHUk9VUF9FVkVOVF9LSU5EX0JBTExPVF9DQVNUEBESIQodR1JPVVBfRVZFTlRfS0lORF9WT1RFX1RBTExJRUQQEhIoCiRHUk9VUF9FVkVOVF9LSU5EX01FTUJFUl9ST0xFX0NIQU5HRUQQEyrLAQoOR3JvdXBUYXNrU3RhdGUSIAocR1JPVVBfVEFTS19TVEFURV9VTlNQRUNJRklFRBAAEhwKGEdST1VQX1RBU0tfU1RBVEVfUlVOTklORxABEhwKGEdST1VQX1RBU0tfU1RBVEVfV0FJVElORxACEh4KGkdST1VQX1RBU0tfU1RBVEVfQ09NUExFVEVEEAMSGwoXR1JPVVBfVEFTS19TVEFURV9GQUlMRUQQBBIeChpHUk9VUF9UQVNLX1NUQVRFX0NBTkNFTExFRBAFKrEBCgtWb3RlT3V0Y29tZRIcChhWT1RFX09VVENPTUVfVU5TUEVDSUZJRUQQABIYChRWT1RFX09VVENPTUVfREVDSURFRBABEhQKEFZPVEVfT1VUQ09NRV9USUUQAhIcChhWT1RFX09VVENPTUVfTk9fTUFKT1JJVFkQAxIaChZWT1RFX09VVENPTUVfTk9fUVVPUlVNEAQSGgoWVk9URV9PVVRDT01FX0NBTkNFTExFRBAFKrQBCg9Wb3RlQ2xvc2VSZWFzb24SIQodVk9URV9DTE9TRV9SRUFTT05fVU5TUEVDSUZJRUQQABIeChpWT1RFX0NMT1NFX1JFQVNPTl9ERUFETElORRABEh8KG1ZPVEVfQ0xPU0VfUkVBU09OX0FMTF9WT1RFRBACEhwKGFZPVEVfQ0xPU0VfUkVBU09OX0NMT1NFRBADEh8KG1ZPVEVfQ0xPU0VfUkVBU09OX0RJU1NPTFZFRBAEYgZwcm90bzM", [file_google_protobuf_duration, file_google_protobuf_struct, file_google_protobuf_timestamp, file_synapse_v1_envelope]);
 
 /**
  * Fraction is an exact ratio, so that thresholds compare without rounding:
@@ -216,8 +216,10 @@ export type MemberJoinPayload = Message<"synapse.v1.MemberJoinPayload"> & {
   endpointUrl: string;
 
   /**
-   * The role asked for in a join request; unset means GROUP_ROLE_MEMBER.
-   * Ignored when accepting an invitation (the invitation names the role).
+   * The role wished for in a join request; unset means GROUP_ROLE_MEMBER.
+   * Only a wish: it is shown to the coordinators, and the approval names
+   * the role granted (MemberApprovePayload.role). Ignored when accepting an
+   * invitation (the invitation names the role).
    *
    * @generated from field: synapse.v1.GroupRole role = 3;
    */
@@ -248,7 +250,7 @@ export const MemberJoinPayloadSchema: GenMessage<MemberJoinPayload> = /*@__PURE_
 /**
  * MemberApprovePayload admits a pending join request
  * ("a2n:member_approve"); coordinators only. The agent joins with the role
- * it asked for.
+ * this approval names, whatever role the request wished for.
  *
  * @generated from message synapse.v1.MemberApprovePayload
  */
@@ -273,6 +275,14 @@ export type MemberApprovePayload = Message<"synapse.v1.MemberApprovePayload"> & 
    * @generated from field: uint32 weight = 3;
    */
   weight: number;
+
+  /**
+   * The role granted; unset means GROUP_ROLE_MEMBER (also for approvals
+   * from senders that predate this field), whatever the request asked for.
+   *
+   * @generated from field: synapse.v1.GroupRole role = 4;
+   */
+  role: GroupRole;
 };
 
 /**
@@ -347,6 +357,62 @@ export type MemberRemovePayload = Message<"synapse.v1.MemberRemovePayload"> & {
  */
 export const MemberRemovePayloadSchema: GenMessage<MemberRemovePayload> = /*@__PURE__*/
   messageDesc(file_synapse_v1_a2n, 7);
+
+/**
+ * MemberRolePayload changes a member's role, and optionally its weight
+ * ("a2n:member_role"); coordinators only. It is the coordinator's act
+ * alone: the member consented to membership when it joined. The last
+ * coordinator cannot be made anything else (FAILED_PRECONDITION,
+ * illegal_transition, details.rule "last_coordinator").
+ *
+ * @generated from message synapse.v1.MemberRolePayload
+ */
+export type MemberRolePayload = Message<"synapse.v1.MemberRolePayload"> & {
+  /**
+   * The group.
+   *
+   * @generated from field: string group_id = 1;
+   */
+  groupId: string;
+
+  /**
+   * The member whose role changes; it must be a member (an agent with only
+   * a pending invitation or join request is refused: INVALID_ARGUMENT,
+   * invalid_params, details.rule "not_a_member").
+   *
+   * @generated from field: string agent_id = 2;
+   */
+  agentId: string;
+
+  /**
+   * The new role; required.
+   *
+   * @generated from field: synapse.v1.GroupRole role = 3;
+   */
+  role: GroupRole;
+
+  /**
+   * The new weight in weighted votes; 0 keeps the current one; at most
+   * 1000000.
+   *
+   * @generated from field: uint32 weight = 4;
+   */
+  weight: number;
+
+  /**
+   * Why, human-readable, at most 4096 characters.
+   *
+   * @generated from field: string reason = 5;
+   */
+  reason: string;
+};
+
+/**
+ * Describes the message synapse.v1.MemberRolePayload.
+ * Use `create(MemberRolePayloadSchema)` to create a new message.
+ */
+export const MemberRolePayloadSchema: GenMessage<MemberRolePayload> = /*@__PURE__*/
+  messageDesc(file_synapse_v1_a2n, 8);
 
 /**
  * GroupTaskSubmitPayload submits a group task ("a2n:group_task_submit");
@@ -440,7 +506,7 @@ export type GroupTaskSubmitPayload = Message<"synapse.v1.GroupTaskSubmitPayload"
  * Use `create(GroupTaskSubmitPayloadSchema)` to create a new message.
  */
 export const GroupTaskSubmitPayloadSchema: GenMessage<GroupTaskSubmitPayload> = /*@__PURE__*/
-  messageDesc(file_synapse_v1_a2n, 8);
+  messageDesc(file_synapse_v1_a2n, 9);
 
 /**
  * SubtaskDecision is a coordinator's answer to a sub-task's need-human.
@@ -475,7 +541,7 @@ export type SubtaskDecision = Message<"synapse.v1.SubtaskDecision"> & {
  * Use `create(SubtaskDecisionSchema)` to create a new message.
  */
 export const SubtaskDecisionSchema: GenMessage<SubtaskDecision> = /*@__PURE__*/
-  messageDesc(file_synapse_v1_a2n, 9);
+  messageDesc(file_synapse_v1_a2n, 10);
 
 /**
  * GroupTaskAnswerPayload answers a sub-task's question
@@ -542,7 +608,7 @@ export type GroupTaskAnswerPayload = Message<"synapse.v1.GroupTaskAnswerPayload"
  * Use `create(GroupTaskAnswerPayloadSchema)` to create a new message.
  */
 export const GroupTaskAnswerPayloadSchema: GenMessage<GroupTaskAnswerPayload> = /*@__PURE__*/
-  messageDesc(file_synapse_v1_a2n, 10);
+  messageDesc(file_synapse_v1_a2n, 11);
 
 /**
  * GroupTaskCancelPayload cancels a group task and its running sub-tasks
@@ -578,7 +644,7 @@ export type GroupTaskCancelPayload = Message<"synapse.v1.GroupTaskCancelPayload"
  * Use `create(GroupTaskCancelPayloadSchema)` to create a new message.
  */
 export const GroupTaskCancelPayloadSchema: GenMessage<GroupTaskCancelPayload> = /*@__PURE__*/
-  messageDesc(file_synapse_v1_a2n, 11);
+  messageDesc(file_synapse_v1_a2n, 12);
 
 /**
  * VoteStartPayload starts a vote ("a2n:vote_start"); coordinators and
@@ -662,7 +728,7 @@ export type VoteStartPayload = Message<"synapse.v1.VoteStartPayload"> & {
  * Use `create(VoteStartPayloadSchema)` to create a new message.
  */
 export const VoteStartPayloadSchema: GenMessage<VoteStartPayload> = /*@__PURE__*/
-  messageDesc(file_synapse_v1_a2n, 12);
+  messageDesc(file_synapse_v1_a2n, 13);
 
 /**
  * VoteCastPayload is a ballot ("a2n:vote_cast"), signed by the voter. One
@@ -713,7 +779,7 @@ export type VoteCastPayload = Message<"synapse.v1.VoteCastPayload"> & {
  * Use `create(VoteCastPayloadSchema)` to create a new message.
  */
 export const VoteCastPayloadSchema: GenMessage<VoteCastPayload> = /*@__PURE__*/
-  messageDesc(file_synapse_v1_a2n, 13);
+  messageDesc(file_synapse_v1_a2n, 14);
 
 /**
  * VoteClosePayload closes a vote before its deadline ("a2n:vote_close"),
@@ -749,7 +815,7 @@ export type VoteClosePayload = Message<"synapse.v1.VoteClosePayload"> & {
  * Use `create(VoteClosePayloadSchema)` to create a new message.
  */
 export const VoteClosePayloadSchema: GenMessage<VoteClosePayload> = /*@__PURE__*/
-  messageDesc(file_synapse_v1_a2n, 14);
+  messageDesc(file_synapse_v1_a2n, 15);
 
 /**
  * GroupMember is one member of a group.
@@ -814,6 +880,15 @@ export type GroupMember = Message<"synapse.v1.GroupMember"> & {
    * @generated from field: string admitted_by_message_id = 8;
    */
   admittedByMessageId: string;
+
+  /**
+   * The message id of the latest a2n:member_role that set its role and
+   * weight; empty while they are the ones it was admitted with (or accepted
+   * with its latest invitation).
+   *
+   * @generated from field: string role_changed_by_message_id = 9;
+   */
+  roleChangedByMessageId: string;
 };
 
 /**
@@ -821,7 +896,7 @@ export type GroupMember = Message<"synapse.v1.GroupMember"> & {
  * Use `create(GroupMemberSchema)` to create a new message.
  */
 export const GroupMemberSchema: GenMessage<GroupMember> = /*@__PURE__*/
-  messageDesc(file_synapse_v1_a2n, 15);
+  messageDesc(file_synapse_v1_a2n, 16);
 
 /**
  * SubtaskRef names one sub-task of a group task.
@@ -871,7 +946,7 @@ export type SubtaskRef = Message<"synapse.v1.SubtaskRef"> & {
  * Use `create(SubtaskRefSchema)` to create a new message.
  */
 export const SubtaskRefSchema: GenMessage<SubtaskRef> = /*@__PURE__*/
-  messageDesc(file_synapse_v1_a2n, 16);
+  messageDesc(file_synapse_v1_a2n, 17);
 
 /**
  * OptionCount is one option's count.
@@ -900,7 +975,7 @@ export type OptionCount = Message<"synapse.v1.OptionCount"> & {
  * Use `create(OptionCountSchema)` to create a new message.
  */
 export const OptionCountSchema: GenMessage<OptionCount> = /*@__PURE__*/
-  messageDesc(file_synapse_v1_a2n, 17);
+  messageDesc(file_synapse_v1_a2n, 18);
 
 /**
  * RankedRound is one round of an instant-runoff count.
@@ -942,7 +1017,7 @@ export type RankedRound = Message<"synapse.v1.RankedRound"> & {
  * Use `create(RankedRoundSchema)` to create a new message.
  */
 export const RankedRoundSchema: GenMessage<RankedRound> = /*@__PURE__*/
-  messageDesc(file_synapse_v1_a2n, 18);
+  messageDesc(file_synapse_v1_a2n, 19);
 
 /**
  * VoteTally is the count of a vote's ballots. Any member can recompute it
@@ -1058,7 +1133,7 @@ export type VoteTally = Message<"synapse.v1.VoteTally"> & {
  * Use `create(VoteTallySchema)` to create a new message.
  */
 export const VoteTallySchema: GenMessage<VoteTally> = /*@__PURE__*/
-  messageDesc(file_synapse_v1_a2n, 19);
+  messageDesc(file_synapse_v1_a2n, 20);
 
 /**
  * GroupEventPayload is one entry of a group's event log
@@ -1151,7 +1226,7 @@ export type GroupEventPayload = Message<"synapse.v1.GroupEventPayload"> & {
  * Use `create(GroupEventPayloadSchema)` to create a new message.
  */
 export const GroupEventPayloadSchema: GenMessage<GroupEventPayload> = /*@__PURE__*/
-  messageDesc(file_synapse_v1_a2n, 20);
+  messageDesc(file_synapse_v1_a2n, 21);
 
 /**
  * GroupRole is what a member may do in a group.
@@ -1160,14 +1235,16 @@ export const GroupEventPayloadSchema: GenMessage<GroupEventPayload> = /*@__PURE_
  */
 export enum GroupRole {
   /**
-   * Not set. In a join request it means GROUP_ROLE_MEMBER.
+   * Not set. In a join request, an invitation and an approval it means
+   * GROUP_ROLE_MEMBER; a2n:member_role refuses it.
    *
    * @generated from enum value: GROUP_ROLE_UNSPECIFIED = 0;
    */
   UNSPECIFIED = 0,
 
   /**
-   * Manages the group: invites, approves and removes members, submits,
+   * Manages the group: invites, approves and removes members, changes their
+   * roles (a2n:member_role), submits,
    * answers and cancels group tasks, starts and closes votes, dissolves the
    * group. Votes, and receives sub-tasks when it has an endpoint_url.
    *
@@ -1389,8 +1466,8 @@ export enum GroupEventKind {
   MEMBER_ADDED = 4,
 
   /**
-   * A member's role, weight or endpoint changed (cause: its own
-   * a2n:member_join; member: after).
+   * A member's role, weight or endpoint changed by its own consent (cause:
+   * its own a2n:member_join; member: after).
    *
    * @generated from enum value: GROUP_EVENT_KIND_MEMBER_UPDATED = 5;
    */
@@ -1491,6 +1568,14 @@ export enum GroupEventKind {
    * @generated from enum value: GROUP_EVENT_KIND_VOTE_TALLIED = 18;
    */
   VOTE_TALLIED = 18,
+
+  /**
+   * A coordinator changed a member's role or weight (cause: a2n:member_role;
+   * member: after, with role_changed_by_message_id the cause's message id).
+   *
+   * @generated from enum value: GROUP_EVENT_KIND_MEMBER_ROLE_CHANGED = 19;
+   */
+  MEMBER_ROLE_CHANGED = 19,
 }
 
 /**

@@ -43,7 +43,8 @@ export type PendingMembership = Message<"synapse.v1.PendingMembership"> & {
   agent?: AgentRef | undefined;
 
   /**
-   * The role offered or asked for.
+   * Invitations: the role offered. Join requests: the role wished for, only
+   * a wish; the approval names the role granted.
    *
    * @generated from field: synapse.v1.GroupRole role = 3;
    */

@@ -28,9 +28,11 @@ const (
 type GroupRole int32
 
 const (
-	// Not set. In a join request it means GROUP_ROLE_MEMBER.
+	// Not set. In a join request, an invitation and an approval it means
+	// GROUP_ROLE_MEMBER; a2n:member_role refuses it.
 	GroupRole_GROUP_ROLE_UNSPECIFIED GroupRole = 0
-	// Manages the group: invites, approves and removes members, submits,
+	// Manages the group: invites, approves and removes members, changes their
+	// roles (a2n:member_role), submits,
 	// answers and cancels group tasks, starts and closes votes, dissolves the
 	// group. Votes, and receives sub-tasks when it has an endpoint_url.
 	GroupRole_GROUP_ROLE_COORDINATOR GroupRole = 1
@@ -290,8 +292,8 @@ const (
 	// An agent became a member (cause: its a2n:member_join accepting an
 	// invitation, or the a2n:member_approve of its request; member: as added).
 	GroupEventKind_GROUP_EVENT_KIND_MEMBER_ADDED GroupEventKind = 4
-	// A member's role, weight or endpoint changed (cause: its own
-	// a2n:member_join; member: after).
+	// A member's role, weight or endpoint changed by its own consent (cause:
+	// its own a2n:member_join; member: after).
 	GroupEventKind_GROUP_EVENT_KIND_MEMBER_UPDATED GroupEventKind = 5
 	// A member left (cause: a2n:member_leave; member: as it was).
 	GroupEventKind_GROUP_EVENT_KIND_MEMBER_LEFT GroupEventKind = 6
@@ -324,6 +326,9 @@ const (
 	// A vote closed and was counted (tally; cause: a2n:vote_close or
 	// a2n:group_dissolve when one closed it).
 	GroupEventKind_GROUP_EVENT_KIND_VOTE_TALLIED GroupEventKind = 18
+	// A coordinator changed a member's role or weight (cause: a2n:member_role;
+	// member: after, with role_changed_by_message_id the cause's message id).
+	GroupEventKind_GROUP_EVENT_KIND_MEMBER_ROLE_CHANGED GroupEventKind = 19
 )
 
 // Enum value maps for GroupEventKind.
@@ -348,6 +353,7 @@ var (
 		16: "GROUP_EVENT_KIND_VOTE_STARTED",
 		17: "GROUP_EVENT_KIND_BALLOT_CAST",
 		18: "GROUP_EVENT_KIND_VOTE_TALLIED",
+		19: "GROUP_EVENT_KIND_MEMBER_ROLE_CHANGED",
 	}
 	GroupEventKind_value = map[string]int32{
 		"GROUP_EVENT_KIND_UNSPECIFIED":          0,
@@ -369,6 +375,7 @@ var (
 		"GROUP_EVENT_KIND_VOTE_STARTED":         16,
 		"GROUP_EVENT_KIND_BALLOT_CAST":          17,
 		"GROUP_EVENT_KIND_VOTE_TALLIED":         18,
+		"GROUP_EVENT_KIND_MEMBER_ROLE_CHANGED":  19,
 	}
 )
 
@@ -901,8 +908,10 @@ type MemberJoinPayload struct {
 	// to receive sub-tasks; the host checks that the agent answering there is
 	// the signer.
 	EndpointUrl string `protobuf:"bytes,2,opt,name=endpoint_url,json=endpointUrl,proto3" json:"endpoint_url,omitempty"`
-	// The role asked for in a join request; unset means GROUP_ROLE_MEMBER.
-	// Ignored when accepting an invitation (the invitation names the role).
+	// The role wished for in a join request; unset means GROUP_ROLE_MEMBER.
+	// Only a wish: it is shown to the coordinators, and the approval names
+	// the role granted (MemberApprovePayload.role). Ignored when accepting an
+	// invitation (the invitation names the role).
 	Role GroupRole `protobuf:"varint,3,opt,name=role,proto3,enum=synapse.v1.GroupRole" json:"role,omitempty"`
 	// The message id of the a2n:member_invite accepted, or empty.
 	InvitationId string `protobuf:"bytes,4,opt,name=invitation_id,json=invitationId,proto3" json:"invitation_id,omitempty"`
@@ -979,7 +988,7 @@ func (x *MemberJoinPayload) GetNote() string {
 
 // MemberApprovePayload admits a pending join request
 // ("a2n:member_approve"); coordinators only. The agent joins with the role
-// it asked for.
+// this approval names, whatever role the request wished for.
 type MemberApprovePayload struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The group.
@@ -987,7 +996,10 @@ type MemberApprovePayload struct {
 	// The message id of the a2n:member_join request approved.
 	RequestId string `protobuf:"bytes,2,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
 	// The weight in weighted votes; 0 means 1; at most 1000000.
-	Weight        uint32 `protobuf:"varint,3,opt,name=weight,proto3" json:"weight,omitempty"`
+	Weight uint32 `protobuf:"varint,3,opt,name=weight,proto3" json:"weight,omitempty"`
+	// The role granted; unset means GROUP_ROLE_MEMBER (also for approvals
+	// from senders that predate this field), whatever the request asked for.
+	Role          GroupRole `protobuf:"varint,4,opt,name=role,proto3,enum=synapse.v1.GroupRole" json:"role,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1041,6 +1053,13 @@ func (x *MemberApprovePayload) GetWeight() uint32 {
 		return x.Weight
 	}
 	return 0
+}
+
+func (x *MemberApprovePayload) GetRole() GroupRole {
+	if x != nil {
+		return x.Role
+	}
+	return GroupRole_GROUP_ROLE_UNSPECIFIED
 }
 
 // MemberLeavePayload is a member leaving ("a2n:member_leave"), signed by
@@ -1165,6 +1184,95 @@ func (x *MemberRemovePayload) GetReason() string {
 	return ""
 }
 
+// MemberRolePayload changes a member's role, and optionally its weight
+// ("a2n:member_role"); coordinators only. It is the coordinator's act
+// alone: the member consented to membership when it joined. The last
+// coordinator cannot be made anything else (FAILED_PRECONDITION,
+// illegal_transition, details.rule "last_coordinator").
+type MemberRolePayload struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The group.
+	GroupId string `protobuf:"bytes,1,opt,name=group_id,json=groupId,proto3" json:"group_id,omitempty"`
+	// The member whose role changes; it must be a member (an agent with only
+	// a pending invitation or join request is refused: INVALID_ARGUMENT,
+	// invalid_params, details.rule "not_a_member").
+	AgentId string `protobuf:"bytes,2,opt,name=agent_id,json=agentId,proto3" json:"agent_id,omitempty"`
+	// The new role; required.
+	Role GroupRole `protobuf:"varint,3,opt,name=role,proto3,enum=synapse.v1.GroupRole" json:"role,omitempty"`
+	// The new weight in weighted votes; 0 keeps the current one; at most
+	// 1000000.
+	Weight uint32 `protobuf:"varint,4,opt,name=weight,proto3" json:"weight,omitempty"`
+	// Why, human-readable, at most 4096 characters.
+	Reason        string `protobuf:"bytes,5,opt,name=reason,proto3" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MemberRolePayload) Reset() {
+	*x = MemberRolePayload{}
+	mi := &file_synapse_v1_a2n_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MemberRolePayload) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MemberRolePayload) ProtoMessage() {}
+
+func (x *MemberRolePayload) ProtoReflect() protoreflect.Message {
+	mi := &file_synapse_v1_a2n_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MemberRolePayload.ProtoReflect.Descriptor instead.
+func (*MemberRolePayload) Descriptor() ([]byte, []int) {
+	return file_synapse_v1_a2n_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *MemberRolePayload) GetGroupId() string {
+	if x != nil {
+		return x.GroupId
+	}
+	return ""
+}
+
+func (x *MemberRolePayload) GetAgentId() string {
+	if x != nil {
+		return x.AgentId
+	}
+	return ""
+}
+
+func (x *MemberRolePayload) GetRole() GroupRole {
+	if x != nil {
+		return x.Role
+	}
+	return GroupRole_GROUP_ROLE_UNSPECIFIED
+}
+
+func (x *MemberRolePayload) GetWeight() uint32 {
+	if x != nil {
+		return x.Weight
+	}
+	return 0
+}
+
+func (x *MemberRolePayload) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
 // GroupTaskSubmitPayload submits a group task ("a2n:group_task_submit");
 // coordinators only. Header.task_id must equal group_task_id. The host runs
 // it as P2P tasks at the members (it is their requester, signing with its
@@ -1204,7 +1312,7 @@ type GroupTaskSubmitPayload struct {
 
 func (x *GroupTaskSubmitPayload) Reset() {
 	*x = GroupTaskSubmitPayload{}
-	mi := &file_synapse_v1_a2n_proto_msgTypes[8]
+	mi := &file_synapse_v1_a2n_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1216,7 +1324,7 @@ func (x *GroupTaskSubmitPayload) String() string {
 func (*GroupTaskSubmitPayload) ProtoMessage() {}
 
 func (x *GroupTaskSubmitPayload) ProtoReflect() protoreflect.Message {
-	mi := &file_synapse_v1_a2n_proto_msgTypes[8]
+	mi := &file_synapse_v1_a2n_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1229,7 +1337,7 @@ func (x *GroupTaskSubmitPayload) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupTaskSubmitPayload.ProtoReflect.Descriptor instead.
 func (*GroupTaskSubmitPayload) Descriptor() ([]byte, []int) {
-	return file_synapse_v1_a2n_proto_rawDescGZIP(), []int{8}
+	return file_synapse_v1_a2n_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *GroupTaskSubmitPayload) GetGroupId() string {
@@ -1317,7 +1425,7 @@ type SubtaskDecision struct {
 
 func (x *SubtaskDecision) Reset() {
 	*x = SubtaskDecision{}
-	mi := &file_synapse_v1_a2n_proto_msgTypes[9]
+	mi := &file_synapse_v1_a2n_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1329,7 +1437,7 @@ func (x *SubtaskDecision) String() string {
 func (*SubtaskDecision) ProtoMessage() {}
 
 func (x *SubtaskDecision) ProtoReflect() protoreflect.Message {
-	mi := &file_synapse_v1_a2n_proto_msgTypes[9]
+	mi := &file_synapse_v1_a2n_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1342,7 +1450,7 @@ func (x *SubtaskDecision) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubtaskDecision.ProtoReflect.Descriptor instead.
 func (*SubtaskDecision) Descriptor() ([]byte, []int) {
-	return file_synapse_v1_a2n_proto_rawDescGZIP(), []int{9}
+	return file_synapse_v1_a2n_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *SubtaskDecision) GetAction() GroupDecisionAction {
@@ -1392,7 +1500,7 @@ type GroupTaskAnswerPayload struct {
 
 func (x *GroupTaskAnswerPayload) Reset() {
 	*x = GroupTaskAnswerPayload{}
-	mi := &file_synapse_v1_a2n_proto_msgTypes[10]
+	mi := &file_synapse_v1_a2n_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1404,7 +1512,7 @@ func (x *GroupTaskAnswerPayload) String() string {
 func (*GroupTaskAnswerPayload) ProtoMessage() {}
 
 func (x *GroupTaskAnswerPayload) ProtoReflect() protoreflect.Message {
-	mi := &file_synapse_v1_a2n_proto_msgTypes[10]
+	mi := &file_synapse_v1_a2n_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1417,7 +1525,7 @@ func (x *GroupTaskAnswerPayload) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupTaskAnswerPayload.ProtoReflect.Descriptor instead.
 func (*GroupTaskAnswerPayload) Descriptor() ([]byte, []int) {
-	return file_synapse_v1_a2n_proto_rawDescGZIP(), []int{10}
+	return file_synapse_v1_a2n_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *GroupTaskAnswerPayload) GetGroupId() string {
@@ -1507,7 +1615,7 @@ type GroupTaskCancelPayload struct {
 
 func (x *GroupTaskCancelPayload) Reset() {
 	*x = GroupTaskCancelPayload{}
-	mi := &file_synapse_v1_a2n_proto_msgTypes[11]
+	mi := &file_synapse_v1_a2n_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1519,7 +1627,7 @@ func (x *GroupTaskCancelPayload) String() string {
 func (*GroupTaskCancelPayload) ProtoMessage() {}
 
 func (x *GroupTaskCancelPayload) ProtoReflect() protoreflect.Message {
-	mi := &file_synapse_v1_a2n_proto_msgTypes[11]
+	mi := &file_synapse_v1_a2n_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1532,7 +1640,7 @@ func (x *GroupTaskCancelPayload) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupTaskCancelPayload.ProtoReflect.Descriptor instead.
 func (*GroupTaskCancelPayload) Descriptor() ([]byte, []int) {
-	return file_synapse_v1_a2n_proto_rawDescGZIP(), []int{11}
+	return file_synapse_v1_a2n_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *GroupTaskCancelPayload) GetGroupId() string {
@@ -1590,7 +1698,7 @@ type VoteStartPayload struct {
 
 func (x *VoteStartPayload) Reset() {
 	*x = VoteStartPayload{}
-	mi := &file_synapse_v1_a2n_proto_msgTypes[12]
+	mi := &file_synapse_v1_a2n_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1602,7 +1710,7 @@ func (x *VoteStartPayload) String() string {
 func (*VoteStartPayload) ProtoMessage() {}
 
 func (x *VoteStartPayload) ProtoReflect() protoreflect.Message {
-	mi := &file_synapse_v1_a2n_proto_msgTypes[12]
+	mi := &file_synapse_v1_a2n_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1615,7 +1723,7 @@ func (x *VoteStartPayload) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VoteStartPayload.ProtoReflect.Descriptor instead.
 func (*VoteStartPayload) Descriptor() ([]byte, []int) {
-	return file_synapse_v1_a2n_proto_rawDescGZIP(), []int{12}
+	return file_synapse_v1_a2n_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *VoteStartPayload) GetGroupId() string {
@@ -1702,7 +1810,7 @@ type VoteCastPayload struct {
 
 func (x *VoteCastPayload) Reset() {
 	*x = VoteCastPayload{}
-	mi := &file_synapse_v1_a2n_proto_msgTypes[13]
+	mi := &file_synapse_v1_a2n_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1714,7 +1822,7 @@ func (x *VoteCastPayload) String() string {
 func (*VoteCastPayload) ProtoMessage() {}
 
 func (x *VoteCastPayload) ProtoReflect() protoreflect.Message {
-	mi := &file_synapse_v1_a2n_proto_msgTypes[13]
+	mi := &file_synapse_v1_a2n_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1727,7 +1835,7 @@ func (x *VoteCastPayload) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VoteCastPayload.ProtoReflect.Descriptor instead.
 func (*VoteCastPayload) Descriptor() ([]byte, []int) {
-	return file_synapse_v1_a2n_proto_rawDescGZIP(), []int{13}
+	return file_synapse_v1_a2n_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *VoteCastPayload) GetGroupId() string {
@@ -1781,7 +1889,7 @@ type VoteClosePayload struct {
 
 func (x *VoteClosePayload) Reset() {
 	*x = VoteClosePayload{}
-	mi := &file_synapse_v1_a2n_proto_msgTypes[14]
+	mi := &file_synapse_v1_a2n_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1793,7 +1901,7 @@ func (x *VoteClosePayload) String() string {
 func (*VoteClosePayload) ProtoMessage() {}
 
 func (x *VoteClosePayload) ProtoReflect() protoreflect.Message {
-	mi := &file_synapse_v1_a2n_proto_msgTypes[14]
+	mi := &file_synapse_v1_a2n_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1806,7 +1914,7 @@ func (x *VoteClosePayload) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VoteClosePayload.ProtoReflect.Descriptor instead.
 func (*VoteClosePayload) Descriptor() ([]byte, []int) {
-	return file_synapse_v1_a2n_proto_rawDescGZIP(), []int{14}
+	return file_synapse_v1_a2n_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *VoteClosePayload) GetGroupId() string {
@@ -1851,13 +1959,17 @@ type GroupMember struct {
 	// The message id of the coordinator's a2n:member_invite or
 	// a2n:member_approve; empty for the creator.
 	AdmittedByMessageId string `protobuf:"bytes,8,opt,name=admitted_by_message_id,json=admittedByMessageId,proto3" json:"admitted_by_message_id,omitempty"`
-	unknownFields       protoimpl.UnknownFields
-	sizeCache           protoimpl.SizeCache
+	// The message id of the latest a2n:member_role that set its role and
+	// weight; empty while they are the ones it was admitted with (or accepted
+	// with its latest invitation).
+	RoleChangedByMessageId string `protobuf:"bytes,9,opt,name=role_changed_by_message_id,json=roleChangedByMessageId,proto3" json:"role_changed_by_message_id,omitempty"`
+	unknownFields          protoimpl.UnknownFields
+	sizeCache              protoimpl.SizeCache
 }
 
 func (x *GroupMember) Reset() {
 	*x = GroupMember{}
-	mi := &file_synapse_v1_a2n_proto_msgTypes[15]
+	mi := &file_synapse_v1_a2n_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1869,7 +1981,7 @@ func (x *GroupMember) String() string {
 func (*GroupMember) ProtoMessage() {}
 
 func (x *GroupMember) ProtoReflect() protoreflect.Message {
-	mi := &file_synapse_v1_a2n_proto_msgTypes[15]
+	mi := &file_synapse_v1_a2n_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1882,7 +1994,7 @@ func (x *GroupMember) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupMember.ProtoReflect.Descriptor instead.
 func (*GroupMember) Descriptor() ([]byte, []int) {
-	return file_synapse_v1_a2n_proto_rawDescGZIP(), []int{15}
+	return file_synapse_v1_a2n_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *GroupMember) GetAgent() *AgentRef {
@@ -1941,6 +2053,13 @@ func (x *GroupMember) GetAdmittedByMessageId() string {
 	return ""
 }
 
+func (x *GroupMember) GetRoleChangedByMessageId() string {
+	if x != nil {
+		return x.RoleChangedByMessageId
+	}
+	return ""
+}
+
 // SubtaskRef names one sub-task of a group task.
 type SubtaskRef struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1961,7 +2080,7 @@ type SubtaskRef struct {
 
 func (x *SubtaskRef) Reset() {
 	*x = SubtaskRef{}
-	mi := &file_synapse_v1_a2n_proto_msgTypes[16]
+	mi := &file_synapse_v1_a2n_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1973,7 +2092,7 @@ func (x *SubtaskRef) String() string {
 func (*SubtaskRef) ProtoMessage() {}
 
 func (x *SubtaskRef) ProtoReflect() protoreflect.Message {
-	mi := &file_synapse_v1_a2n_proto_msgTypes[16]
+	mi := &file_synapse_v1_a2n_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1986,7 +2105,7 @@ func (x *SubtaskRef) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubtaskRef.ProtoReflect.Descriptor instead.
 func (*SubtaskRef) Descriptor() ([]byte, []int) {
-	return file_synapse_v1_a2n_proto_rawDescGZIP(), []int{16}
+	return file_synapse_v1_a2n_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *SubtaskRef) GetGroupTaskId() string {
@@ -2038,7 +2157,7 @@ type OptionCount struct {
 
 func (x *OptionCount) Reset() {
 	*x = OptionCount{}
-	mi := &file_synapse_v1_a2n_proto_msgTypes[17]
+	mi := &file_synapse_v1_a2n_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2050,7 +2169,7 @@ func (x *OptionCount) String() string {
 func (*OptionCount) ProtoMessage() {}
 
 func (x *OptionCount) ProtoReflect() protoreflect.Message {
-	mi := &file_synapse_v1_a2n_proto_msgTypes[17]
+	mi := &file_synapse_v1_a2n_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2063,7 +2182,7 @@ func (x *OptionCount) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OptionCount.ProtoReflect.Descriptor instead.
 func (*OptionCount) Descriptor() ([]byte, []int) {
-	return file_synapse_v1_a2n_proto_rawDescGZIP(), []int{17}
+	return file_synapse_v1_a2n_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *OptionCount) GetOption() string {
@@ -2097,7 +2216,7 @@ type RankedRound struct {
 
 func (x *RankedRound) Reset() {
 	*x = RankedRound{}
-	mi := &file_synapse_v1_a2n_proto_msgTypes[18]
+	mi := &file_synapse_v1_a2n_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2109,7 +2228,7 @@ func (x *RankedRound) String() string {
 func (*RankedRound) ProtoMessage() {}
 
 func (x *RankedRound) ProtoReflect() protoreflect.Message {
-	mi := &file_synapse_v1_a2n_proto_msgTypes[18]
+	mi := &file_synapse_v1_a2n_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2122,7 +2241,7 @@ func (x *RankedRound) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RankedRound.ProtoReflect.Descriptor instead.
 func (*RankedRound) Descriptor() ([]byte, []int) {
-	return file_synapse_v1_a2n_proto_rawDescGZIP(), []int{18}
+	return file_synapse_v1_a2n_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *RankedRound) GetRound() uint32 {
@@ -2194,7 +2313,7 @@ type VoteTally struct {
 
 func (x *VoteTally) Reset() {
 	*x = VoteTally{}
-	mi := &file_synapse_v1_a2n_proto_msgTypes[19]
+	mi := &file_synapse_v1_a2n_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2206,7 +2325,7 @@ func (x *VoteTally) String() string {
 func (*VoteTally) ProtoMessage() {}
 
 func (x *VoteTally) ProtoReflect() protoreflect.Message {
-	mi := &file_synapse_v1_a2n_proto_msgTypes[19]
+	mi := &file_synapse_v1_a2n_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2219,7 +2338,7 @@ func (x *VoteTally) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VoteTally.ProtoReflect.Descriptor instead.
 func (*VoteTally) Descriptor() ([]byte, []int) {
-	return file_synapse_v1_a2n_proto_rawDescGZIP(), []int{19}
+	return file_synapse_v1_a2n_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *VoteTally) GetVoteId() string {
@@ -2358,7 +2477,7 @@ type GroupEventPayload struct {
 
 func (x *GroupEventPayload) Reset() {
 	*x = GroupEventPayload{}
-	mi := &file_synapse_v1_a2n_proto_msgTypes[20]
+	mi := &file_synapse_v1_a2n_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2370,7 +2489,7 @@ func (x *GroupEventPayload) String() string {
 func (*GroupEventPayload) ProtoMessage() {}
 
 func (x *GroupEventPayload) ProtoReflect() protoreflect.Message {
-	mi := &file_synapse_v1_a2n_proto_msgTypes[20]
+	mi := &file_synapse_v1_a2n_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2383,7 +2502,7 @@ func (x *GroupEventPayload) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupEventPayload.ProtoReflect.Descriptor instead.
 func (*GroupEventPayload) Descriptor() ([]byte, []int) {
-	return file_synapse_v1_a2n_proto_rawDescGZIP(), []int{20}
+	return file_synapse_v1_a2n_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *GroupEventPayload) GetGroupId() string {
@@ -2487,19 +2606,26 @@ const file_synapse_v1_a2n_proto_rawDesc = "" +
 	"\fendpoint_url\x18\x02 \x01(\tR\vendpointUrl\x12)\n" +
 	"\x04role\x18\x03 \x01(\x0e2\x15.synapse.v1.GroupRoleR\x04role\x12#\n" +
 	"\rinvitation_id\x18\x04 \x01(\tR\finvitationId\x12\x12\n" +
-	"\x04note\x18\x05 \x01(\tR\x04note\"h\n" +
+	"\x04note\x18\x05 \x01(\tR\x04note\"\x93\x01\n" +
 	"\x14MemberApprovePayload\x12\x19\n" +
 	"\bgroup_id\x18\x01 \x01(\tR\agroupId\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x02 \x01(\tR\trequestId\x12\x16\n" +
-	"\x06weight\x18\x03 \x01(\rR\x06weight\"G\n" +
+	"\x06weight\x18\x03 \x01(\rR\x06weight\x12)\n" +
+	"\x04role\x18\x04 \x01(\x0e2\x15.synapse.v1.GroupRoleR\x04role\"G\n" +
 	"\x12MemberLeavePayload\x12\x19\n" +
 	"\bgroup_id\x18\x01 \x01(\tR\agroupId\x12\x16\n" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\"c\n" +
 	"\x13MemberRemovePayload\x12\x19\n" +
 	"\bgroup_id\x18\x01 \x01(\tR\agroupId\x12\x19\n" +
 	"\bagent_id\x18\x02 \x01(\tR\aagentId\x12\x16\n" +
-	"\x06reason\x18\x03 \x01(\tR\x06reason\"\xaa\x03\n" +
+	"\x06reason\x18\x03 \x01(\tR\x06reason\"\xa4\x01\n" +
+	"\x11MemberRolePayload\x12\x19\n" +
+	"\bgroup_id\x18\x01 \x01(\tR\agroupId\x12\x19\n" +
+	"\bagent_id\x18\x02 \x01(\tR\aagentId\x12)\n" +
+	"\x04role\x18\x03 \x01(\x0e2\x15.synapse.v1.GroupRoleR\x04role\x12\x16\n" +
+	"\x06weight\x18\x04 \x01(\rR\x06weight\x12\x16\n" +
+	"\x06reason\x18\x05 \x01(\tR\x06reason\"\xaa\x03\n" +
 	"\x16GroupTaskSubmitPayload\x12\x19\n" +
 	"\bgroup_id\x18\x01 \x01(\tR\agroupId\x12\"\n" +
 	"\rgroup_task_id\x18\x02 \x01(\tR\vgroupTaskId\x12\x1b\n" +
@@ -2548,7 +2674,7 @@ const file_synapse_v1_a2n_proto_rawDesc = "" +
 	"\x10VoteClosePayload\x12\x19\n" +
 	"\bgroup_id\x18\x01 \x01(\tR\agroupId\x12\x17\n" +
 	"\avote_id\x18\x02 \x01(\tR\x06voteId\x12\x16\n" +
-	"\x06reason\x18\x03 \x01(\tR\x06reason\"\xda\x02\n" +
+	"\x06reason\x18\x03 \x01(\tR\x06reason\"\x96\x03\n" +
 	"\vGroupMember\x12*\n" +
 	"\x05agent\x18\x01 \x01(\v2\x14.synapse.v1.AgentRefR\x05agent\x12\x1d\n" +
 	"\n" +
@@ -2558,7 +2684,8 @@ const file_synapse_v1_a2n_proto_rawDesc = "" +
 	"\fendpoint_url\x18\x05 \x01(\tR\vendpointUrl\x127\n" +
 	"\tjoined_at\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\bjoinedAt\x12,\n" +
 	"\x12consent_message_id\x18\a \x01(\tR\x10consentMessageId\x123\n" +
-	"\x16admitted_by_message_id\x18\b \x01(\tR\x13admittedByMessageId\"\x98\x01\n" +
+	"\x16admitted_by_message_id\x18\b \x01(\tR\x13admittedByMessageId\x12:\n" +
+	"\x1arole_changed_by_message_id\x18\t \x01(\tR\x16roleChangedByMessageId\"\x98\x01\n" +
 	"\n" +
 	"SubtaskRef\x12\"\n" +
 	"\rgroup_task_id\x18\x01 \x01(\tR\vgroupTaskId\x12\x1d\n" +
@@ -2627,7 +2754,7 @@ const file_synapse_v1_a2n_proto_rawDesc = "" +
 	"!GROUP_DECISION_ACTION_UNSPECIFIED\x10\x00\x12!\n" +
 	"\x1dGROUP_DECISION_ACTION_APPROVE\x10\x01\x12 \n" +
 	"\x1cGROUP_DECISION_ACTION_REJECT\x10\x02\x12 \n" +
-	"\x1cGROUP_DECISION_ACTION_MODIFY\x10\x03*\xd5\x05\n" +
+	"\x1cGROUP_DECISION_ACTION_MODIFY\x10\x03*\xff\x05\n" +
 	"\x0eGroupEventKind\x12 \n" +
 	"\x1cGROUP_EVENT_KIND_UNSPECIFIED\x10\x00\x12\"\n" +
 	"\x1eGROUP_EVENT_KIND_GROUP_CREATED\x10\x01\x12#\n" +
@@ -2648,7 +2775,8 @@ const file_synapse_v1_a2n_proto_rawDesc = "" +
 	"$GROUP_EVENT_KIND_GROUP_TASK_FINISHED\x10\x0f\x12!\n" +
 	"\x1dGROUP_EVENT_KIND_VOTE_STARTED\x10\x10\x12 \n" +
 	"\x1cGROUP_EVENT_KIND_BALLOT_CAST\x10\x11\x12!\n" +
-	"\x1dGROUP_EVENT_KIND_VOTE_TALLIED\x10\x12*\xcb\x01\n" +
+	"\x1dGROUP_EVENT_KIND_VOTE_TALLIED\x10\x12\x12(\n" +
+	"$GROUP_EVENT_KIND_MEMBER_ROLE_CHANGED\x10\x13*\xcb\x01\n" +
 	"\x0eGroupTaskState\x12 \n" +
 	"\x1cGROUP_TASK_STATE_UNSPECIFIED\x10\x00\x12\x1c\n" +
 	"\x18GROUP_TASK_STATE_RUNNING\x10\x01\x12\x1c\n" +
@@ -2686,7 +2814,7 @@ func file_synapse_v1_a2n_proto_rawDescGZIP() []byte {
 }
 
 var file_synapse_v1_a2n_proto_enumTypes = make([]protoimpl.EnumInfo, 8)
-var file_synapse_v1_a2n_proto_msgTypes = make([]protoimpl.MessageInfo, 21)
+var file_synapse_v1_a2n_proto_msgTypes = make([]protoimpl.MessageInfo, 22)
 var file_synapse_v1_a2n_proto_goTypes = []any{
 	(GroupRole)(0),                 // 0: synapse.v1.GroupRole
 	(GroupTaskStrategy)(0),         // 1: synapse.v1.GroupTaskStrategy
@@ -2704,61 +2832,64 @@ var file_synapse_v1_a2n_proto_goTypes = []any{
 	(*MemberApprovePayload)(nil),   // 13: synapse.v1.MemberApprovePayload
 	(*MemberLeavePayload)(nil),     // 14: synapse.v1.MemberLeavePayload
 	(*MemberRemovePayload)(nil),    // 15: synapse.v1.MemberRemovePayload
-	(*GroupTaskSubmitPayload)(nil), // 16: synapse.v1.GroupTaskSubmitPayload
-	(*SubtaskDecision)(nil),        // 17: synapse.v1.SubtaskDecision
-	(*GroupTaskAnswerPayload)(nil), // 18: synapse.v1.GroupTaskAnswerPayload
-	(*GroupTaskCancelPayload)(nil), // 19: synapse.v1.GroupTaskCancelPayload
-	(*VoteStartPayload)(nil),       // 20: synapse.v1.VoteStartPayload
-	(*VoteCastPayload)(nil),        // 21: synapse.v1.VoteCastPayload
-	(*VoteClosePayload)(nil),       // 22: synapse.v1.VoteClosePayload
-	(*GroupMember)(nil),            // 23: synapse.v1.GroupMember
-	(*SubtaskRef)(nil),             // 24: synapse.v1.SubtaskRef
-	(*OptionCount)(nil),            // 25: synapse.v1.OptionCount
-	(*RankedRound)(nil),            // 26: synapse.v1.RankedRound
-	(*VoteTally)(nil),              // 27: synapse.v1.VoteTally
-	(*GroupEventPayload)(nil),      // 28: synapse.v1.GroupEventPayload
-	(*AgentRef)(nil),               // 29: synapse.v1.AgentRef
-	(*timestamppb.Timestamp)(nil),  // 30: google.protobuf.Timestamp
-	(*structpb.Struct)(nil),        // 31: google.protobuf.Struct
-	(*durationpb.Duration)(nil),    // 32: google.protobuf.Duration
-	(*Envelope)(nil),               // 33: synapse.v1.Envelope
+	(*MemberRolePayload)(nil),      // 16: synapse.v1.MemberRolePayload
+	(*GroupTaskSubmitPayload)(nil), // 17: synapse.v1.GroupTaskSubmitPayload
+	(*SubtaskDecision)(nil),        // 18: synapse.v1.SubtaskDecision
+	(*GroupTaskAnswerPayload)(nil), // 19: synapse.v1.GroupTaskAnswerPayload
+	(*GroupTaskCancelPayload)(nil), // 20: synapse.v1.GroupTaskCancelPayload
+	(*VoteStartPayload)(nil),       // 21: synapse.v1.VoteStartPayload
+	(*VoteCastPayload)(nil),        // 22: synapse.v1.VoteCastPayload
+	(*VoteClosePayload)(nil),       // 23: synapse.v1.VoteClosePayload
+	(*GroupMember)(nil),            // 24: synapse.v1.GroupMember
+	(*SubtaskRef)(nil),             // 25: synapse.v1.SubtaskRef
+	(*OptionCount)(nil),            // 26: synapse.v1.OptionCount
+	(*RankedRound)(nil),            // 27: synapse.v1.RankedRound
+	(*VoteTally)(nil),              // 28: synapse.v1.VoteTally
+	(*GroupEventPayload)(nil),      // 29: synapse.v1.GroupEventPayload
+	(*AgentRef)(nil),               // 30: synapse.v1.AgentRef
+	(*timestamppb.Timestamp)(nil),  // 31: google.protobuf.Timestamp
+	(*structpb.Struct)(nil),        // 32: google.protobuf.Struct
+	(*durationpb.Duration)(nil),    // 33: google.protobuf.Duration
+	(*Envelope)(nil),               // 34: synapse.v1.Envelope
 }
 var file_synapse_v1_a2n_proto_depIdxs = []int32{
-	29, // 0: synapse.v1.MemberInvitePayload.invitee:type_name -> synapse.v1.AgentRef
+	30, // 0: synapse.v1.MemberInvitePayload.invitee:type_name -> synapse.v1.AgentRef
 	0,  // 1: synapse.v1.MemberInvitePayload.role:type_name -> synapse.v1.GroupRole
-	30, // 2: synapse.v1.MemberInvitePayload.expires_at:type_name -> google.protobuf.Timestamp
+	31, // 2: synapse.v1.MemberInvitePayload.expires_at:type_name -> google.protobuf.Timestamp
 	0,  // 3: synapse.v1.MemberJoinPayload.role:type_name -> synapse.v1.GroupRole
-	31, // 4: synapse.v1.GroupTaskSubmitPayload.payload:type_name -> google.protobuf.Struct
-	1,  // 5: synapse.v1.GroupTaskSubmitPayload.strategy:type_name -> synapse.v1.GroupTaskStrategy
-	31, // 6: synapse.v1.GroupTaskSubmitPayload.shards:type_name -> google.protobuf.Struct
-	32, // 7: synapse.v1.GroupTaskSubmitPayload.member_timeout:type_name -> google.protobuf.Duration
-	3,  // 8: synapse.v1.SubtaskDecision.action:type_name -> synapse.v1.GroupDecisionAction
-	31, // 9: synapse.v1.SubtaskDecision.fields:type_name -> google.protobuf.Struct
-	31, // 10: synapse.v1.GroupTaskAnswerPayload.info:type_name -> google.protobuf.Struct
-	17, // 11: synapse.v1.GroupTaskAnswerPayload.decision:type_name -> synapse.v1.SubtaskDecision
-	2,  // 12: synapse.v1.VoteStartPayload.rule:type_name -> synapse.v1.ConsensusRule
-	8,  // 13: synapse.v1.VoteStartPayload.threshold:type_name -> synapse.v1.Fraction
-	30, // 14: synapse.v1.VoteStartPayload.deadline:type_name -> google.protobuf.Timestamp
-	29, // 15: synapse.v1.GroupMember.agent:type_name -> synapse.v1.AgentRef
-	0,  // 16: synapse.v1.GroupMember.role:type_name -> synapse.v1.GroupRole
-	30, // 17: synapse.v1.GroupMember.joined_at:type_name -> google.protobuf.Timestamp
-	25, // 18: synapse.v1.RankedRound.counts:type_name -> synapse.v1.OptionCount
-	6,  // 19: synapse.v1.VoteTally.outcome:type_name -> synapse.v1.VoteOutcome
-	25, // 20: synapse.v1.VoteTally.counts:type_name -> synapse.v1.OptionCount
-	26, // 21: synapse.v1.VoteTally.rounds:type_name -> synapse.v1.RankedRound
-	7,  // 22: synapse.v1.VoteTally.closed_reason:type_name -> synapse.v1.VoteCloseReason
-	4,  // 23: synapse.v1.GroupEventPayload.kind:type_name -> synapse.v1.GroupEventKind
-	33, // 24: synapse.v1.GroupEventPayload.cause:type_name -> synapse.v1.Envelope
-	23, // 25: synapse.v1.GroupEventPayload.member:type_name -> synapse.v1.GroupMember
-	24, // 26: synapse.v1.GroupEventPayload.subtask:type_name -> synapse.v1.SubtaskRef
-	33, // 27: synapse.v1.GroupEventPayload.member_event:type_name -> synapse.v1.Envelope
-	5,  // 28: synapse.v1.GroupEventPayload.group_task_state:type_name -> synapse.v1.GroupTaskState
-	27, // 29: synapse.v1.GroupEventPayload.tally:type_name -> synapse.v1.VoteTally
-	30, // [30:30] is the sub-list for method output_type
-	30, // [30:30] is the sub-list for method input_type
-	30, // [30:30] is the sub-list for extension type_name
-	30, // [30:30] is the sub-list for extension extendee
-	0,  // [0:30] is the sub-list for field type_name
+	0,  // 4: synapse.v1.MemberApprovePayload.role:type_name -> synapse.v1.GroupRole
+	0,  // 5: synapse.v1.MemberRolePayload.role:type_name -> synapse.v1.GroupRole
+	32, // 6: synapse.v1.GroupTaskSubmitPayload.payload:type_name -> google.protobuf.Struct
+	1,  // 7: synapse.v1.GroupTaskSubmitPayload.strategy:type_name -> synapse.v1.GroupTaskStrategy
+	32, // 8: synapse.v1.GroupTaskSubmitPayload.shards:type_name -> google.protobuf.Struct
+	33, // 9: synapse.v1.GroupTaskSubmitPayload.member_timeout:type_name -> google.protobuf.Duration
+	3,  // 10: synapse.v1.SubtaskDecision.action:type_name -> synapse.v1.GroupDecisionAction
+	32, // 11: synapse.v1.SubtaskDecision.fields:type_name -> google.protobuf.Struct
+	32, // 12: synapse.v1.GroupTaskAnswerPayload.info:type_name -> google.protobuf.Struct
+	18, // 13: synapse.v1.GroupTaskAnswerPayload.decision:type_name -> synapse.v1.SubtaskDecision
+	2,  // 14: synapse.v1.VoteStartPayload.rule:type_name -> synapse.v1.ConsensusRule
+	8,  // 15: synapse.v1.VoteStartPayload.threshold:type_name -> synapse.v1.Fraction
+	31, // 16: synapse.v1.VoteStartPayload.deadline:type_name -> google.protobuf.Timestamp
+	30, // 17: synapse.v1.GroupMember.agent:type_name -> synapse.v1.AgentRef
+	0,  // 18: synapse.v1.GroupMember.role:type_name -> synapse.v1.GroupRole
+	31, // 19: synapse.v1.GroupMember.joined_at:type_name -> google.protobuf.Timestamp
+	26, // 20: synapse.v1.RankedRound.counts:type_name -> synapse.v1.OptionCount
+	6,  // 21: synapse.v1.VoteTally.outcome:type_name -> synapse.v1.VoteOutcome
+	26, // 22: synapse.v1.VoteTally.counts:type_name -> synapse.v1.OptionCount
+	27, // 23: synapse.v1.VoteTally.rounds:type_name -> synapse.v1.RankedRound
+	7,  // 24: synapse.v1.VoteTally.closed_reason:type_name -> synapse.v1.VoteCloseReason
+	4,  // 25: synapse.v1.GroupEventPayload.kind:type_name -> synapse.v1.GroupEventKind
+	34, // 26: synapse.v1.GroupEventPayload.cause:type_name -> synapse.v1.Envelope
+	24, // 27: synapse.v1.GroupEventPayload.member:type_name -> synapse.v1.GroupMember
+	25, // 28: synapse.v1.GroupEventPayload.subtask:type_name -> synapse.v1.SubtaskRef
+	34, // 29: synapse.v1.GroupEventPayload.member_event:type_name -> synapse.v1.Envelope
+	5,  // 30: synapse.v1.GroupEventPayload.group_task_state:type_name -> synapse.v1.GroupTaskState
+	28, // 31: synapse.v1.GroupEventPayload.tally:type_name -> synapse.v1.VoteTally
+	32, // [32:32] is the sub-list for method output_type
+	32, // [32:32] is the sub-list for method input_type
+	32, // [32:32] is the sub-list for extension type_name
+	32, // [32:32] is the sub-list for extension extendee
+	0,  // [0:32] is the sub-list for field type_name
 }
 
 func init() { file_synapse_v1_a2n_proto_init() }
@@ -2767,7 +2898,7 @@ func file_synapse_v1_a2n_proto_init() {
 		return
 	}
 	file_synapse_v1_envelope_proto_init()
-	file_synapse_v1_a2n_proto_msgTypes[10].OneofWrappers = []any{
+	file_synapse_v1_a2n_proto_msgTypes[11].OneofWrappers = []any{
 		(*GroupTaskAnswerPayload_Info)(nil),
 		(*GroupTaskAnswerPayload_Decision)(nil),
 	}
@@ -2777,7 +2908,7 @@ func file_synapse_v1_a2n_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_synapse_v1_a2n_proto_rawDesc), len(file_synapse_v1_a2n_proto_rawDesc)),
 			NumEnums:      8,
-			NumMessages:   21,
+			NumMessages:   22,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -142,6 +142,9 @@ const (
 	// "a2n:group_event", the host, recorded in a group's event log (never sent to Send).
 	// Payload: GroupEventPayload.
 	MessageType_MESSAGE_TYPE_A2N_GROUP_EVENT MessageType = 213
+	// "a2n:member_role", coordinator to the host: change a member's role (and weight).
+	// Payload: MemberRolePayload.
+	MessageType_MESSAGE_TYPE_A2N_MEMBER_ROLE MessageType = 214
 )
 
 // Enum value maps for MessageType.
@@ -181,6 +184,7 @@ var (
 		211: "MESSAGE_TYPE_A2N_VOTE_CAST",
 		212: "MESSAGE_TYPE_A2N_VOTE_CLOSE",
 		213: "MESSAGE_TYPE_A2N_GROUP_EVENT",
+		214: "MESSAGE_TYPE_A2N_MEMBER_ROLE",
 	}
 	MessageType_value = map[string]int32{
 		"MESSAGE_TYPE_UNSPECIFIED":           0,
@@ -217,6 +221,7 @@ var (
 		"MESSAGE_TYPE_A2N_VOTE_CAST":         211,
 		"MESSAGE_TYPE_A2N_VOTE_CLOSE":        212,
 		"MESSAGE_TYPE_A2N_GROUP_EVENT":       213,
+		"MESSAGE_TYPE_A2N_MEMBER_ROLE":       214,
 	}
 )
 
@@ -804,7 +809,7 @@ const file_synapse_v1_envelope_proto_rawDesc = "" +
 	"\x05trace\x18\f \x01(\v2\x18.synapse.v1.TraceContextR\x05trace\x12'\n" +
 	"\x0fidempotency_key\x18\r \x01(\tR\x0eidempotencyKey\x12!\n" +
 	"\fpayload_type\x18\x0e \x01(\tR\vpayloadType\x12\x1a\n" +
-	"\bsequence\x18\x0f \x01(\x04R\bsequence*\x8c\t\n" +
+	"\bsequence\x18\x0f \x01(\x04R\bsequence*\xaf\t\n" +
 	"\vMessageType\x12\x1c\n" +
 	"\x18MESSAGE_TYPE_UNSPECIFIED\x10\x00\x12\x1d\n" +
 	"\x19MESSAGE_TYPE_TASK_REQUEST\x10\x01\x12\x1d\n" +
@@ -840,7 +845,8 @@ const file_synapse_v1_envelope_proto_rawDesc = "" +
 	"\x1bMESSAGE_TYPE_A2N_VOTE_START\x10\xd2\x01\x12\x1f\n" +
 	"\x1aMESSAGE_TYPE_A2N_VOTE_CAST\x10\xd3\x01\x12 \n" +
 	"\x1bMESSAGE_TYPE_A2N_VOTE_CLOSE\x10\xd4\x01\x12!\n" +
-	"\x1cMESSAGE_TYPE_A2N_GROUP_EVENT\x10\xd5\x01*Z\n" +
+	"\x1cMESSAGE_TYPE_A2N_GROUP_EVENT\x10\xd5\x01\x12!\n" +
+	"\x1cMESSAGE_TYPE_A2N_MEMBER_ROLE\x10\xd6\x01*Z\n" +
 	"\x12SignatureAlgorithm\x12#\n" +
 	"\x1fSIGNATURE_ALGORITHM_UNSPECIFIED\x10\x00\x12\x1f\n" +
 	"\x1bSIGNATURE_ALGORITHM_ED25519\x10\x01B\x99\x01\n" +

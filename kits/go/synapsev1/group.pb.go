@@ -193,7 +193,8 @@ type PendingMembership struct {
 	Kind PendingKind `protobuf:"varint,1,opt,name=kind,proto3,enum=synapse.v1.PendingKind" json:"kind,omitempty"`
 	// The agent (with the key that must or did sign its consent).
 	Agent *AgentRef `protobuf:"bytes,2,opt,name=agent,proto3" json:"agent,omitempty"`
-	// The role offered or asked for.
+	// Invitations: the role offered. Join requests: the role wished for, only
+	// a wish; the approval names the role granted.
 	Role GroupRole `protobuf:"varint,3,opt,name=role,proto3,enum=synapse.v1.GroupRole" json:"role,omitempty"`
 	// The weight offered (invitations).
 	Weight uint32 `protobuf:"varint,4,opt,name=weight,proto3" json:"weight,omitempty"`

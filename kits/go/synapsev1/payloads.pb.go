@@ -1727,11 +1727,14 @@ type TaskNeedHumanPayload struct {
 	Deadline *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=deadline,proto3" json:"deadline,omitempty"`
 	// The id the decision must quote in HumanDecisionPayload.decision_id.
 	DecisionId string `protobuf:"bytes,7,opt,name=decision_id,json=decisionId,proto3" json:"decision_id,omitempty"`
-	// The agent ids that may send the p2p:human_decision at this level (the
-	// task type's EscalationPolicy; the requester's id when it may decide).
-	// Empty: only the task's requester may decide. A decision from another
-	// agent that may read the task is refused with PERMISSION_DENIED; from an
-	// agent that may not, with NOT_FOUND task_not_found.
+	// The agent ids that may send the p2p:human_decision at this level, from
+	// the task type's EscalationPolicy: the requester's own id first when the
+	// level lets the requester decide (EscalationLevel.requester), then the
+	// level's agent_ids. Empty only when the task type has no policy, or none
+	// for this level: then the task's requester alone may decide. A decision
+	// from another agent that may read the task is refused with
+	// PERMISSION_DENIED; from an agent that may not, with NOT_FOUND
+	// task_not_found.
 	Deciders      []string `protobuf:"bytes,8,rep,name=deciders,proto3" json:"deciders,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -2527,6 +2530,7 @@ type Payload struct {
 	//	*Payload_A2NVoteCast
 	//	*Payload_A2NVoteClose
 	//	*Payload_A2NGroupEvent
+	//	*Payload_A2NMemberRole
 	Body          isPayload_Body `protobuf_oneof:"body"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -2866,6 +2870,15 @@ func (x *Payload) GetA2NGroupEvent() *GroupEventPayload {
 	return nil
 }
 
+func (x *Payload) GetA2NMemberRole() *MemberRolePayload {
+	if x != nil {
+		if x, ok := x.Body.(*Payload_A2NMemberRole); ok {
+			return x.A2NMemberRole
+		}
+	}
+	return nil
+}
+
 type isPayload_Body interface {
 	isPayload_Body()
 }
@@ -3035,6 +3048,11 @@ type Payload_A2NGroupEvent struct {
 	A2NGroupEvent *GroupEventPayload `protobuf:"bytes,213,opt,name=a2n_group_event,json=a2nGroupEvent,proto3,oneof"`
 }
 
+type Payload_A2NMemberRole struct {
+	// a2n:member_role.
+	A2NMemberRole *MemberRolePayload `protobuf:"bytes,214,opt,name=a2n_member_role,json=a2nMemberRole,proto3,oneof"`
+}
+
 func (*Payload_TaskRequest) isPayload_Body() {}
 
 func (*Payload_TaskConfirm) isPayload_Body() {}
@@ -3100,6 +3118,8 @@ func (*Payload_A2NVoteCast) isPayload_Body() {}
 func (*Payload_A2NVoteClose) isPayload_Body() {}
 
 func (*Payload_A2NGroupEvent) isPayload_Body() {}
+
+func (*Payload_A2NMemberRole) isPayload_Body() {}
 
 var File_synapse_v1_payloads_proto protoreflect.FileDescriptor
 
@@ -3264,7 +3284,7 @@ const file_synapse_v1_payloads_proto_rawDesc = "" +
 	"\fcapabilities\x18\x01 \x01(\v2\x1d.synapse.v1.AgentCapabilitiesR\fcapabilities\x12@\n" +
 	"\n" +
 	"interfaces\x18\x02 \x03(\v2 .synapse.v1.ImplementedInterfaceR\n" +
-	"interfaces\"\xb4\x13\n" +
+	"interfaces\"\xfe\x13\n" +
 	"\aPayload\x12C\n" +
 	"\ftask_request\x18\x01 \x01(\v2\x1e.synapse.v1.TaskRequestPayloadH\x00R\vtaskRequest\x12C\n" +
 	"\ftask_confirm\x18\x02 \x01(\v2\x1e.synapse.v1.TaskConfirmPayloadH\x00R\vtaskConfirm\x12@\n" +
@@ -3302,7 +3322,8 @@ const file_synapse_v1_payloads_proto_rawDesc = "" +
 	"\x0ea2n_vote_start\x18\xd2\x01 \x01(\v2\x1c.synapse.v1.VoteStartPayloadH\x00R\fa2nVoteStart\x12B\n" +
 	"\ra2n_vote_cast\x18\xd3\x01 \x01(\v2\x1b.synapse.v1.VoteCastPayloadH\x00R\va2nVoteCast\x12E\n" +
 	"\x0ea2n_vote_close\x18\xd4\x01 \x01(\v2\x1c.synapse.v1.VoteClosePayloadH\x00R\fa2nVoteClose\x12H\n" +
-	"\x0fa2n_group_event\x18\xd5\x01 \x01(\v2\x1d.synapse.v1.GroupEventPayloadH\x00R\ra2nGroupEventB\x06\n" +
+	"\x0fa2n_group_event\x18\xd5\x01 \x01(\v2\x1d.synapse.v1.GroupEventPayloadH\x00R\ra2nGroupEvent\x12H\n" +
+	"\x0fa2n_member_role\x18\xd6\x01 \x01(\v2\x1d.synapse.v1.MemberRolePayloadH\x00R\ra2nMemberRoleB\x06\n" +
 	"\x04body*\x9e\x03\n" +
 	"\tTaskState\x12\x1a\n" +
 	"\x16TASK_STATE_UNSPECIFIED\x10\x00\x12\x13\n" +
@@ -3417,6 +3438,7 @@ var file_synapse_v1_payloads_proto_goTypes = []any{
 	(*VoteCastPayload)(nil),            // 58: synapse.v1.VoteCastPayload
 	(*VoteClosePayload)(nil),           // 59: synapse.v1.VoteClosePayload
 	(*GroupEventPayload)(nil),          // 60: synapse.v1.GroupEventPayload
+	(*MemberRolePayload)(nil),          // 61: synapse.v1.MemberRolePayload
 }
 var file_synapse_v1_payloads_proto_depIdxs = []int32{
 	1,  // 0: synapse.v1.TaskSpec.priority:type_name -> synapse.v1.TaskPriority
@@ -3495,11 +3517,12 @@ var file_synapse_v1_payloads_proto_depIdxs = []int32{
 	58, // 73: synapse.v1.Payload.a2n_vote_cast:type_name -> synapse.v1.VoteCastPayload
 	59, // 74: synapse.v1.Payload.a2n_vote_close:type_name -> synapse.v1.VoteClosePayload
 	60, // 75: synapse.v1.Payload.a2n_group_event:type_name -> synapse.v1.GroupEventPayload
-	76, // [76:76] is the sub-list for method output_type
-	76, // [76:76] is the sub-list for method input_type
-	76, // [76:76] is the sub-list for extension type_name
-	76, // [76:76] is the sub-list for extension extendee
-	0,  // [0:76] is the sub-list for field type_name
+	61, // 76: synapse.v1.Payload.a2n_member_role:type_name -> synapse.v1.MemberRolePayload
+	77, // [77:77] is the sub-list for method output_type
+	77, // [77:77] is the sub-list for method input_type
+	77, // [77:77] is the sub-list for extension type_name
+	77, // [77:77] is the sub-list for extension extendee
+	0,  // [0:77] is the sub-list for field type_name
 }
 
 func init() { file_synapse_v1_payloads_proto_init() }
@@ -3546,6 +3569,7 @@ func file_synapse_v1_payloads_proto_init() {
 		(*Payload_A2NVoteCast)(nil),
 		(*Payload_A2NVoteClose)(nil),
 		(*Payload_A2NGroupEvent)(nil),
+		(*Payload_A2NMemberRole)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{

@@ -1,11 +1,11 @@
-// `synapse group create|show|list|add|join|leave|remove|dissolve|watch|task`:
+// `synapse group create|show|list|add|join|role|leave|remove|dissolve|watch|task`:
 // groups hosted by an agent (A2N). Every change is a message signed with
 // the identity in --home (default SYNAPSE_HOME): a member joins or leaves
 // with its own key, for an agent the key in its data dir.
 import { toJson } from "@bufbuild/protobuf";
 import { GroupRole } from "../../../gen/synapse/v1/a2n_pb.js";
 import { GroupSchema, GroupStatus, PendingKind } from "../../../gen/synapse/v1/group_pb.js";
-import type { GroupSendResult } from "../../client/group-client.js";
+import type { GroupClient, GroupSendResult } from "../../client/group-client.js";
 import { integerOption, parse, requirePositional, UsageError } from "../args.js";
 import { agentAt, clientOptions, openGroupClient } from "../client.js";
 import { describeGroup, describeGroupEvent, eventJson, roleLabel, sendJson } from "../group-output.js";
@@ -18,8 +18,9 @@ export const groupUsage = `usage: synapse group create   URL GROUP_ID [--name N]
        synapse group list     URL [--page-size N]
        synapse group add      URL GROUP_ID (AGENT_ID --key-id KEY_ID | --agent-url URL) [--role coordinator|member|observer]
                                            [--weight W] [--note TEXT]
-       synapse group add      URL GROUP_ID --approve REQUEST_ID [--weight W]
+       synapse group add      URL GROUP_ID --approve REQUEST_ID [--role R] [--weight W]
        synapse group join     URL GROUP_ID [--accept | --invitation ID] [--endpoint URL] [--role R] [--note TEXT]
+       synapse group role     URL GROUP_ID AGENT_ID --role coordinator|member|observer [--weight W] [--reason TEXT]
        synapse group leave    URL GROUP_ID [--reason TEXT]
        synapse group remove   URL GROUP_ID AGENT_ID [--reason TEXT]
        synapse group dissolve URL GROUP_ID [--reason TEXT]
@@ -34,7 +35,9 @@ invitation names its key) and the agent accepts with \`join --accept\` (which
 signs a join naming the invitation addressed to it; or \`--invitation ID\`); or
 the agent asks with \`join\` and a coordinator approves with \`add --approve\`.
 --agent-url reads the agent's id and key from its GetCapabilities; \`add\` of an
-agent that asked to join approves its request. \`watch\`
+agent that asked to join approves its request. The role a request asks for is
+only a wish: an approval grants member unless --role names another role.
+\`role\` gives a member another role (coordinators only). \`watch\`
 prints the group's signed log (verified) up to now, or with --follow until the
 group is dissolved. Exit status: 0 done, 1 refused or failed, 2 usage error.`;
 
@@ -115,7 +118,7 @@ export async function group(argv: string[]): Promise<number> {
     }
     case "add": {
       const client = await openGroupClient(url, values);
-      if (values.approve !== undefined) return report(await client.approve(groupId, values.approve, weight), values.json);
+      if (values.approve !== undefined) return approveRequest(client, url, groupId, values.approve, { weight, role: roleOption(values.role), json: values.json });
       let invitee: { agentId: string; keyId: string };
       if (values["agent-url"] !== undefined) invitee = await agentAt(values["agent-url"], values);
       else {
@@ -123,13 +126,10 @@ export async function group(argv: string[]): Promise<number> {
         if (values["key-id"] === undefined) throw new UsageError(`--key-id is required with AGENT_ID: the key that must sign the acceptance\n\n${groupUsage}`);
         invitee = { agentId, keyId: values["key-id"] };
       }
-      // An agent that asked to join is admitted by approving its request (it joins with the role it asked for).
+      // An agent that asked to join is admitted by approving its request, with the role --role names (member when none).
       const role = roleOption(values.role);
       const request = (await client.getGroup(groupId)).group?.pending.find((entry) => entry.kind === PendingKind.JOIN_REQUEST && entry.agent?.agentId === invitee.agentId);
-      if (request !== undefined) {
-        if (role !== undefined && role !== request.role) throw new UsageError(`${invitee.agentId} asked to join as ${roleLabel(request.role)}; approve that, or invite it with another role after removing the request`);
-        return report(await client.approve(groupId, request.messageId, weight), values.json);
-      }
+      if (request !== undefined) return approveRequest(client, url, groupId, request.messageId, { weight, role, json: values.json });
       const result = await client.invite(groupId, invitee, { role, weight, note: values.note });
       return report(result, values.json, `invited ${invitee.agentId}; it accepts with: synapse group join ${url} ${groupId} --accept --endpoint ITS_URL --home ITS_DATA_DIR (invitation ${result.reply.header.replyTo})`);
     }
@@ -148,6 +148,12 @@ export async function group(argv: string[]): Promise<number> {
       const asked = invitationId === undefined && !result.group?.members.some((m) => m.agent?.agentId === client.agentId);
       return report(result, values.json, asked ? `asked to join; a coordinator approves with: synapse group add ${url} ${groupId} --approve ${result.reply.header.replyTo}` : undefined);
     }
+    case "role": {
+      const agentId = requirePositional(positionals, 2, "AGENT_ID", groupUsage);
+      const role = roleOption(values.role);
+      if (role === undefined) throw new UsageError(`--role is required: the role AGENT_ID gets\n\n${groupUsage}`);
+      return report(await (await openGroupClient(url, values)).setRole(groupId, agentId, role, { weight, reason: values.reason }), values.json);
+    }
     case "leave":
       return report(await (await openGroupClient(url, values)).leave(groupId, values.reason), values.json);
     case "remove": {
@@ -161,6 +167,28 @@ export async function group(argv: string[]): Promise<number> {
     default:
       throw new UsageError(`unknown group command ${JSON.stringify(sub)}\n\n${groupUsage}`);
   }
+}
+
+/**
+ * Approves a join request with the role granted (member unless `role` says
+ * otherwise), saying on stderr what the request wished for when it wished
+ * for another role.
+ */
+async function approveRequest(
+  client: GroupClient,
+  url: string,
+  groupId: string,
+  requestId: string,
+  options: { weight?: number; role?: GroupRole; json?: boolean },
+): Promise<number> {
+  const granted = options.role ?? GroupRole.MEMBER;
+  const request = (await client.getGroup(groupId)).group?.pending.find((entry) => entry.kind === PendingKind.JOIN_REQUEST && entry.messageId === requestId);
+  if (request !== undefined && request.role !== granted) {
+    const who = request.agent?.agentId ?? "the agent";
+    const more = options.role === undefined ? `; to grant it: pass --role ${roleLabel(request.role)}, or later: synapse group role ${url} ${groupId} ${who} --role ${roleLabel(request.role)}` : "";
+    process.stderr.write(`${who} asked to join as ${roleLabel(request.role)}; granting ${roleLabel(granted)}${more}\n`);
+  }
+  return report(await client.approve(groupId, requestId, options.weight, granted), options.json);
 }
 
 async function watchGroup(url: string, groupId: string, values: { home?: string; protocol?: string; ca?: string; json?: boolean; from?: string; follow?: boolean }): Promise<number> {

@@ -1,4 +1,5 @@
 // The command table: name, one-line summary, entry point.
+import { backup, restore } from "./backup.js";
 import { capabilities } from "./capabilities.js";
 import { decode } from "./decode.js";
 import { keygen } from "./keygen.js";
@@ -22,6 +23,8 @@ export interface Command {
 
 export const commands: Record<string, Command> = {
   serve: { summary: "run the reference agent (all services, one port)", run: serve },
+  backup: { summary: "copy a running agent's state and identity into a new directory", run: backup },
+  restore: { summary: "bring a backup back into a new data dir", run: restore },
   keygen: { summary: "create or show your agent identity (SYNAPSE_HOME)", run: keygen },
   capabilities: { summary: "show an agent's capabilities and interfaces", run: capabilities },
   decode: { summary: "verify an envelope (JSON on stdin) and print it readably", run: decode },

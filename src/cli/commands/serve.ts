@@ -18,6 +18,8 @@ import { OutboundPolicy } from "../../net/outbound-policy.js";
 import { installTracing, otlpTracesUrl } from "../../observability/tracing.js";
 import { startServer } from "../../server/server.js";
 import { readPinFile } from "../../store/file-pins.js";
+import { writeBackup } from "../../ops/backup.js";
+import { listenForControl } from "../../ops/control-socket.js";
 import { openStorage } from "../../store/open.js";
 import type { PinStore } from "../../store/pins.js";
 import type { Storage } from "../../store/storage.js";
@@ -244,7 +246,25 @@ export async function serve(argv: string[]): Promise<number> {
       writeTimeoutMs: seconds("write-timeout"),
       metrics: !values["no-metrics"],
     });
-    await serveUntilSignalled(server, registry !== undefined, values.join, values["advertise-url"], identity, agent.provider, logger);
+    // `synapse backup` asks through the data dir's control socket; the copy is taken while the server serves.
+    const closeControl = await listenForControl(
+      dataDir,
+      (request) =>
+        writeBackup({
+          dataDir,
+          to: request.to,
+          agentId: identity.agentId,
+          keyId: identity.key.keyId,
+          store: storage.kind,
+          copyStore: storage.backup?.bind(storage),
+        }),
+      logger,
+    );
+    try {
+      await serveUntilSignalled(server, registry !== undefined, values.join, values["advertise-url"], identity, agent.provider, logger);
+    } finally {
+      await closeControl();
+    }
   } finally {
     // The last spans leave before the process does.
     await tracing?.shutdown().catch((error: unknown) => logger.warn({ err: error }, "could not export the last traces"));

@@ -279,6 +279,8 @@ export class MemoryTaskStore extends ChangeEmitter implements TaskStore {
       const deadline = task.pendingDecision?.deadline;
       if (DECIDING.has(task.state) && deadline !== undefined && timestampMs(deadline) <= atMs) due.push(task);
     }
+    // The earliest first, as the SQL stores answer: a scan that takes only `limit` arms the most urgent.
+    due.sort((a, b) => timestampMs(a.pendingDecision!.deadline!) - timestampMs(b.pendingDecision!.deadline!));
     return due.slice(0, limit);
   }
 

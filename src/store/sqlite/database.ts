@@ -110,3 +110,26 @@ function migrate(db: Database.Database, path: string, migrations: readonly Migra
 export function messageOf(error: unknown): string {
   return error instanceof Error ? error.message : String(error);
 }
+
+/**
+ * Copies a database no process holds into `file` (SQLite's backup API),
+ * without migrating or otherwise changing it. A database a running server
+ * holds is refused as in use: that server takes the copy itself.
+ */
+export async function backupSqliteFile(path: string, file: string): Promise<void> {
+  let db: Database.Database;
+  try {
+    db = new Database(path, { fileMustExist: true, timeout: 0 });
+  } catch (error) {
+    throw new StoreOpenError(`${path} cannot be opened (${messageOf(error)})`);
+  }
+  try {
+    db.pragma("busy_timeout = 0");
+    await db.backup(file);
+  } catch (error) {
+    if (isLocked(error)) throw inUse(path);
+    throw damaged(path, messageOf(error));
+  } finally {
+    db.close();
+  }
+}

@@ -20,6 +20,10 @@ export function sqliteStorage(path: string, options: SqliteOptions & { now?: () 
     directory: new SqliteDirectoryStorage(db),
     catalogue: new SqliteCatalogueStorage(db),
     groups: new SqliteGroupStorage(db),
+    // Through the serving connection, page by page between other work: writes made meanwhile land in the copy too.
+    backup: async (file) => {
+      await db.backup(file);
+    },
     close: () => tasks.close(),
   };
 }
