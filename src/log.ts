@@ -13,7 +13,8 @@ export interface LoggerOptions {
 
 /** A logger writing JSON lines (pino) to stderr, the form the `synapse` command logs in. */
 export function createLogger(options: LoggerOptions = {}): Logger {
-  const level = options.level ?? process.env.SYNAPSE_LOG_LEVEL ?? "info";
+  // An empty SYNAPSE_LOG_LEVEL is as good as none.
+  const level = options.level ?? (process.env.SYNAPSE_LOG_LEVEL || "info");
   return pino({ level, base: { service: "synapse" } }, options.destination ?? pino.destination(2));
 }
 

@@ -24,7 +24,7 @@ import { fromValue } from "../src/protocol/json-values.js";
 import { findErrorDetail } from "../src/protocol/errors.js";
 import { memoryStorage } from "../src/store/memory/index.js";
 import type { UploadStore } from "../src/store/uploads.js";
-import { runCli, startServe, type ServeProcess } from "./helpers/cli.js";
+import { expectProtoJsonNames, runCli, startServe, type ServeProcess } from "./helpers/cli.js";
 import { connectClient, requesterIdentity, startTestServer, tempDir, type TestServer } from "./helpers/server.js";
 
 const MB = 1024 * 1024;
@@ -112,17 +112,26 @@ describe("a 50 MB upload analysed by data_analysis (synapse serve, SQLite)", () 
     expect(grown * 1024).toBeLessThan(3 * answer.size);
   }, 55_000);
 
-  it("`synapse upload URL FILE` prints the sha256 and size (--json too), and a task may name it", async () => {
+  it("`synapse upload URL FILE` prints NAME=SHA256:SIZE ready for --upload (--json too), and a task names it so", async () => {
     const path = join(dir, "small.csv");
     await writeFile(path, "x\n1\n2\n");
     const home = ["--home", join(dir, "cli-home")];
+    const sha = await sha256Of(path);
+    // By default the name is the file's name without its extension; --name chooses it.
     const text = await runCli(["upload", serve.url, path, ...home]);
     expect(text.code).toBe(0);
-    const sha = await sha256Of(path);
-    expect(text.stdout).toBe(`sha256 ${sha}\nsize 6\n`);
-    const json = await runCli(["upload", serve.url, path, "--json", ...home]);
-    expect(JSON.parse(json.stdout)).toMatchObject({ sha256: sha, size: 6, fileName: "small.csv" });
-    const submitted = await runCli(["submit", serve.url, "--type", "data_analysis", "--upload", `csv=${sha}:6`, "--wait", "--json", ...home]);
+    expect(text.stdout).toBe(`small=${sha}:6\n`);
+    const named = await runCli(["upload", serve.url, path, "--name", "csv", ...home]);
+    expect(named.stdout).toBe(`csv=${sha}:6\n`);
+    const json = await runCli(["upload", serve.url, path, "--name", "csv", "--json", ...home]);
+    const answer = JSON.parse(json.stdout) as Record<string, unknown>;
+    expect(answer).toMatchObject({ sha256: sha, size: 6, fileName: "small.csv", name: "csv", upload: `csv=${sha}:6` });
+    expectProtoJsonNames(answer);
+    const badName = await runCli(["upload", serve.url, path, "--name", "no spaces", ...home]);
+    expect(badName.code).toBe(2);
+    expect(badName.stderr).toContain("--name must be");
+    // What it printed goes into --upload as it is.
+    const submitted = await runCli(["submit", serve.url, "--type", "data_analysis", "--upload", named.stdout.trim(), "--wait", "--json", ...home]);
     expect(submitted.code).toBe(0);
     expect(JSON.parse(submitted.stdout).task.result.output).toMatchObject({ rows: 2, columns: { x: { count: 2, mean: 1.5 } } });
   }, 30_000);

@@ -46,9 +46,14 @@ export interface IdentityOverrides {
   agentId?: string;
   /** A human-readable name. */
   agentName?: string;
+  /** The name an identity gets when neither `agentName` nor its identity.json names one; default `Synapse agent`. */
+  defaultAgentName?: string;
   /** The system the agent belongs to. */
   systemId?: string;
 }
+
+/** The name every identity created without one was given before names were the caller's to default: not a choice anyone made. */
+const EARLIER_DEFAULT_NAME = "Synapse reference agent";
 
 /** A key or identity file that cannot be used: the message names the file and how to recover. */
 export class IdentityFileError extends Error {
@@ -112,7 +117,7 @@ export async function loadOrCreateIdentity(
   const storedId = stored.agent_id === earlierDefaultAgentId(key) ? undefined : stored.agent_id;
   const identity: AgentIdentity = {
     agentId: overrides.agentId ?? storedId ?? defaultAgentId(key),
-    agentName: overrides.agentName ?? stored.agent_name ?? "Synapse reference agent",
+    agentName: overrides.agentName ?? (stored.agent_name === EARLIER_DEFAULT_NAME ? undefined : stored.agent_name) ?? overrides.defaultAgentName ?? "Synapse agent",
     systemId: overrides.systemId ?? stored.system_id ?? "synapse",
     key,
   };

@@ -46,7 +46,7 @@ export class TaskIntake {
   constructor(private readonly options: IntakeOptions) {}
 
   private concurrencyLimit(max: number) {
-    return protocolError(ErrorCode.CONCURRENCY_LIMIT, `${max} tasks are running, the most this agent takes (max_concurrent_tasks)`, {
+    return protocolError(ErrorCode.CONCURRENCY_LIMIT, `${max === 1 ? "1 task is" : `${max} tasks are`} running, the most this agent takes (max_concurrent_tasks)`, {
       retryAfterSeconds: RETRY_AFTER_SECONDS,
       details: { max_concurrent_tasks: max },
     });

@@ -5,6 +5,7 @@ import { create, type MessageInitShape } from "@bufbuild/protobuf";
 import type { ConnectRouter } from "@connectrpc/connect";
 import type { ConnectNodeAdapterOptions } from "@connectrpc/connect-node";
 import { setMaxListeners } from "node:events";
+import { basename, resolve } from "node:path";
 import { CapabilitiesService, SupportedTaskTypeSchema, type AgentCapabilities, type AgentCapabilitiesSchema } from "../../gen/synapse/v1/capabilities_pb.js";
 import { P2PService } from "../../gen/synapse/v1/p2p_pb.js";
 import { createAgent as assembleAgent, type Agent } from "../agent/agent.js";
@@ -15,7 +16,7 @@ import { PinnedKeys } from "../envelope/trust-sources.js";
 import type { TrustPolicy } from "../envelope/trust.js";
 import type { Storage } from "../store/storage.js";
 import type { UploadLimits } from "../agent/uploads.js";
-import { silentLogger, type Logger } from "../log.js";
+import { createLogger, type Logger } from "../log.js";
 import { OutboundPolicy } from "../net/outbound-policy.js";
 import { createRequestHandler } from "../server/adapter.js";
 import { capabilitiesService } from "../server/capabilities-service.js";
@@ -54,7 +55,13 @@ export interface AgentOptions {
    * identity kept in memory only.
    */
   identity?: AgentIdentity;
-  /** The agent's human-readable name, when its identity is loaded or created here. */
+  /**
+   * The agent's human-readable name (declared in its capabilities), when its
+   * identity is loaded or created here. Default: the name its identity.json
+   * keeps, else the data dir's name without leading dots (`"./.my-agent"`:
+   * `my-agent`), else, for the default data dir or none, its task types
+   * (`"shout, translate agent"`).
+   */
   agentName?: string;
   /**
    * Whose keys are believed. Default: each sender's key is pinned on first
@@ -96,7 +103,12 @@ export interface AgentOptions {
    * without a path), and how long an upload no task uses is kept (24 hours).
    */
   uploadLimits?: Partial<UploadLimits>;
-  /** Where the agent logs (JSON lines, see {@link createLogger}); default nowhere. */
+  /**
+   * Where the agent logs: what handlers write to `task.logger`, and a line
+   * per call. Default {@link createLogger}: JSON lines (pino) on stderr at
+   * `info`, or the level in `SYNAPSE_LOG_LEVEL`; `createLogger({ level:
+   * "silent" })` logs nothing.
+   */
   logger?: Logger;
 }
 
@@ -222,12 +234,23 @@ export function createAgent(options: AgentOptions): Promise<SynapseAgent> {
   return buildAgent(options, false);
 }
 
+/** A name for an agent that names none: its task types. */
+function typesName(types: readonly string[]): string {
+  return `${types.join(", ")} agent`;
+}
+
+/** A name for an agent that names none: its data dir's (leading dots dropped), unless that is the default's, else its task types. */
+function defaultAgentName(dataDir: string, types: readonly string[]): string {
+  const name = basename(resolve(dataDir)).replace(/^\.+/, "");
+  return name === "" || name === DEFAULT_DATA_DIR.replace(/^\.+/, "") ? typesName(types) : name;
+}
+
 /** createAgent, and for serveAgent also an agent that hosts groups (it declares them, so it must serve them). */
 export async function buildAgent(options: AgentOptions, groups: boolean): Promise<SynapseAgent> {
   const types = Object.keys(options.handlers);
   if (types.length === 0) throw new TypeError("an agent needs at least one handler");
   const dataDir = options.dataDir ?? DEFAULT_DATA_DIR;
-  const logger = options.logger ?? silentLogger;
+  const logger = options.logger ?? createLogger();
   const ownStore = options.store === undefined || typeof options.store === "string";
   const store = typeof options.store === "object" ? options.store : await openStore(options.store ?? "sqlite", { dataDir, logger });
   const storage = storageOf(store);
@@ -236,8 +259,8 @@ export async function buildAgent(options: AgentOptions, groups: boolean): Promis
     const identity =
       options.identity ??
       (options.store === "memory" && options.dataDir === undefined
-        ? createIdentity({ agentName: options.agentName })
-        : (await loadOrCreateIdentity(dataDir, { agentName: options.agentName })).identity);
+        ? createIdentity({ agentName: options.agentName ?? typesName(types) })
+        : (await loadOrCreateIdentity(dataDir, { agentName: options.agentName, defaultAgentName: defaultAgentName(dataDir, types) })).identity);
     const declared = options.capabilities ?? {};
     const explicit = new Map((declared.supportedTaskTypes ?? []).map((init) => create(SupportedTaskTypeSchema, init)).map((taskType) => [taskType.type, taskType]));
     const capabilities = defaultAgentCapabilities({

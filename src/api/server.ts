@@ -32,7 +32,7 @@
  * @module synapse-connect/server
  */
 import { createGroupHost } from "../group/group-host.js";
-import { silentLogger } from "../log.js";
+import { createLogger } from "../log.js";
 import { startServer } from "../server/server.js";
 import { buildAgent, internalsOf, type AgentOptions, type SynapseAgent } from "./agent.js";
 
@@ -144,18 +144,20 @@ export interface ServedAgent {
  * ```
  */
 export async function serveAgent(options: ServeAgentOptions): Promise<ServedAgent> {
-  const synapseAgent = await buildAgent(options, options.groups === true);
+  // One logger for the agent and its server: the caller's, or stderr at info.
+  const logger = options.logger ?? createLogger();
+  const synapseAgent = await buildAgent({ ...options, logger }, options.groups === true);
   const { agent, storage, closeStore } = internalsOf(synapseAgent);
   let server: Awaited<ReturnType<typeof startServer>>;
   try {
-    const groups = options.groups === true ? createGroupHost({ agent, storage: storage.groups, logger: options.logger ?? silentLogger, retentionMs: options.retentionMs }) : undefined;
+    const groups = options.groups === true ? createGroupHost({ agent, storage: storage.groups, logger, retentionMs: options.retentionMs }) : undefined;
     server = await startServer({
       agent,
       groups,
       host: options.host,
       port: options.port,
       tls: options.tls,
-      logger: options.logger,
+      logger,
       maxConnections: options.maxConnections,
       headerTimeoutMs: options.headerTimeoutMs,
       bodyTimeoutMs: options.bodyTimeoutMs,

@@ -2,11 +2,11 @@
 // executors' keys pinned on first use in SYNAPSE_HOME/known-agents.json.
 import type { JsonValue } from "@bufbuild/protobuf";
 import { join } from "node:path";
-import { existsSync } from "node:fs";
+import { existsSync, readFileSync } from "node:fs";
 import { IDENTITY_FILE, loadOrCreateIdentity } from "../agent/identity.js";
 import { GroupClient } from "../client/group-client.js";
 import { SynapseClient } from "../client/requester.js";
-import { createTransport, parseProtocol } from "../client/transport.js";
+import { createTransport, parseProtocol, type TransportOptions } from "../client/transport.js";
 import { createClient } from "@connectrpc/connect";
 import { CapabilitiesService } from "../../gen/synapse/v1/capabilities_pb.js";
 import { PinnedKeys } from "../envelope/trust-sources.js";
@@ -19,16 +19,36 @@ export const KNOWN_AGENTS_FILE = "known-agents.json";
 export const clientOptions = {
   home: { type: "string" },
   protocol: { type: "string" },
+  ca: { type: "string" },
   json: { type: "boolean" },
 } as const;
 
-export async function openClient(url: string, values: { home?: string; protocol?: string }): Promise<SynapseClient> {
+/** How a command calls: the protocol of --protocol, and for https the CA certificates of --ca FILE (PEM) beside Node's own. */
+export interface CallValues {
+  protocol?: string;
+  ca?: string;
+}
+
+export function transportOptions(values: CallValues): TransportOptions {
+  let ca: Buffer | undefined;
+  if (values.ca !== undefined) {
+    try {
+      ca = readFileSync(values.ca);
+    } catch (error) {
+      throw new UsageError(`--ca ${values.ca}: ${(error as Error).message}`);
+    }
+  }
+  return { protocol: parseProtocol(values.protocol), ...(ca === undefined ? {} : { ca }) };
+}
+
+export async function openClient(url: string, values: CallValues & { home?: string }): Promise<SynapseClient> {
+  const transport = transportOptions(values);
   const home = synapseHome(values.home);
   const { identity } = await loadOrCreateIdentity(home, { agentName: "synapse command line" });
   return SynapseClient.connect({
     baseUrl: url,
     identity,
-    transport: { protocol: parseProtocol(values.protocol) },
+    transport,
     // Like SSH's known_hosts: the agent at the URL the user gave is pinned, whatever its id's form.
     trust: await PinnedKeys.open(join(home, KNOWN_AGENTS_FILE), { firstUse: "any" }),
   });
@@ -66,20 +86,21 @@ export function parseAssignments(assignments: readonly string[] | undefined): Re
  * agent's data dir, so that an agent consents (joins, votes) with its own key.
  * An existing identity is used as it is (its name is not changed).
  */
-export async function openGroupClient(url: string, values: { home?: string; protocol?: string }): Promise<GroupClient> {
+export async function openGroupClient(url: string, values: CallValues & { home?: string }): Promise<GroupClient> {
+  const transport = transportOptions(values);
   const home = synapseHome(values.home);
   const { identity } = await loadOrCreateIdentity(home, existsSync(join(home, IDENTITY_FILE)) ? {} : { agentName: "synapse command line" });
   return GroupClient.connect({
     baseUrl: url,
     identity,
-    transport: { protocol: parseProtocol(values.protocol) },
+    transport,
     trust: await PinnedKeys.open(join(home, KNOWN_AGENTS_FILE), { firstUse: "any" }),
   });
 }
 
 /** The agent id and key id an agent declares at its URL (GetCapabilities). */
-export async function agentAt(url: string, protocol: string | undefined): Promise<{ agentId: string; keyId: string }> {
-  const { capabilities } = await createClient(CapabilitiesService, createTransport(url, { protocol: parseProtocol(protocol) })).getCapabilities({});
+export async function agentAt(url: string, values: CallValues): Promise<{ agentId: string; keyId: string }> {
+  const { capabilities } = await createClient(CapabilitiesService, createTransport(url, transportOptions(values))).getCapabilities({});
   if (capabilities === undefined) throw new Error(`${url} declared no capabilities`);
   return { agentId: capabilities.agentId, keyId: capabilities.keyId };
 }

@@ -34,6 +34,8 @@ export async function follow(client: SynapseClient, taskId: string, options: Fol
     } else if (item.kind === "event") {
       const payload = item.event.payload as { progress?: number; message?: string };
       if (typeof payload.progress === "number") progress = payload.progress;
+      // task_complete carries no progress of its own: a completed task is done.
+      if (item.state === TaskState.COMPLETED) progress = 100;
       if (bar) process.stdout.write(progressBar(progress, describeEvent(item.sequence, item.event, item.state).slice(0, 50)));
       else process.stdout.write(`${describeEvent(item.sequence, item.event, item.state)}\n`);
     } else if (item.kind === "reconnecting") {

@@ -81,7 +81,8 @@ export function describeGroupEvent(event: VerifiedGroupEvent): string {
   return parts.join(" ") + causeWords(event);
 }
 
-export function describeGroupTask(task: GroupTask): string[] {
+/** A group task in a few lines; the answer hints name the host at `url`. */
+export function describeGroupTask(task: GroupTask, url: string): string[] {
   const lines = [
     `group task ${task.groupTaskId} (${task.taskType}, ${lower(GroupTaskStrategy[task.strategy])}): ${taskStateLabel(task.state)}, ${task.completed} of ${task.required} done`,
   ];
@@ -91,11 +92,11 @@ export function describeGroupTask(task: GroupTask): string[] {
     lines.push(`  ${ref.subtaskId} at ${ref.agentId}: ${state}${subtask.progress ? ` ${subtask.progress}%` : ""}`);
     if (!subtask.finished && subtask.pendingInfo) {
       lines.push(`    needs information: ${subtask.pendingInfo.question} (${subtask.pendingInfo.missingFields.map((field) => field.field).join(", ")})`);
-      lines.push(`    answer with: synapse group task URL ${task.groupId} --task-id ${task.groupTaskId} --answer ${ref.subtaskId} --set FIELD=VALUE`);
+      lines.push(`    answer with: synapse group task ${url} ${task.groupId} --task-id ${task.groupTaskId} --answer ${ref.subtaskId} --set FIELD=VALUE`);
     }
     if (!subtask.finished && subtask.pendingDecision) {
       lines.push(`    needs a decision: ${subtask.pendingDecision.reason?.message ?? ""}`);
-      lines.push(`    answer with: synapse group task URL ${task.groupId} --task-id ${task.groupTaskId} --answer ${ref.subtaskId} --approve | --reject`);
+      lines.push(`    answer with: synapse group task ${url} ${task.groupId} --task-id ${task.groupTaskId} --answer ${ref.subtaskId} --approve | --modify --set FIELD=VALUE | --reject`);
     }
   }
   for (const output of task.outputs) lines.push(`  output of ${output.agentId} (slot ${output.slot}): ${JSON.stringify(fromValue(output.output))}`);

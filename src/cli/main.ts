@@ -12,7 +12,10 @@ ${Object.entries(commands)
   .map(([name, command]) => `  ${name.padEnd(14)}${command.summary}`)
   .join("\n")}
 
-Run 'synapse <command> --help' for a command's options.`;
+Run 'synapse <command> --help' for a command's options. Every command that calls
+an agent also takes --protocol connect|grpc|grpc-web and, for an https URL whose
+certificate Node does not trust (self-signed, a private CA), --ca FILE: the CA
+certificate in PEM (NODE_EXTRA_CA_CERTS=FILE does the same for any Node program).`;
 
 async function main(argv: string[]): Promise<number> {
   const [name, ...rest] = argv;

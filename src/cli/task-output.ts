@@ -9,6 +9,7 @@ import { fromValue } from "../protocol/json-values.js";
 import { messageTypeInfo, wireName } from "../protocol/message-types.js";
 import { stateName } from "../protocol/state-machine.js";
 import { ErrorCode } from "../../gen/synapse/v1/errors_pb.js";
+import { counted } from "../text/plural.js";
 
 export function taskJson(task: Task): JsonValue {
   return toJson(TaskSchema, task);
@@ -23,8 +24,22 @@ export function messageJson(message: VerifiedMessage): JsonValue {
   };
 }
 
-/** A few readable lines about a task. */
-export function describeTask(task: Task): string[] {
+/** Who reads the lines: the hints name the agent's URL, and say who may decide. */
+export interface Reader {
+  /** The agent's base URL, as the user gave it. */
+  url: string;
+  /** The reader's agent id. */
+  agentId: string;
+}
+
+/** Who may decide a pending decision: its deciders, or (none named) the requester. */
+function deciders(task: Task): string[] {
+  const named = task.pendingDecision?.deciders ?? [];
+  return named.length > 0 ? [...named] : [task.requester?.agentId ?? "the requester"];
+}
+
+/** A few readable lines about a task, with the commands that answer it when the reader may. */
+export function describeTask(task: Task, reader: Reader): string[] {
   const lines = [`task ${task.taskId} (${task.taskType}): ${stateName(task.state)}, ${task.progress}%${task.statusMessage ? ` - ${task.statusMessage}` : ""}`];
   if (task.state === TaskState.INFO_NEEDED && task.pendingInfo) {
     lines.push(`needs information: ${task.pendingInfo.question}`);
@@ -32,17 +47,24 @@ export function describeTask(task: Task): string[] {
       const suggested = fromValue(field.suggestedValue);
       lines.push(`  ${field.field}: ${field.reason}${suggested === undefined ? "" : ` (suggested: ${JSON.stringify(suggested)})`}`);
     }
-    lines.push(`answer with: synapse provide-info URL ${task.taskId} --set ${task.pendingInfo.missingFields[0]?.field ?? "field"}=VALUE`);
+    lines.push(`answer with: synapse provide-info ${reader.url} ${task.taskId} --set ${task.pendingInfo.missingFields[0]?.field ?? "field"}=VALUE`);
   }
   if ((task.state === TaskState.NEED_HUMAN || task.state === TaskState.HUMAN_DECIDING) && task.pendingDecision) {
     const decision = task.pendingDecision;
-    lines.push(`needs a human decision (level ${decision.escalationLevel}): ${decision.reason?.message ?? ""}`);
+    lines.push(`needs a human decision (escalation level ${decision.escalationLevel}): ${decision.reason?.message ?? ""}`);
     for (const option of decision.options) lines.push(`  option ${option.field}=${JSON.stringify(fromValue(option.value))}: ${option.prosCons}`);
-    lines.push(`decide with: synapse decide URL ${task.taskId} --approve | --reject [--note TEXT]`);
+    const who = deciders(task);
+    const command = `synapse decide ${reader.url} ${task.taskId} --approve | --modify --set KEY=VALUE | --reject [--note TEXT]`;
+    if (who.includes(reader.agentId)) lines.push(`decide with: ${command}`);
+    else {
+      // After an escalation the decision is someone else's: name them, and how they answer.
+      lines.push(`decided at this level by: ${who.join(", ")} (not you)`);
+      lines.push(`they decide with: ${command} --home THEIR_SYNAPSE_HOME`);
+    }
   }
   if (task.result) {
     if (task.result.output) lines.push(`result: ${JSON.stringify(fromValue(task.result.output))}`);
-    if (task.result.stream) lines.push(`result stream: ${task.result.stream.totalSize} bytes (${task.result.stream.contentType}); read it with ReadResult`);
+    if (task.result.stream) lines.push(`result stream: ${counted(task.result.stream.totalSize, "byte")} (${task.result.stream.contentType}); read it with ReadResult`);
   }
   // A cancelled task's error (task_cancelled) is the requester's own reason, not a failure.
   if (task.error && task.state === TaskState.CANCELLED) lines.push(`cancelled: ${task.error.message}`);

@@ -1,6 +1,7 @@
 // Transports for talking to a Synapse server in any of its protocols.
 import type { Transport } from "@connectrpc/connect";
 import { createConnectTransport, createGrpcTransport, createGrpcWebTransport } from "@connectrpc/connect-node";
+import { untrustedCertificates } from "./tls-errors.js";
 
 /** The RPC protocols every Synapse server speaks on one port. */
 export type ProtocolName = "connect" | "grpc" | "grpc-web";
@@ -15,7 +16,7 @@ export interface TransportOptions {
   binary?: boolean;
   /** Defaults: HTTP/2 for gRPC and https URLs, HTTP/1.1 otherwise. */
   httpVersion?: "1.1" | "2";
-  /** Extra CA certificates (PEM) to trust for https URLs. */
+  /** Extra CA certificates (PEM) to trust for https URLs (beside Node's own and `NODE_EXTRA_CA_CERTS`). */
   ca?: string | Buffer;
 }
 
@@ -23,13 +24,15 @@ export function createTransport(baseUrl: string, options: TransportOptions = {})
   const protocol = options.protocol ?? "connect";
   const nodeOptions = options.ca ? { ca: options.ca } : undefined;
   const httpVersion = options.httpVersion ?? (baseUrl.startsWith("https:") ? "2" : "1.1");
+  // An untrusted certificate is UNAVAILABLE with a hint, not INTERNAL.
+  const interceptors = [untrustedCertificates];
   switch (protocol) {
     case "grpc":
-      return createGrpcTransport({ baseUrl, nodeOptions });
+      return createGrpcTransport({ baseUrl, nodeOptions, interceptors });
     case "grpc-web":
-      return createGrpcWebTransport({ baseUrl, httpVersion, useBinaryFormat: options.binary ?? true, nodeOptions });
+      return createGrpcWebTransport({ baseUrl, httpVersion, useBinaryFormat: options.binary ?? true, nodeOptions, interceptors });
     case "connect":
-      return createConnectTransport({ baseUrl, httpVersion, useBinaryFormat: options.binary ?? false, nodeOptions });
+      return createConnectTransport({ baseUrl, httpVersion, useBinaryFormat: options.binary ?? false, nodeOptions, interceptors });
   }
 }
 

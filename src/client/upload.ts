@@ -10,6 +10,7 @@ import { stat } from "node:fs/promises";
 import http from "node:http";
 import https from "node:https";
 import { basename } from "node:path";
+import { untrustedCertificateError } from "./tls-errors.js";
 
 /** What the agent answered to an upload: name the file in a task by `sha256` and `size` (`SubmitOptions.uploads`). */
 export interface UploadAnswer {
@@ -35,6 +36,8 @@ export interface UploadFileOptions {
   contentType?: string;
   /** Aborts the upload. */
   signal?: AbortSignal;
+  /** Extra CA certificates (PEM) to trust for an https URL, as in `TransportOptions.ca`. */
+  ca?: string | Buffer;
 }
 
 /** Quotes a value for a Content-Disposition parameter (RFC 7578 §4.2: quotes and line breaks escaped). */
@@ -74,6 +77,7 @@ export async function uploadFile(options: UploadFileOptions): Promise<UploadAnsw
       {
         method: "POST",
         signal: options.signal,
+        ...(options.ca === undefined ? {} : { ca: options.ca }),
         headers: {
           Authorization: `Bearer ${options.token}`,
           "Content-Type": `multipart/form-data; boundary=${boundary}`,
@@ -102,7 +106,7 @@ export async function uploadFile(options: UploadFileOptions): Promise<UploadAnsw
     );
     // An agent that refuses a file early answers, then stops reading: the answer, not the broken pipe, is what counts.
     request.on("error", (error) => {
-      if (!answered) setTimeout(() => answered || reject(error), 200);
+      if (!answered) setTimeout(() => answered || reject(untrustedCertificateError(error, url.href)), 200);
     });
     request.write(head);
     const file = createReadStream(options.path);

@@ -111,7 +111,17 @@ export function decisionForm(session: Session, task: Task, asked: TaskNeedHumanP
   const form = el("form", { class: "answer", "data-testid": "decision-form", "aria-label": "Decide" });
   const inputs: Array<[string, HTMLInputElement]> = [];
   if (asked.options.length > 0) {
-    const options = el("fieldset", { class: "options" }, el("legend", {}, "Options offered"));
+    // Each option is a field of the task and the value the agent proposes for it: what the box holds is what the decision sends.
+    const options = el(
+      "fieldset",
+      { class: "options" },
+      el("legend", {}, "Options offered by the agent"),
+      el(
+        "p",
+        { class: "note", "data-testid": "options-help" },
+        "Each option is a field and the value the agent proposes for it. Approve sends the values as they stand here; change one and choose Approve with changes to run the task with your value in its payload. Reject ignores them.",
+      ),
+    );
     for (const [index, option] of asked.options.entries()) {
       const inputId = `${id}-option-${index}`;
       const input = el("input", { id: inputId, name: option.field, "data-field": option.field, value: jsonInline(valueOf(option.value)), autocomplete: "off" });
@@ -120,7 +130,14 @@ export function decisionForm(session: Session, task: Task, asked: TaskNeedHumanP
         el(
           "div",
           { class: "field" },
-          el("label", { for: inputId }, el("code", {}, option.field), option.prosCons ? ` ${option.prosCons}` : "", option.confidence ? el("small", {}, ` · confidence ${option.confidence}%`) : ""),
+          el(
+            "label",
+            { for: inputId },
+            "Value of ",
+            el("code", {}, option.field),
+            option.prosCons ? `: ${option.prosCons}` : "",
+            option.confidence ? el("small", {}, ` · the agent's confidence ${option.confidence}%`) : "",
+          ),
           input,
         ),
       );

@@ -59,8 +59,3 @@ export function parseTyped(text: string): JsonValue {
     return text;
   }
 }
-
-/** The first 8 characters of an id, for tables; the whole id goes in a title. */
-export function shortId(id: string): string {
-  return id.length > 12 ? `${id.slice(0, 8)}…` : id;
-}

@@ -161,7 +161,7 @@ export class GroupDetail {
     this.verdict.dataset.allVerified = String(log.allVerified);
     this.verdict.className = log.allVerified ? "ok" : "bad";
     this.verdict.textContent = log.allVerified
-      ? `✓ all ${log.entries.length} events verify: signed by the host, addressed to this group, numbered without gaps`
+      ? `✓ ${log.entries.length === 1 ? "the 1 event verifies" : `all ${log.entries.length} events verify`}: signed by the host, addressed to this group, numbered without gaps`
       : `✗ event ${log.broken?.sequence ?? "?"} does not verify: ${log.broken?.reason ?? "see below"}`;
     if (added.payload) this.schedule(added.payload, signal);
     this.onEvent(log.groupId, sequence);

@@ -7,10 +7,10 @@ import { toJson } from "@bufbuild/protobuf";
 import { ValueSchema } from "@bufbuild/protobuf/wkt";
 import { PendingKind, VoteState, type Group, type GroupTask, type Vote } from "../../gen/synapse/v1/group_pb.js";
 import { GroupRole, GroupTaskState, VoteOutcome } from "../../gen/synapse/v1/a2n_pb.js";
-import { clockTime, jsonInline, msOf, shortId } from "./format.js";
+import { clockTime, jsonInline, msOf } from "./format.js";
 import { closeReasonWord, groupTaskStateWord, outcomeLine, roleWord, ruleWord, strategyWord, voteStateWord, word } from "./group-format.js";
 import { deadlineCountdown } from "./question.js";
-import { el, note, stateBadge } from "./view.js";
+import { el, idCode, note, stateBadge } from "./view.js";
 
 type Tone = "working" | "waiting" | "done" | "failed" | "stopped";
 
@@ -94,7 +94,7 @@ export function groupTaskPanel(task: GroupTask): HTMLElement {
     el(
       "h4",
       {},
-      el("code", { title: task.groupTaskId }, shortId(task.groupTaskId)),
+      idCode(task.groupTaskId),
       ` ${task.taskType} · ${strategyWord(task.strategy)} · `,
       groupTaskStateBadge(task.state),
       ` ${task.completed} of ${task.required} done`,

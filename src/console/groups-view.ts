@@ -3,13 +3,13 @@
 // is read again every few seconds while it is shown, and at once when the
 // open group's stream shows it changed.
 import type { Group } from "../../gen/synapse/v1/group_pb.js";
-import { clockTime, msOf, shortId } from "./format.js";
+import { clockTime, msOf } from "./format.js";
 import { GroupDetail } from "./group-detail.js";
 import { groupStatusWord, roleWord } from "./group-format.js";
 import { badge } from "./group-panels.js";
 import { groupHref } from "./router.js";
 import { describeError, groupService, type Session } from "./rpc.js";
-import { button, el, note, show } from "./view.js";
+import { button, el, idCode, note, show } from "./view.js";
 
 const REFRESH_MS = 10_000;
 const PAGE_SIZE = 200;
@@ -102,7 +102,7 @@ export class GroupsView {
     return el(
       "tr",
       { "data-testid": "group-row", "data-group-id": group.groupId, "data-status": status, title: `updated ${clockTime(msOf(group.updatedAt))}` },
-      el("td", {}, el("a", { href: groupHref(group.groupId), title: group.groupId }, group.name || shortId(group.groupId)), group.name ? el("br") : "", group.name ? el("code", {}, shortId(group.groupId)) : ""),
+      el("td", {}, el("a", { href: groupHref(group.groupId), title: group.groupId }, group.name || idCode(group.groupId)), group.name ? el("br") : "", group.name ? idCode(group.groupId) : ""),
       el("td", {}, badge(status, status === "active" ? "done" : "stopped")),
       el("td", {}, member ? roleWord(member.role) : pending ? `${roleWord(pending.role)} (pending)` : "—"),
       el("td", { class: "num" }, String(group.members.length)),

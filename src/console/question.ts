@@ -42,9 +42,31 @@ export function deadlineCountdown(deadlineMs: number): HTMLElement {
   return element;
 }
 
+/** What escalation levels are, for the badge's tooltip. */
+const ESCALATION_MEANING =
+  "Escalation levels say who decides, by seniority: 1 the team (the task's requester), 2 a manager, 3 an executive. When a level's deadline passes undecided, the decision moves up a level; after the last level the task fails.";
+
 function escalation(level: number): HTMLElement {
   const name = LEVELS[level] ?? "";
-  return el("span", { class: `escalation level-${Math.min(level, 3)}`, "data-testid": "escalation", "data-level": String(level) }, `escalation ${level}${name ? ` · ${name}` : ""}`);
+  return el(
+    "span",
+    { class: `escalation level-${Math.min(level, 3)}`, "data-testid": "escalation", "data-level": String(level), title: ESCALATION_MEANING },
+    `escalation level ${level}${name ? ` · ${name}` : ""}`,
+  );
+}
+
+/** One sentence on what happens if nobody decides: the next level of the task type's policy, or the end. */
+function escalationHelp(session: Session, task: Task, level: number, hasDeadline: boolean): HTMLElement {
+  const levels = session.capabilities.supportedTaskTypes.find((type) => type.type === task.taskType)?.escalation?.levels ?? [];
+  const next = levels[level];
+  const of = levels.length >= level && levels.length > 0 ? ` of ${levels.length}` : "";
+  const here = `This decision is at escalation level ${level}${of}${LEVELS[level] ? ` (${LEVELS[level]})` : ""}: the level says who may decide it.`;
+  const then = !hasDeadline
+    ? " It has no deadline: the task waits until it is decided."
+    : next !== undefined
+      ? ` If nobody decides by the deadline it moves to level ${level + 1}${LEVELS[level + 1] ? ` (${LEVELS[level + 1]})` : ""}, decided by ${[...(next.requester ? ["the requester"] : []), ...next.agentIds].join(", ")}.`
+      : " If nobody decides by the deadline, the task fails.";
+  return el("p", { class: "note", "data-testid": "escalation-help" }, here + then);
 }
 
 function readOnly(session: Session, task: Task): HTMLElement | undefined {
@@ -98,6 +120,7 @@ export function questionPanel(session: Session, task: Task, answered: Answered):
         deadline !== undefined ? el("span", {}, ` · decide by ${clockTime(deadline)} · `, deadlineCountdown(deadline)) : "",
         el("span", { "data-testid": "deciders" }, ` · decided by ${decidersLine(session, task, human.deciders)}`),
       ),
+      escalationHelp(session, task, human.escalationLevel, deadline !== undefined),
       el("p", {}, human.reason?.message ?? "", human.reason?.code ? el("small", {}, ` (${human.reason.code})`) : ""),
       context !== undefined
         ? el(

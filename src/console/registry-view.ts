@@ -4,9 +4,9 @@
 // status and health; and the audit trail of who changed what, when and why.
 import { Compliance, RiskLevel } from "../../gen/synapse/v1/capabilities_pb.js";
 import { AgentHealth, AuditEventKind, CapabilityHealth, CapabilityStatus, type AuditEvent, type GovernedCapability, type RegisteredAgent } from "../../gen/synapse/v1/registry_pb.js";
-import { clockTime, countdown, msOf, relative, shortId } from "./format.js";
+import { clockTime, countdown, msOf, relative } from "./format.js";
 import { describeError, registryService } from "./rpc.js";
-import { button, el, note, show } from "./view.js";
+import { button, el, idCode, note, show } from "./view.js";
 
 const REFRESH_MS = 10_000;
 
@@ -73,7 +73,7 @@ function auditRow(event: AuditEvent): HTMLTableRowElement {
     el("td", {}, clockTime(msOf(event.at))),
     el("td", {}, badge(kind, kind === "refused" ? "failed" : "working")),
     el("td", {}, el("code", { title: event.capabilityId }, event.capabilityCode || event.granteeKeyId)),
-    el("td", {}, event.actor, event.actorKeyId ? el("small", { title: event.actorKeyId }, ` (${shortId(event.actorKeyId)})`) : ""),
+    el("td", {}, event.actor, event.actorKeyId ? el("small", {}, " (", idCode(event.actorKeyId), ")") : ""),
     el("td", {}, event.action),
     el("td", {}, event.from || event.to ? `${statusWord(event.from) || "—"} → ${statusWord(event.to) || "—"}` : ""),
     el("td", {}, event.reason),

@@ -134,7 +134,7 @@ export class TaskDetail {
     if (log === undefined) return;
     const verdict = log.broken
       ? el("p", { class: "bad", "data-testid": "log-verdict", "data-all-verified": "false" }, `Event ${log.broken.sequence} did not verify (${log.broken.reason}): the path stops at the last event that did.`)
-      : el("p", { class: "ok", "data-testid": "log-verdict", "data-all-verified": "true" }, `All ${log.entries.length} events verified ✓`);
+      : el("p", { class: "ok", "data-testid": "log-verdict", "data-all-verified": "true" }, `${log.entries.length === 1 ? "The 1 event" : `All ${log.entries.length} events`} verified ✓`);
     show(this.graph, stateGraph(log.path, { broken: log.broken !== undefined }), statePath(log.path, log.broken), verdict);
   }
 

@@ -6,11 +6,11 @@
 import type { Task } from "../../gen/synapse/v1/p2p_pb.js";
 import { TaskState } from "../../gen/synapse/v1/payloads_pb.js";
 import { isTerminal } from "../protocol/state-machine.js";
-import { clockTime, msOf, relative, shortId } from "./format.js";
+import { clockTime, msOf, relative } from "./format.js";
 import { describeError, p2p, type Session } from "./rpc.js";
 import type { TaskModel } from "./task-model.js";
 import type { WatchPool } from "./watch-pool.js";
-import { button, el, note, show, stateBadge, stateName } from "./view.js";
+import { button, el, idCode, note, show, stateBadge, stateName } from "./view.js";
 
 const S = TaskState;
 export const PAGE_SIZE = 20;
@@ -143,7 +143,7 @@ export class TaskList {
   private draw(): void {
     this.pool.want("list", this.shown);
     const rows = this.shown.map((id) => this.model.get(id)).filter((task): task is Task => task !== undefined).map((task) => this.row(task));
-    if (rows.length === 0) show(this.body, el("tr", {}, el("td", { colspan: "6" }, note(this.page === 0 ? "No tasks yet: submit one." : "No tasks on this page."))));
+    if (rows.length === 0) show(this.body, el("tr", {}, el("td", { colspan: "6", class: "empty" }, this.emptyNote())));
     else show(this.body, ...rows);
     this.newer.disabled = this.page === 0;
     this.older.disabled = this.nextToken === "";
@@ -153,6 +153,31 @@ export class TaskList {
     this.operatorNote.hidden = others === 0;
   }
 
+  /** Why the list is empty, and, for a first look, where the tasks sent from the command line are. */
+  private emptyNote(): HTMLElement {
+    if (this.page > 0) return note("No tasks on this page.");
+    const { states, taskTypes } = this.filters();
+    if (states.length > 0 || taskTypes.length > 0) return note("No tasks match these filters.");
+    return el(
+      "div",
+      { class: "note", "data-testid": "no-tasks" },
+      el("p", {}, "No tasks yet for this identity: ", el("a", { href: "#/new" }, "submit one"), "."),
+      el(
+        "p",
+        {},
+        "Tasks sent with the ",
+        el("code", {}, "synapse"),
+        " command line are signed with its own key and listed for it, not for this browser's key. To see them here, import that key (",
+        el("code", {}, "~/.synapse/agent.key"),
+        ", or ",
+        el("code", {}, "$SYNAPSE_HOME/agent.key"),
+        ") under ",
+        el("a", { href: "#/identity" }, "Identity"),
+        ".",
+      ),
+    );
+  }
+
   private row(task: Task): HTMLTableRowElement {
     const mine = this.session.owns(task.requester?.agentId);
     const updated = msOf(task.updatedAt);
@@ -160,11 +185,11 @@ export class TaskList {
     return el(
       "tr",
       { "data-task-id": task.taskId, "data-state": stateName(task.state), "data-testid": "task-row", class: mine ? "" : "foreign" },
-      el("td", {}, el("a", { href: `#/tasks/${encodeURIComponent(task.taskId)}`, title: task.taskId }, el("code", {}, shortId(task.taskId)))),
+      el("td", {}, el("a", { href: `#/tasks/${encodeURIComponent(task.taskId)}` }, idCode(task.taskId, { "data-testid": "row-task-id" }))),
       el("td", {}, task.taskType),
       el("td", {}, stateBadge(task.state), live && !isTerminal(task.state) ? el("span", { class: "live", title: "followed live" }, " ●") : ""),
       el("td", { class: "num" }, el("progress", { max: "100", value: String(task.progress), "aria-label": `${task.progress}%` })),
-      el("td", {}, mine ? "you" : el("code", { title: task.requester?.agentId ?? "" }, shortId(task.requester?.agentId ?? "?"))),
+      el("td", {}, mine ? "you" : idCode(task.requester?.agentId ?? "?")),
       el("td", { title: clockTime(updated) }, relative(updated)),
     );
   }

@@ -53,6 +53,19 @@ export function stateTone(state: TaskState): "working" | "waiting" | "done" | "f
   return isTerminal(state) ? "stopped" : "working";
 }
 
+/**
+ * An id as tables show it: its head and tail with "…" between (a UUIDv7's
+ * head is its time, so tasks of one second share it; its tail is random).
+ * The text is the whole id, the middle only hidden by CSS, so selecting and
+ * copying it copies the whole id; the title shows it on hover.
+ */
+export function idCode(id: string, attributes: Record<string, string> = {}): HTMLElement {
+  const code = el("code", { class: "id", title: id, ...attributes });
+  if (id.length <= 16) code.append(id);
+  else code.append(id.slice(0, 8), el("span", { class: "id-middle" }, id.slice(8, -6)), el("span", { class: "id-tail" }, id.slice(-6)));
+  return code;
+}
+
 /** A state as a badge. */
 export function stateBadge(state: TaskState): HTMLElement {
   const name = stateName(state);
@@ -60,6 +73,7 @@ export function stateBadge(state: TaskState): HTMLElement {
 }
 
 export function formatBytes(bytes: bigint | number): string {
+  if (Number(bytes) === 1) return "1 byte";
   const units = ["bytes", "KiB", "MiB", "GiB"];
   let value = Number(bytes);
   let unit = 0;

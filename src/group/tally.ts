@@ -14,6 +14,7 @@ import {
   type RankedRound,
   type VoteTally,
 } from "../../gen/synapse/v1/a2n_pb.js";
+import { counted } from "../text/plural.js";
 
 export interface TallyBallot {
   readonly agentId: string;
@@ -163,7 +164,7 @@ export function countVote(input: TallyInput): VoteTally {
 
 /** One line for people: "decided: yes (3 of 4 ballots)". */
 export function describeTally(tally: VoteTally): string {
-  const base = `${tally.ballots} of ${tally.eligible} ballots, ${tally.abstentions} abstaining, quorum ${tally.quorum}`;
+  const base = `${tally.ballots} of ${counted(tally.eligible, "ballot")}, ${tally.abstentions} abstaining, quorum ${tally.quorum}`;
   const stage = tally.final ? "" : " (interim)";
   switch (tally.outcome) {
     case VoteOutcome.DECIDED:

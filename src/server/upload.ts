@@ -18,6 +18,7 @@ import { authenticateHeader, type BearerPolicy } from "./auth.js";
 import { timeBodyByProgress } from "./connection-limits.js";
 import { replyError, replyJson, type HttpRequest, type HttpResponse } from "./http-reply.js";
 import { MultipartError, multipartBoundary, readMultipart } from "./multipart.js";
+import { counted } from "../text/plural.js";
 
 export const UPLOAD_PATH = "/upload";
 /** The form field that carries the file (`curl -F file=@big.csv`). */
@@ -82,7 +83,7 @@ export function uploadHandler(options: UploadRouteOptions): (req: HttpRequest, r
       if (declared > maxUploadBytes + 64 * 1024) throw tooLarge(maxUploadBytes);
       const running = inProgress.get(owner) ?? 0;
       if (running >= maxConcurrentPerSender) {
-        throw protocolError(ErrorCode.RATE_LIMITED, `you have ${running} uploads in progress, the most this agent takes at once from one sender`, {
+        throw protocolError(ErrorCode.RATE_LIMITED, `you have ${counted(running, "upload")} in progress, the most this agent takes at once from one sender`, {
           retryAfterSeconds: 5,
           details: { rule: "sender_uploads_in_progress", max_concurrent_per_sender: maxConcurrentPerSender },
         });

@@ -59,6 +59,10 @@ describe("an escalated decision in the console", () => {
     const question = page.getByTestId("task-detail").getByTestId("question");
     await question.locator('[data-testid="escalation"][data-level="2"]').waitFor({ timeout: TIMEOUT });
     expect(await question.getByTestId("deciders").textContent()).toContain(contact.agentId);
+    // The level is explained from the task type's policy: the last of two, after which the task fails.
+    expect(await question.getByTestId("escalation-help").textContent()).toBe(
+      "This decision is at escalation level 2 of 2 (manager): the level says who may decide it. If nobody decides by the deadline, the task fails.",
+    );
     expect(await question.getByTestId("read-only").textContent()).toContain(`only ${contact.agentId} may decide`);
     expect(await question.getByTestId("decision-form").count()).toBe(0);
     // Still the requester's task: it may cancel it, but has no question of its own to answer.

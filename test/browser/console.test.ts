@@ -108,6 +108,15 @@ describe("the console in Chromium, as a requester", () => {
     for (const row of rows) expect(row.verified).toBe("true");
   }
 
+  it("tells a new identity with no tasks where the command line's tasks are", async () => {
+    const empty = page.getByTestId("task-rows").getByTestId("no-tasks");
+    await empty.waitFor({ timeout: TIMEOUT });
+    expect(await empty.textContent()).toContain("~/.synapse/agent.key");
+    expect(await empty.locator('a[href="#/identity"]').count()).toBe(1);
+    expect(await empty.locator('a[href="#/new"]').count()).toBe(1);
+    await screenshot(page, "00-no-tasks");
+  });
+
   it("shows the agent from GetCapabilities and a key the page cannot read", async () => {
     await page.locator('nav a[data-route="agent"]').click();
     const declared = server.capabilities.getCapabilities();
@@ -218,6 +227,13 @@ describe("the console in Chromium, as a requester", () => {
     const question = page.getByTestId("task-detail").getByTestId("question");
     expect(await question.getAttribute("data-kind")).toBe("decision");
     expect(await question.getByTestId("escalation").getAttribute("data-level")).toBe("1");
+    // What the level means is on the page, and in the badge's tooltip.
+    expect(await question.getByTestId("escalation").getAttribute("title")).toContain("who decides, by seniority");
+    expect(await question.getByTestId("escalation-help").textContent()).toContain("escalation level 1 (team)");
+    expect(await question.getByTestId("escalation-help").textContent()).toContain("no deadline");
+    // The option's box says what it is: the value the decision sends for the field.
+    expect(await question.getByTestId("options-help").textContent()).toContain("the value the agent proposes");
+    expect(await question.locator('label[for]:has(+ input[data-field="approved"])').textContent()).toContain("Value of approved");
     await question.getByTestId("take-up").click();
     await graphReaches("human_deciding");
     await screenshot(page, "04-decision");
@@ -234,6 +250,7 @@ describe("the console in Chromium, as a requester", () => {
     const question = page.getByTestId("task-detail").getByTestId("question");
     expect(await question.getByTestId("escalation").getAttribute("data-level")).toBe("2");
     expect(await question.getByTestId("escalation").textContent()).toContain("manager");
+    expect(await question.getByTestId("escalation-help").textContent()).toContain("If nobody decides by the deadline, the task fails.");
     const countdown = question.getByTestId("deadline-countdown");
     await expect.poll(() => countdown.textContent(), { timeout: TIMEOUT }).toMatch(/^\d+:\d\d left$/);
     const amount = question.locator('input[data-field="amount"]');
@@ -297,6 +314,26 @@ describe("the console in Chromium, as a requester", () => {
     await page.getByTestId("filter-state").selectOption("");
     await expect.poll(() => rows.count(), { timeout: TIMEOUT }).toBe(7);
 
+    // Ids are shown as head…tail, which tells apart UUIDv7 ids of the same second; the text is the
+    // whole id (selecting and copying it copies all of it), and so is the tooltip.
+    // (A script string: this file is compiled without the DOM's types.)
+    const ids = (await page.evaluate(`[...document.querySelectorAll('[data-testid="task-row"]')].map((row) => {
+      const code = row.querySelector('[data-testid="row-task-id"]');
+      const selection = getSelection();
+      selection.selectAllChildren(code);
+      const copied = selection.toString();
+      selection.removeAllRanges();
+      return { id: row.dataset.taskId, text: code.textContent, title: code.title, copied, shown: code.offsetWidth, middle: code.querySelector(".id-middle")?.offsetWidth };
+    })`)) as Array<{ id: string; text: string; title: string; copied: string; shown: number; middle?: number }>;
+    expect(ids).toHaveLength(7);
+    for (const id of ids) {
+      expect(id).toMatchObject({ text: id.id, title: id.id, copied: id.id, middle: 0 });
+      expect(id.shown).toBeLessThan(170); // 15 characters' room, not a UUID's 36
+    }
+    // No column is cut off at the list's edge.
+    const pane = await page.locator(".list-pane").evaluate((element) => ({ scroll: element.scrollWidth, client: element.clientWidth }));
+    expect(pane.scroll).toBeLessThanOrEqual(pane.client);
+
     // Keyboard: focus the first row's link, Enter opens the task and moves focus to its heading.
     await rows.first().locator("a").focus();
     await page.keyboard.press("Enter");
@@ -353,6 +390,12 @@ describe("the console in Chromium, as a requester", () => {
     expect(await page.getByTestId("task-result-panel").getAttribute("data-signed")).toBe("false");
     await screenshot(page, "07-tampered");
     await page.unroute("**/synapse.v1.P2PService/Watch");
+  });
+
+  it("counts a log of one event in the singular", async () => {
+    await submit("text_analysis", {});
+    await graphReaches("rejected");
+    expect(await page.getByTestId("log-verdict").textContent()).toBe("The 1 event verified ✓");
   });
 
   it("logged no errors in the browser", () => {

@@ -7,6 +7,7 @@ import type { JsonObject, JsonValue } from "@bufbuild/protobuf";
 import { ErrorCode } from "../../../gen/synapse/v1/errors_pb.js";
 import { TaskFailure, type TaskContext, type TaskHandler, type TaskOutput } from "../handler.js";
 import { csvRecordsOf, parseCsvRecords, type CsvRecord } from "./csv-reader.js";
+import { counted } from "../../text/plural.js";
 
 export { parseCsvRecords, type CsvRecord } from "./csv-reader.js";
 
@@ -191,7 +192,7 @@ async function analyze(ctx: TaskContext, source: CsvSource, delay: number, inclu
     rows: n,
     columns: Object.fromEntries(names.map((name, column) => [name, accumulators[column]?.result() ?? columnStats([])])),
   };
-  const summary = `${n} rows, ${names.length} columns`;
+  const summary = `${counted(n, "row")}, ${counted(names.length, "column")}`;
   if (!includeRows) return { output, outputType: "json", summary };
   const data = new TextEncoder().encode(JSON.stringify({ ...output, parsed_rows: parsedRows }));
   return { output, outputType: "json", summary, stream: { contentType: "application/json", data } };

@@ -4,6 +4,7 @@ import type { JsonValue } from "@bufbuild/protobuf";
 import { ErrorCode } from "../../../gen/synapse/v1/errors_pb.js";
 import { TaskFailure, type MissingFieldSpec, type TaskHandler, type Validation } from "../handler.js";
 import { splitSentences, wordFrequencies, wordsOf } from "./text-analysis.js";
+import { counted } from "../../text/plural.js";
 
 export { splitSentences };
 
@@ -88,10 +89,10 @@ export const summarizationHandler: TaskHandler = {
 
     const all = splitSentences(text);
     const scores = scoreSentences(all, text);
-    await ctx.progress(50, `scored ${all.length} sentences`);
+    await ctx.progress(50, `scored ${counted(all.length, "sentence")}`);
     const kept = selectSentences(all, scores, max);
     const output: Summary = { summary: kept.join(" "), sentences: kept, original_sentences: all.length };
     await ctx.progress(100, "summarized");
-    return { output, outputType: "json", summary: `kept ${kept.length} of ${all.length} sentences` };
+    return { output, outputType: "json", summary: `kept ${kept.length} of ${counted(all.length, "sentence")}` };
   },
 };

@@ -2,6 +2,7 @@
 // frequent words. Also home of the word and sentence rules summarization shares.
 import { ErrorCode } from "../../../gen/synapse/v1/errors_pb.js";
 import { TaskFailure, type TaskHandler } from "../handler.js";
+import { counted } from "../../text/plural.js";
 
 /** Letters and digits, with inner apostrophes kept ("don't", "l’eau"). */
 const WORD = /[\p{L}\p{N}]+(?:['’][\p{L}\p{N}]+)*/gu;
@@ -109,6 +110,6 @@ export const textAnalysisHandler: TaskHandler = {
     if (typeof text !== "string") throw new TaskFailure(ErrorCode.INVALID_PARAMS, "text must be a string");
     const output = analyzeText(text, readTop(ctx.payload.top));
     await ctx.progress(100, "analysed");
-    return { output, outputType: "json", summary: `${output.words} words, ${output.sentences} sentences` };
+    return { output, outputType: "json", summary: `${counted(output.words, "word")}, ${counted(output.sentences, "sentence")}` };
   },
 };

@@ -2,23 +2,25 @@
 import { durationMs } from "@bufbuild/protobuf/wkt";
 import { createClient } from "@connectrpc/connect";
 import { AgentCapabilitiesSchema, CapabilitiesService, Compliance, ImplementedInterfaceSchema, TransportMode } from "../../../gen/synapse/v1/capabilities_pb.js";
-import { createTransport, parseProtocol } from "../../client/transport.js";
+import { createTransport } from "../../client/transport.js";
+import { transportOptions } from "../client.js";
 import { parse, requirePositional } from "../args.js";
 import { messageJson, printJson, printLine } from "../output.js";
+import { counted } from "../../text/plural.js";
 
-export const capabilitiesUsage = `usage: synapse capabilities URL [--protocol connect|grpc|grpc-web] [--json]
+export const capabilitiesUsage = `usage: synapse capabilities URL [--protocol connect|grpc|grpc-web] [--ca FILE] [--json]
 
 Prints the agent's capabilities (GetCapabilities), with each task type's
 escalation policy, and implemented interfaces (GetSupportedInterfaces).`;
 
 export async function capabilities(argv: string[]): Promise<number> {
-  const { values, positionals } = parse(argv, { json: { type: "boolean" }, protocol: { type: "string" } }, capabilitiesUsage);
+  const { values, positionals } = parse(argv, { json: { type: "boolean" }, protocol: { type: "string" }, ca: { type: "string" } }, capabilitiesUsage);
   if (values.help) {
     printLine(capabilitiesUsage);
     return 0;
   }
   const url = requirePositional(positionals, 0, "URL", capabilitiesUsage);
-  const client = createClient(CapabilitiesService, createTransport(url, { protocol: parseProtocol(values.protocol) }));
+  const client = createClient(CapabilitiesService, createTransport(url, transportOptions(values)));
   const [{ capabilities: caps }, { interfaces }] = await Promise.all([client.getCapabilities({}), client.getSupportedInterfaces({})]);
   if (caps === undefined) throw new Error("the server sent no capabilities");
   if (values.json) {
@@ -31,7 +33,7 @@ export async function capabilities(argv: string[]): Promise<number> {
   printLine(`${caps.agentName} (${caps.agentId}) in system ${caps.systemId || "-"}`);
   printLine(`protocol ${caps.protocolVersion}, key ${caps.keyId}`);
   printLine(
-    `limits: ${caps.maxConcurrentTasks} concurrent tasks, ${caps.maxTaskDurationSeconds} s per task, ${caps.maxFileSize} bytes per message`,
+    `limits: ${counted(caps.maxConcurrentTasks, "concurrent task")}, ${caps.maxTaskDurationSeconds} s per task, ${counted(caps.maxFileSize, "byte")} per message`,
   );
   const flags = [
     caps.supportProgressUpdates && "progress updates",

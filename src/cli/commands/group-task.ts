@@ -84,7 +84,7 @@ export async function groupTask(argv: string[]): Promise<number> {
     if (values.json) printJson(sendJson(result));
     else {
       printLine(describeGroupEvent(result.reply));
-      if (result.groupTask) for (const line of describeGroupTask(result.groupTask)) printLine(line);
+      if (result.groupTask) for (const line of describeGroupTask(result.groupTask, url)) printLine(line);
     }
     return groupTaskExit(result.groupTask);
   };
@@ -126,7 +126,7 @@ export async function groupTask(argv: string[]): Promise<number> {
       }
     }
     if (values.json) printJson({ groupTask: toJson(GroupTaskSchema, task) });
-    else for (const line of describeGroupTask(task)) printLine(line);
+    else for (const line of describeGroupTask(task, url)) printLine(line);
     return groupTaskExit(task);
   }
 
@@ -141,7 +141,7 @@ export async function groupTask(argv: string[]): Promise<number> {
       strategy,
       shards: json(values.shards, "--shards", isObjects),
       quorum: integerOption(values.quorum, "--quorum"),
-      members: values.member === undefined ? undefined : await Promise.all(values.member.map((member) => (/^https?:\/\//.test(member) ? agentAt(member, values.protocol).then((agent) => agent.agentId) : member))),
+      members: values.member === undefined ? undefined : await Promise.all(values.member.map((member) => (/^https?:\/\//.test(member) ? agentAt(member, values).then((agent) => agent.agentId) : member))),
       memberTimeoutMs: values["member-timeout"] === undefined ? undefined : integerOption(values["member-timeout"], "--member-timeout")! * 1000,
       maxAttempts: integerOption(values["max-attempts"], "--max-attempts"),
     },

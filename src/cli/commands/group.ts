@@ -11,6 +11,7 @@ import { agentAt, clientOptions, openGroupClient } from "../client.js";
 import { describeGroup, describeGroupEvent, eventJson, roleLabel, sendJson } from "../group-output.js";
 import { printJson, printLine } from "../output.js";
 import { groupTask } from "./group-task.js";
+import { counted } from "../../text/plural.js";
 
 export const groupUsage = `usage: synapse group create   URL GROUP_ID [--name N] [--description D] [--endpoint URL] [--weight W]
        synapse group show     URL GROUP_ID
@@ -95,7 +96,7 @@ export async function group(argv: string[]): Promise<number> {
     const page = await (await openGroupClient(url, values)).listGroups(integerOption(values["page-size"], "--page-size") ?? 0);
     if (values.json) printJson({ groups: page.groups.map((g) => toJson(GroupSchema, g)), nextPageToken: page.nextPageToken });
     else if (page.groups.length === 0) printLine("no groups");
-    else for (const g of page.groups) printLine(`${g.groupId}${g.name ? ` (${g.name})` : ""}: ${g.members.length} members, ${g.status === GroupStatus.DISSOLVED ? "dissolved" : "active"}`);
+    else for (const g of page.groups) printLine(`${g.groupId}${g.name ? ` (${g.name})` : ""}: ${counted(g.members.length, "member")}, ${g.status === GroupStatus.DISSOLVED ? "dissolved" : "active"}`);
     return 0;
   }
   const groupId = requirePositional(positionals, 1, "GROUP_ID", groupUsage);
@@ -119,7 +120,7 @@ export async function group(argv: string[]): Promise<number> {
       const client = await openGroupClient(url, values);
       if (values.approve !== undefined) return approveRequest(client, url, groupId, values.approve, { weight, role: roleOption(values.role), json: values.json });
       let invitee: { agentId: string; keyId: string };
-      if (values["agent-url"] !== undefined) invitee = await agentAt(values["agent-url"], values.protocol);
+      if (values["agent-url"] !== undefined) invitee = await agentAt(values["agent-url"], values);
       else {
         const agentId = requirePositional(positionals, 2, "AGENT_ID (or --agent-url)", groupUsage);
         if (values["key-id"] === undefined) throw new UsageError(`--key-id is required with AGENT_ID: the key that must sign the acceptance\n\n${groupUsage}`);
@@ -190,7 +191,7 @@ async function approveRequest(
   return report(await client.approve(groupId, requestId, options.weight, granted), options.json);
 }
 
-async function watchGroup(url: string, groupId: string, values: { home?: string; protocol?: string; json?: boolean; from?: string; follow?: boolean }): Promise<number> {
+async function watchGroup(url: string, groupId: string, values: { home?: string; protocol?: string; ca?: string; json?: boolean; from?: string; follow?: boolean }): Promise<number> {
   const client = await openGroupClient(url, values);
   const abort = new AbortController();
   let until = Number.MAX_SAFE_INTEGER;

@@ -36,7 +36,7 @@ export async function permissions(argv: string[]): Promise<number> {
     return verb === undefined ? 2 : 0;
   }
   const url = requirePositional(positionals, 0, "REGISTRY_URL", permissionsUsage);
-  const client = registry(url, values.protocol);
+  const client = registry(url, values);
   const show = (grants: PermissionGrant[]) => {
     if (values.json) printJson({ grants: grants.map((grant) => toJson(PermissionGrantSchema, grant)) });
     else for (const grant of grants) printLine(describe(grant));

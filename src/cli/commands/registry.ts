@@ -18,10 +18,10 @@ import {
   type GovernedCapability,
 } from "../../../gen/synapse/v1/registry_pb.js";
 import { loadOrCreateIdentity } from "../../agent/identity.js";
-import { createTransport, parseProtocol } from "../../client/transport.js";
+import { createTransport } from "../../client/transport.js";
 import { issueToken } from "../../crypto/tokens.js";
 import { integerOption, parse, requirePositional, UsageError } from "../args.js";
-import { clientOptions } from "../client.js";
+import { clientOptions, transportOptions, type CallValues } from "../client.js";
 import { synapseHome } from "../home.js";
 import { printJson, printLine } from "../output.js";
 
@@ -51,8 +51,8 @@ export const auditUsage = `usage: synapse audit REGISTRY_URL [--capability ID] [
 
 The catalogue's audit trail (who changed which version or status, when, from, to).`;
 
-export function registry(url: string, protocol: string | undefined): Client<typeof RegistryService> {
-  return createClient(RegistryService, createTransport(url, { protocol: parseProtocol(protocol) }));
+export function registry(url: string, values: CallValues): Client<typeof RegistryService> {
+  return createClient(RegistryService, createTransport(url, transportOptions(values)));
 }
 
 function enumValue<E extends Record<string, string | number>>(enumObject: E, prefix: string, name: string, what: string): E[keyof E] {
@@ -63,9 +63,9 @@ function enumValue<E extends Record<string, string | number>>(enumObject: E, pre
 }
 
 /** A bearer token for the registry, made with the user's key. */
-export async function writeHeaders(url: string, values: { home?: string; protocol?: string }): Promise<Record<string, string>> {
+export async function writeHeaders(url: string, values: CallValues & { home?: string }): Promise<Record<string, string>> {
   const { identity } = await loadOrCreateIdentity(synapseHome(values.home), { agentName: "synapse command line" });
-  const registryAgent = (await createClient(CapabilitiesService, createTransport(url, { protocol: parseProtocol(values.protocol) })).getCapabilities({})).capabilities;
+  const registryAgent = (await createClient(CapabilitiesService, createTransport(url, transportOptions(values))).getCapabilities({})).capabilities;
   const token = await issueToken(identity.key, { agentId: identity.agentId, audience: registryAgent?.agentId ?? "" });
   return { Authorization: `Bearer ${token}` };
 }
@@ -99,7 +99,7 @@ export async function agents(argv: string[]): Promise<number> {
     return 0;
   }
   const url = requirePositional(positionals, 0, "REGISTRY_URL", agentsUsage);
-  const page = await registry(url, values.protocol).findAgents({
+  const page = await registry(url, values).findAgents({
     taskType: values["task-type"] ?? "",
     capability: values.capability ?? "",
     contentType: values["content-type"] ?? "",
@@ -129,7 +129,7 @@ export async function compliance(argv: string[]): Promise<number> {
   }
   const url = requirePositional(positionals, 0, "REGISTRY_URL", complianceUsage);
   if (!values.interface?.length && !values.agent) throw new UsageError(`give --interface names or --agent\n\n${complianceUsage}`);
-  const result = await registry(url, values.protocol).evaluateCompliance({
+  const result = await registry(url, values).evaluateCompliance({
     interfaces: (values.interface ?? []).flatMap((list) => list.split(",")).map((name) => ({ name: name.trim() })),
     agentId: values.agent ?? "",
   });
@@ -187,7 +187,7 @@ export async function capability(argv: string[]): Promise<number> {
     return verb === undefined ? 2 : 0;
   }
   const url = requirePositional(positionals, 0, "REGISTRY_URL", capabilityUsage);
-  const client = registry(url, values.protocol);
+  const client = registry(url, values);
   const status = (name: string) => enumValue(CapabilityStatus, "CAPABILITY_STATUS_", name, "status");
   const show = (capabilities: GovernedCapability[]) => {
     if (values.json) printJson({ capabilities: capabilities.map((c) => toJson(GovernedCapabilitySchema, c)) });
@@ -254,7 +254,7 @@ export async function audit(argv: string[]): Promise<number> {
     return 0;
   }
   const url = requirePositional(positionals, 0, "REGISTRY_URL", auditUsage);
-  const page = await registry(url, values.protocol).listAuditEvents({ capabilityId: values.capability ?? "", pageSize: integerOption(values["page-size"], "--page-size") ?? 0 });
+  const page = await registry(url, values).listAuditEvents({ capabilityId: values.capability ?? "", pageSize: integerOption(values["page-size"], "--page-size") ?? 0 });
   if (values.json) {
     printJson({ events: page.events.map((e) => toJson(AuditEventSchema, e)), nextPageToken: page.nextPageToken });
     return 0;

@@ -5,7 +5,7 @@ import type { SendResult } from "../../client/requester.js";
 import { integerOption, parse, requirePositional, UsageError } from "../args.js";
 import { clientOptions, openClient, parseAssignments } from "../client.js";
 import { printJson, printLine } from "../output.js";
-import { describeReply, describeTask, messageJson, taskJson } from "../task-output.js";
+import { describeReply, describeTask, messageJson, taskJson, type Reader } from "../task-output.js";
 import { exitCodeFor } from "./submit.js";
 
 export const cancelUsage = `usage: synapse cancel URL TASK_ID [--reason TEXT] [--home DIR] [--protocol P] [--json]
@@ -32,9 +32,9 @@ function waitMs(values: { wait?: boolean; timeout?: string }): number | undefine
   return values.wait ? (integerOption(values.timeout, "--timeout") ?? 300) * 1000 : undefined;
 }
 
-function report(result: SendResult, json: boolean | undefined): number {
+function report(result: SendResult, json: boolean | undefined, reader: Reader): number {
   if (json) printJson({ reply: result.reply ? messageJson(result.reply) : null, task: result.task ? taskJson(result.task) : null });
-  else if (result.task) for (const line of describeTask(result.task)) printLine(line);
+  else if (result.task) for (const line of describeTask(result.task, reader)) printLine(line);
   return exitCodeFor(result.task?.state);
 }
 
@@ -63,7 +63,8 @@ export async function provideInfo(argv: string[]): Promise<number> {
   const taskId = requirePositional(positionals, 1, "TASK_ID", provideInfoUsage);
   if (!values.set?.length) throw new UsageError(`at least one --set KEY=VALUE is required\n\n${provideInfoUsage}`);
   const fields = parseAssignments(values.set);
-  return report(await (await openClient(url, values)).provideInfo(taskId, fields, { note: values.note, waitMs: waitMs(values) }), values.json);
+  const client = await openClient(url, values);
+  return report(await client.provideInfo(taskId, fields, { note: values.note, waitMs: waitMs(values) }), values.json, { url, agentId: client.agentId });
 }
 
 export async function decide(argv: string[]): Promise<number> {
@@ -102,5 +103,5 @@ export async function decide(argv: string[]): Promise<number> {
     },
     { waitMs: waitMs(values) },
   );
-  return report(result, values.json);
+  return report(result, values.json, { url, agentId: client.agentId });
 }

@@ -167,6 +167,7 @@ export async function serve(argv: string[]): Promise<number> {
   const { identity, created } = await loadOrCreateIdentity(dataDir, {
     agentId: values["agent-id"],
     agentName: values["agent-name"],
+    defaultAgentName: "Synapse reference agent",
     systemId: values["system-id"],
   });
   if (created) logger.info({ data_dir: dataDir, key_id: identity.key.keyId }, "created a new agent identity");

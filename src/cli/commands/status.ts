@@ -19,8 +19,9 @@ export async function status(argv: string[]): Promise<number> {
   }
   const url = requirePositional(positionals, 0, "URL", statusUsage);
   const taskId = requirePositional(positionals, 1, "TASK_ID", statusUsage);
-  const task = await (await openClient(url, values)).getTask(taskId);
+  const client = await openClient(url, values);
+  const task = await client.getTask(taskId);
   if (values.json) printJson(taskJson(task));
-  else for (const line of describeTask(task)) printLine(line);
+  else for (const line of describeTask(task, { url, agentId: client.agentId })) printLine(line);
   return exitCodeFor(task.state);
 }

@@ -13,11 +13,11 @@ export const submitUsage = `usage: synapse submit URL --type TASK_TYPE --payload
 
 Sends a signed p2p:task_request. --wait holds the reply until the task ends or
 needs information or a decision (default timeout 300 s); --watch follows its
-events. --upload names a file uploaded before (\`synapse upload\` prints its
-SHA256 and SIZE) for the handler, under NAME (data_analysis reads one named
-csv). Exit status: 0 when the task completed or is still under way, 1 when it
-failed, was rejected or cancelled (or the request was refused), 3 when it waits
-for information or a decision.`;
+events. --upload names a file uploaded before for the handler, under NAME
+(data_analysis reads one named csv): \`synapse upload URL FILE --name NAME\`
+prints NAME=SHA256:SIZE as it goes here. Exit status: 0 when the task completed
+or is still under way, 1 when it failed, was rejected or cancelled (or the
+request was refused), 3 when it waits for information or a decision.`;
 
 /** States in which a task waits for its requester: information or a human decision. */
 const WAITING_FOR_YOU = new Set([TaskState.INFO_NEEDED, TaskState.NEED_HUMAN, TaskState.HUMAN_DECIDING]);
@@ -74,13 +74,13 @@ export async function submit(argv: string[]): Promise<number> {
     if (values.json) printJson({ taskId: sent.taskId, reply: sent.reply ? messageJson(sent.reply) : null });
     else printLine(`submitted task ${sent.taskId}`);
     const state = await follow(client, sent.taskId, { json: values.json, untilInput: true });
-    if (!values.json) for (const line of describeTask(await client.getTask(sent.taskId))) printLine(line);
+    if (!values.json) for (const line of describeTask(await client.getTask(sent.taskId), { url, agentId: client.agentId })) printLine(line);
     return exitCodeFor(state);
   }
   if (values.json) {
     printJson({ taskId: sent.taskId, reply: sent.reply ? messageJson(sent.reply) : null, task: sent.task ? taskJson(sent.task) : null });
   } else if (sent.task) {
-    for (const line of describeTask(sent.task)) printLine(line);
+    for (const line of describeTask(sent.task, { url, agentId: client.agentId })) printLine(line);
   }
   return exitCodeFor(sent.task?.state);
 }

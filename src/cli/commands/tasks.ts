@@ -1,4 +1,5 @@
 // `synapse tasks URL`: your tasks at an agent, newest first.
+import type { Task } from "../../../gen/synapse/v1/p2p_pb.js";
 import { TaskState } from "../../../gen/synapse/v1/payloads_pb.js";
 import { integerOption, parse, requirePositional, UsageError } from "../args.js";
 import { clientOptions, openClient } from "../client.js";
@@ -18,6 +19,15 @@ function parseState(name: string): TaskState {
   const state = TaskState[key];
   if (typeof state !== "number" || state === TaskState.UNSPECIFIED) throw new UsageError(`unknown task state ${JSON.stringify(name)}`);
   return state;
+}
+
+/** One line per task, each column as wide as its widest cell, so ids of any length line up. */
+export function taskTable(list: readonly Task[]): string[] {
+  const rows = list.map((task) => [task.taskId, task.taskType, stateName(task.state), `${task.progress}%`, task.statusMessage]);
+  const widths = [0, 1, 2, 3].map((column) => Math.max(...rows.map((row) => row[column]!.length)));
+  return rows.map((row) =>
+    [row[0]!.padEnd(widths[0]!), row[1]!.padEnd(widths[1]!), row[2]!.padEnd(widths[2]!), row[3]!.padStart(widths[3]!), row[4]!].join("  ").trimEnd(),
+  );
 }
 
 export async function tasks(argv: string[]): Promise<number> {
@@ -42,9 +52,7 @@ export async function tasks(argv: string[]): Promise<number> {
     printJson({ tasks: page.tasks.map(taskJson), nextPageToken: page.nextPageToken });
     return 0;
   }
-  for (const task of page.tasks) {
-    printLine(`${task.taskId}  ${task.taskType.padEnd(16)}${stateName(task.state).padEnd(16)}${String(task.progress).padStart(3)}%  ${task.statusMessage}`);
-  }
+  for (const line of taskTable(page.tasks)) printLine(line);
   if (page.nextPageToken) printLine(`more: --page-token ${page.nextPageToken}`);
   return 0;
 }
