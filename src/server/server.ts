@@ -27,6 +27,8 @@ import { createListener, type Listener, type TlsFiles } from "./listener.js";
 import { registerReflection } from "./reflection.js";
 import { withRequestLog } from "./request-log.js";
 import { metricsRoute } from "./metrics-route.js";
+import { A2AService } from "../../gen/lf/a2a/v1/a2a_pb.js";
+import { createA2AFace, type A2AFace, type A2AServerOptions } from "../a2a/serve.js";
 import { ServerMetrics } from "../observability/metrics.js";
 
 /** Room for the envelope, header and framing around a max_file_size payload. */
@@ -52,6 +54,8 @@ export interface ServerOptions extends ConnectionLimitOptions {
   metrics?: boolean;
   /** How often an idle SSE event stream gets a comment line (default 15 s). */
   sseHeartbeatMs?: number;
+  /** Serve A2A v1.0 beside Synapse (lf.a2a.v1.A2AService and the agent card); needs an agent. */
+  a2a?: A2AServerOptions;
 }
 
 export interface RunningServer {
@@ -63,6 +67,8 @@ export interface RunningServer {
   readonly draining: AbortSignal;
   /** The server's metrics (served at /metrics), unless started with metrics: false. */
   readonly metrics?: ServerMetrics;
+  /** The A2A face (service and card), when A2A is served. */
+  readonly a2a?: A2AFace;
   /** Stops accepting, lets in-flight calls finish (within the grace period), then closes everything. */
   close(): Promise<void>;
 }
@@ -92,10 +98,12 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
   const metrics = options.metrics === false ? undefined : new ServerMetrics(agent?.store);
   const detachMetrics = metrics && agent ? agent.observers.add(metrics.agentObserver) : undefined;
 
+  const a2a = agent && options.a2a ? createA2AFace(agent, drainController.signal, options.a2a) : undefined;
   const routes = (router: ConnectRouter) => {
     router.service(CapabilitiesService, capabilitiesService(provider));
     // Without an agent P2PService is still declared, and answers UNIMPLEMENTED.
     router.service(P2PService, agent ? p2pService(agent, drainController.signal, maxBytes) : {});
+    if (a2a) router.service(A2AService, a2a.service);
     if (options.groups && agent) router.service(GroupService, groupService(options.groups, agent, drainController.signal, maxBytes));
     if (options.registry && agent) {
       router.service(
@@ -114,7 +122,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     registerReflection(router);
     health.register(router, drainController.signal);
   };
-  const plainRoutes = httpRoutes({ agent, draining: drainController.signal, logger, sseHeartbeatMs: options.sseHeartbeatMs });
+  const plainRoutes = httpRoutes({ agent, a2a, draining: drainController.signal, logger, sseHeartbeatMs: options.sseHeartbeatMs });
   const handler = createRequestHandler({
     routes,
     logger,
@@ -153,6 +161,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
   const scheme = options.tls ? "https" : "http";
   const urlHost = host.includes(":") ? `[${host}]` : host;
   const url = `${scheme}://${urlHost}:${port}`;
+  a2a?.listening(url);
   const limits = listener.limits;
   logger.info(
     {
@@ -201,5 +210,5 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     })();
     return closing;
   };
-  return { url, port, host, capabilities: provider, draining: drainController.signal, metrics, close };
+  return { url, port, host, capabilities: provider, draining: drainController.signal, metrics, a2a, close };
 }
