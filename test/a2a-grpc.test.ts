@@ -18,6 +18,7 @@ import { TaskState as SynapseState } from "../gen/synapse/v1/payloads_pb.js";
 import type { TaskHandler } from "../src/agent/handler.js";
 import type { AgentIdentity } from "../src/agent/identity.js";
 import { issueToken } from "../src/crypto/tokens.js";
+import { verifies } from "./helpers/independent-verify.js";
 import { requesterIdentity, startTestServer, type TestServer } from "./helpers/server.js";
 
 const EXECUTOR = "executor_a2a_grpc";
@@ -241,6 +242,12 @@ describe("A2A over gRPC with the @a2a-js/sdk client", () => {
     expect(view?.state).toBe(SynapseState.COMPLETED);
     expect(view?.requester?.agentId).toBe(alice.agentId);
     expect(view?.taskType).toBe("echo");
+    // Its log is the executor's, every event signed with the agent's key, and says it ended completed.
+    const items = [];
+    for await (const item of p2p.watch({ taskId: task.id, fromSequence: 1n }, { headers: { authorization: `Bearer ${token}` } })) items.push(item);
+    const events = items.flatMap((item) => (item.kind.case === "event" ? [item.kind.value] : []));
+    expect(events.length).toBeGreaterThanOrEqual(2);
+    for (const event of events) expect(verifies(event.message!.envelope!, server.agent.identity.key.publicKey)).toBe(true);
   });
 
   it("refuses callers without a token (open mode is off)", async () => {
