@@ -344,3 +344,21 @@ describe("A2A push notifications over gRPC", () => {
     }
   });
 });
+
+describe("A2A open mode (--a2a-open)", () => {
+  it("admits callers without a token as one anonymous requester, and still holds a token to its checks", async () => {
+    const open = await startTestServer({ agentId: "executor_a2a_open", handlers, capabilities: { supportedTaskTypes: [taskType("echo", textInput)] }, a2a: { open: true } });
+    try {
+      const factory = new ClientFactory(ClientFactoryOptions.createFrom(ClientFactoryOptions.default, { transports: [new GrpcTransportFactory()] }));
+      const anonymous = await factory.createFromUrl(open.url);
+      const task = (await anonymous.sendMessage({ tenant: "", message: textMessage("no token"), configuration: undefined, metadata: undefined })) as Task;
+      expect(task.status?.state).toBe(TaskState.TASK_STATE_COMPLETED);
+      expect((await anonymous.getTask({ tenant: "", id: task.id, historyLength: 0 })).id).toBe(task.id);
+      // A token for another agent is refused, not taken as anonymous.
+      const wrong = { serviceParameters: { authorization: `Bearer ${await issueToken(alice.key, { agentId: alice.agentId, audience: "someone_else" })}` } };
+      expect((await refusal(anonymous.getTask({ tenant: "", id: task.id, historyLength: 0 }, wrong))).message).toMatch(/aud|audience|token/i);
+    } finally {
+      await open.close();
+    }
+  });
+});
