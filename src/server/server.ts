@@ -28,6 +28,8 @@ import { createListener, type Listener, type TlsFiles } from "./listener.js";
 import { registerReflection } from "./reflection.js";
 import { withRequestLog } from "./request-log.js";
 import { metricsRoute } from "./metrics-route.js";
+import { A2AService } from "../../gen/lf/a2a/v1/a2a_pb.js";
+import { createA2AFace, type A2AFace, type A2AServerOptions } from "../a2a/serve.js";
 import { ServerMetrics } from "../observability/metrics.js";
 
 /** Room for the envelope, header and framing around a max_file_size payload. */
@@ -55,6 +57,8 @@ export interface ServerOptions extends ConnectionLimitOptions {
   sseHeartbeatMs?: number;
   /** Answer common calls on the short call paths (default true; see server/short-call.ts); false serves every call through connect-es's own handlers. */
   shortPaths?: boolean;
+  /** Serve A2A v1.0 beside Synapse (lf.a2a.v1.A2AService and the agent card); needs an agent. */
+  a2a?: A2AServerOptions;
 }
 
 export interface RunningServer {
@@ -66,6 +70,8 @@ export interface RunningServer {
   readonly draining: AbortSignal;
   /** The server's metrics (served at /metrics), unless started with metrics: false. */
   readonly metrics?: ServerMetrics;
+  /** The A2A face (service and card), when A2A is served. */
+  readonly a2a?: A2AFace;
   /** Stops accepting, lets in-flight calls finish (within the grace period), then closes everything. */
   close(): Promise<void>;
 }
@@ -99,10 +105,12 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
   const followStore = (up: boolean) => health.set("", up ? ServingStatus.SERVING : ServingStatus.NOT_SERVING);
   const detachHealth = availability?.onChange(followStore);
 
+  const a2a = agent && options.a2a ? createA2AFace(agent, drainController.signal, { logger, ...options.a2a }) : undefined;
   const routes = (router: ConnectRouter) => {
     router.service(CapabilitiesService, capabilitiesService(provider));
     // Without an agent P2PService is still declared, and answers UNIMPLEMENTED.
     router.service(P2PService, agent ? p2pService(agent, drainController.signal, maxBytes) : {});
+    if (a2a) router.service(A2AService, a2a.service);
     if (options.groups && agent) router.service(GroupService, groupService(options.groups, agent, drainController.signal, maxBytes));
     if (options.registry && agent) {
       router.service(
@@ -121,7 +129,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     registerReflection(router);
     health.register(router, drainController.signal);
   };
-  const plainRoutes = httpRoutes({ agent, draining: drainController.signal, logger, sseHeartbeatMs: options.sseHeartbeatMs });
+  const plainRoutes = httpRoutes({ agent, a2a, draining: drainController.signal, logger, sseHeartbeatMs: options.sseHeartbeatMs });
   const handler = createRequestHandler({
     routes,
     logger,
@@ -162,6 +170,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
   const scheme = options.tls ? "https" : "http";
   const urlHost = host.includes(":") ? `[${host}]` : host;
   const url = `${scheme}://${urlHost}:${port}`;
+  a2a?.listening(url);
   const limits = listener.limits;
   logger.info(
     {
@@ -188,6 +197,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
       // Group tasks stop following their members (a restart picks them up), then running tasks end
       // (their last events reach watchers), then open streams are told to resume elsewhere.
       await options.groups?.stop();
+      await a2a?.close();
       await agent?.stop();
       drainController.abort();
       const grace = options.shutdownGraceMs ?? 10_000;
@@ -212,5 +222,5 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     })();
     return closing;
   };
-  return { url, port, host, capabilities: provider, draining: drainController.signal, metrics, close };
+  return { url, port, host, capabilities: provider, draining: drainController.signal, metrics, a2a, close };
 }

@@ -367,4 +367,28 @@ UPDATE catalogue_audit SET recorded_at_ms = CAST(strftime('%s', 'now') AS INTEGE
 CREATE INDEX catalogue_audit_by_time ON catalogue_audit (recorded_at_ms);
 `,
   },
+  {
+    version: 9,
+    description: "A2A push-notification configs, each with its delivery position",
+    sql: `
+CREATE TABLE a2a_push_configs (
+  task_id TEXT NOT NULL,
+  config_id TEXT NOT NULL,
+  url TEXT NOT NULL,
+  token TEXT NOT NULL,
+  auth_scheme TEXT NOT NULL,
+  auth_credentials TEXT NOT NULL,
+  created_at_ms INTEGER NOT NULL,
+  delivered_sequence INTEGER NOT NULL,
+  attempts INTEGER NOT NULL,
+  next_attempt_at_ms INTEGER NOT NULL,
+  status TEXT NOT NULL,
+  last_error TEXT NOT NULL,
+  lease_owner TEXT NOT NULL,
+  lease_until_ms INTEGER NOT NULL,
+  PRIMARY KEY (task_id, config_id)
+);
+CREATE INDEX a2a_push_configs_active ON a2a_push_configs (created_at_ms) WHERE status = 'active';
+`,
+  },
 ];
