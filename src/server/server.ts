@@ -27,6 +27,9 @@ import { createListener, type Listener, type TlsFiles } from "./listener.js";
 import { registerReflection } from "./reflection.js";
 import { withRequestLog } from "./request-log.js";
 import { metricsRoute } from "./metrics-route.js";
+import { A2AService } from "../../gen/lf/a2a/v1/a2a_pb.js";
+import type { A2AServiceImpl } from "../a2a/http-call.js";
+import { a2aVersionInterceptor } from "../a2a/version.js";
 import { ServerMetrics } from "../observability/metrics.js";
 
 /** Room for the envelope, header and framing around a max_file_size payload. */
@@ -52,6 +55,13 @@ export interface ServerOptions extends ConnectionLimitOptions {
   metrics?: boolean;
   /** How often an idle SSE event stream gets a comment line (default 15 s). */
   sseHeartbeatMs?: number;
+  /**
+   * Makes the A2A v1.0 service (createA2AService) to serve on every A2A
+   * binding: gRPC (and Connect, gRPC-web) at /lf.a2a.v1.A2AService/*,
+   * JSON-RPC at POST /a2a/jsonrpc, REST under /a2a/rest. It is given the
+   * server's drain signal, on which its streams end.
+   */
+  a2a?: (server: { draining: AbortSignal }) => A2AServiceImpl;
 }
 
 export interface RunningServer {
@@ -92,6 +102,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
   const metrics = options.metrics === false ? undefined : new ServerMetrics(agent?.store);
   const detachMetrics = metrics && agent ? agent.observers.add(metrics.agentObserver) : undefined;
 
+  const a2a = options.a2a?.({ draining: drainController.signal });
   const routes = (router: ConnectRouter) => {
     router.service(CapabilitiesService, capabilitiesService(provider));
     // Without an agent P2PService is still declared, and answers UNIMPLEMENTED.
@@ -110,11 +121,18 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
         }),
       );
     }
+    if (a2a !== undefined) router.service(A2AService, a2a, { interceptors: [a2aVersionInterceptor] });
     // Reflection describes every service on the router; health, registered last, knows them all.
     registerReflection(router);
     health.register(router, drainController.signal);
   };
-  const plainRoutes = httpRoutes({ agent, draining: drainController.signal, logger, sseHeartbeatMs: options.sseHeartbeatMs });
+  const plainRoutes = httpRoutes({
+    agent,
+    draining: drainController.signal,
+    logger,
+    sseHeartbeatMs: options.sseHeartbeatMs,
+    a2a: a2a === undefined ? undefined : { service: a2a, maxBodyBytes: maxBytes },
+  });
   const handler = createRequestHandler({
     routes,
     logger,
