@@ -69,10 +69,34 @@ export function closeIfBodyUnread(req: HttpRequest, res: HttpResponse): void {
   if (req.httpVersionMajor === 1 && !req.complete && !res.headersSent) res.setHeader("Connection", "close");
 }
 
+/** Messages whose ProtoJSON is not an object of their fields (Struct, Value, Timestamp...): left as they are. */
+const SPECIAL_JSON = /^google\.protobuf\./;
+
+/**
+ * The JSON without the object keys the schema does not know, at any depth.
+ * protobuf-es's ignoreUnknownFields would also drop enum names it does not
+ * know, turning a bad filter (status: "working") into no filter at all;
+ * stripping only unknown keys, then parsing strictly, refuses those.
+ */
+function withoutUnknownFields(schema: DescMessage, json: JsonValue): JsonValue {
+  if (SPECIAL_JSON.test(schema.typeName) || typeof json !== "object" || json === null || Array.isArray(json)) return json;
+  const known: Record<string, JsonValue> = {};
+  for (const [key, value] of Object.entries(json)) {
+    const field = schema.fields.find((f) => f.jsonName === key || f.name === key);
+    if (field === undefined) continue;
+    if (field.fieldKind === "message") known[key] = withoutUnknownFields(field.message, value);
+    else if (field.fieldKind === "list" && field.listKind === "message" && Array.isArray(value)) known[key] = value.map((item) => withoutUnknownFields(field.message, item));
+    else if (field.fieldKind === "map" && field.mapKind === "message" && typeof value === "object" && value !== null && !Array.isArray(value)) {
+      known[key] = Object.fromEntries(Object.entries(value).map(([k, v]) => [k, withoutUnknownFields(field.message, v)]));
+    } else known[key] = value;
+  }
+  return known;
+}
+
 /** The request message from its ProtoJSON (unknown fields ignored, as the specification asks); InvalidParams when it does not parse. */
 export function parseRequest<D extends DescMessage>(schema: D, json: JsonValue): MessageShape<D> {
   try {
-    return fromJson(schema, json, { ignoreUnknownFields: true, registry });
+    return fromJson(schema, withoutUnknownFields(schema, json), { registry });
   } catch (error) {
     throw a2aError("InvalidParams", `the ${schema.name} is not valid: ${error instanceof Error ? error.message : String(error)}`, { cause: error });
   }
