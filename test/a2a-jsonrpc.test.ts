@@ -16,7 +16,7 @@ beforeAll(async () => {
 });
 afterAll(() => server.close());
 
-type Json = Record<string, any>; // eslint-disable-line @typescript-eslint/no-explicit-any
+type Json = Record<string, any>;
 
 const message = (text: string, extra: Json = {}) => ({ message: { messageId: `m-${Math.random()}`, role: "ROLE_USER", parts: [{ text }], ...extra } });
 

@@ -17,7 +17,7 @@ beforeAll(async () => {
 });
 afterAll(() => server.close());
 
-type Json = Record<string, any>; // eslint-disable-line @typescript-eslint/no-explicit-any
+type Json = Record<string, any>;
 
 const message = (text: string) => ({ message: { messageId: `m-${Math.random()}`, role: "ROLE_USER", parts: [{ text }] } });
 

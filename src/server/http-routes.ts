@@ -22,13 +22,13 @@ export interface HttpRoutesOptions {
   /** Answers every other path (an embedding server's own routes); default the console's 404. */
   fallback?: RequestHandler;
   /** The A2A service the JSON bindings call, and the largest request body they take. */
-  a2a?: { service: A2AServiceImpl; maxBodyBytes: number };
+  a2aBindings?: { service: A2AServiceImpl; maxBodyBytes: number };
 }
 
 /** The A2A JSON bindings' paths: POST /a2a/jsonrpc and everything under /a2a/rest/; undefined without a service. */
 function a2aRoutes(options: HttpRoutesOptions): ((req: Parameters<RequestHandler>[0], res: Parameters<RequestHandler>[1], path: string) => boolean) | undefined {
-  if (options.a2a === undefined) return undefined;
-  const bindingOptions = { ...options.a2a, draining: options.draining, logger: options.logger, sseHeartbeatMs: options.sseHeartbeatMs };
+  if (options.a2aBindings === undefined) return undefined;
+  const bindingOptions = { ...options.a2aBindings, draining: options.draining, logger: options.logger, sseHeartbeatMs: options.sseHeartbeatMs };
   const jsonRpc = jsonRpcHandler(bindingOptions);
   const rest = restHandler(bindingOptions);
   return (req, res, path) => {
@@ -51,11 +51,11 @@ export function httpRoutes(options: HttpRoutesOptions): RequestHandler {
           else fallback(req, res);
         };
   const { agent } = options;
-  const a2a = a2aRoutes(options);
+  const a2aJson = a2aRoutes(options);
   if (agent === undefined) {
-    if (a2a === undefined) return consolePage;
+    if (a2aJson === undefined) return consolePage;
     return (req, res) => {
-      if (!a2a(req, res, (req.url ?? "").split("?", 1)[0] ?? "")) consolePage(req, res);
+      if (!a2aJson(req, res, (req.url ?? "").split("?", 1)[0] ?? "")) consolePage(req, res);
     };
   }
   const bearer = { audience: agent.identity.agentId, trust: agent.trust };
@@ -64,7 +64,7 @@ export function httpRoutes(options: HttpRoutesOptions): RequestHandler {
   return (req, res) => {
     const path = (req.url ?? "").split("?", 1)[0] ?? "";
     if (path === UPLOAD_PATH) return upload(req, res);
-    if (a2a?.(req, res, path) === true) return;
+    if (a2aJson?.(req, res, path) === true) return;
     const taskId = eventsPathTaskId(path);
     if (taskId !== undefined) return events(req, res, taskId);
     consolePage(req, res);

@@ -56,12 +56,12 @@ export interface ServerOptions extends ConnectionLimitOptions {
   /** How often an idle SSE event stream gets a comment line (default 15 s). */
   sseHeartbeatMs?: number;
   /**
-   * Makes the A2A v1.0 service (createA2AService) to serve on every A2A
-   * binding: gRPC (and Connect, gRPC-web) at /lf.a2a.v1.A2AService/*,
-   * JSON-RPC at POST /a2a/jsonrpc, REST under /a2a/rest. It is given the
-   * server's drain signal, on which its streams end.
+   * Makes an A2A v1.0 service implementation to serve on every A2A binding:
+   * gRPC (and Connect, gRPC-web) at /lf.a2a.v1.A2AService/*, JSON-RPC at
+   * POST /a2a/jsonrpc, REST under /a2a/rest. It is given the server's drain
+   * signal, on which its streams end.
    */
-  a2a?: (server: { draining: AbortSignal }) => A2AServiceImpl;
+  a2aService?: (server: { draining: AbortSignal }) => A2AServiceImpl;
 }
 
 export interface RunningServer {
@@ -102,7 +102,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
   const metrics = options.metrics === false ? undefined : new ServerMetrics(agent?.store);
   const detachMetrics = metrics && agent ? agent.observers.add(metrics.agentObserver) : undefined;
 
-  const a2a = options.a2a?.({ draining: drainController.signal });
+  const a2aService = options.a2aService?.({ draining: drainController.signal });
   const routes = (router: ConnectRouter) => {
     router.service(CapabilitiesService, capabilitiesService(provider));
     // Without an agent P2PService is still declared, and answers UNIMPLEMENTED.
@@ -121,7 +121,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
         }),
       );
     }
-    if (a2a !== undefined) router.service(A2AService, a2a, { interceptors: [a2aVersionInterceptor] });
+    if (a2aService !== undefined) router.service(A2AService, a2aService, { interceptors: [a2aVersionInterceptor] });
     // Reflection describes every service on the router; health, registered last, knows them all.
     registerReflection(router);
     health.register(router, drainController.signal);
@@ -131,7 +131,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     draining: drainController.signal,
     logger,
     sseHeartbeatMs: options.sseHeartbeatMs,
-    a2a: a2a === undefined ? undefined : { service: a2a, maxBodyBytes: maxBytes },
+    a2aBindings: a2aService === undefined ? undefined : { service: a2aService, maxBodyBytes: maxBytes },
   });
   const handler = createRequestHandler({
     routes,

@@ -16,7 +16,7 @@ export async function startFakeA2AServer(options: { maxFileSize?: number; sseHea
     capabilities: defaultAgentCapabilities({ agentId: "fake-a2a", maxFileSize: BigInt(options.maxFileSize ?? 1024 * 1024) }),
     port: 0,
     sseHeartbeatMs: options.sseHeartbeatMs,
-    a2a: () => fake.service,
+    a2aService: () => fake.service,
   });
   return Object.assign(server, { fake });
 }
