@@ -3,6 +3,7 @@
 // the operator chose open mode, the one anonymous party every
 // unauthenticated caller shares. The caller becomes the task's requester.
 import { ConnectError } from "@connectrpc/connect";
+import { a2aError } from "./errors.js";
 import type { TrustPolicy } from "../envelope/trust.js";
 import { authenticateHeader } from "../server/auth.js";
 
@@ -47,6 +48,6 @@ export async function resolveA2ACaller(headers: Headers, options: A2AAuthOptions
     const verified = await authenticateHeader({ audience: options.audience, trust: options.trust }, header);
     return { agentId: verified.agentId, keyId: verified.keyId, anonymous: false, operator: options.operatorKeyIds?.has(verified.keyId) === true };
   } catch (error) {
-    throw ConnectError.from(error);
+    throw a2aError("Unauthenticated", ConnectError.from(error).rawMessage, { cause: error });
   }
 }

@@ -1,12 +1,20 @@
 // lf.a2a.v1.A2AService on the Synapse engine: the one object every A2A
 // binding calls (gRPC through the Connect router, JSON-RPC and REST through
-// createHandlerContext). Each method resolves the caller, then hands the
-// request to the engine's intake, steering or reads.
+// createHandlerContext). Each method resolves the caller from the request
+// headers, then hands the request to the engine's intake, steering or reads.
+import type { JsonObject } from "@bufbuild/protobuf";
+import { create } from "@bufbuild/protobuf";
 import type { HandlerContext, ServiceImpl } from "@connectrpc/connect";
-import { A2AService } from "../../gen/lf/a2a/v1/a2a_pb.js";
+import { A2AService, SendMessageResponseSchema } from "../../gen/lf/a2a/v1/a2a_pb.js";
 import type { Agent } from "../agent/agent.js";
+import { TaskSchemas } from "../agent/schemas.js";
+import { callAbortOf } from "../server/call-abort.js";
 import { resolveA2ACaller, type A2ACaller } from "./auth.js";
+import type { ConvertContext } from "./convert.js";
 import { a2aError } from "./errors.js";
+import { getTask, historyShape, listTasks, loadTask } from "./read.js";
+import { acceptMessage, cancelTask, type SendContext } from "./send.js";
+import { followTask, subscribe, type FollowOptions } from "./stream.js";
 
 export interface A2AServiceDeps {
   agent: Agent;
@@ -23,49 +31,70 @@ export function a2aCallerOf(deps: A2AServiceDeps, ctx: HandlerContext): Promise<
   return resolveA2ACaller(ctx.requestHeader, { audience: deps.agent.identity.agentId, trust: deps.agent.trust, operatorKeyIds: deps.agent.operatorKeyIds, open: deps.open });
 }
 
-const unsupported = (method: string) => a2aError("UnsupportedOperation", `${method} is not implemented yet`);
+/** What the converter reads of the agent: each task type's input schema. */
+export function convertContextOf(agent: Agent): ConvertContext {
+  const schemas = new Map<string, JsonObject | undefined>();
+  for (const taskType of agent.provider.getCapabilities().supportedTaskTypes) {
+    schemas.set(taskType.type, taskType.inputSchema ? (JSON.parse(taskType.inputSchema) as JsonObject) : undefined);
+  }
+  return { inputSchemaOf: (taskType) => schemas.get(taskType) };
+}
 
 export function createA2AService(deps: A2AServiceDeps): ServiceImpl<typeof A2AService> {
+  const { agent, draining } = deps;
+  const convert = convertContextOf(agent);
+  const send: SendContext = { agent, schemas: new TaskSchemas(agent.provider.getCapabilities().supportedTaskTypes), defaultSkill: deps.defaultSkill };
+  const maxWaitMs = () => agent.provider.getCapabilities().maxTaskDurationSeconds * 1000;
+  const follow = (caller: A2ACaller, ctx: HandlerContext): FollowOptions => ({ agent, convert, caller, stop: [callAbortOf(ctx), draining] });
   return {
-    async sendMessage(_request, ctx) {
-      await a2aCallerOf(deps, ctx);
-      throw unsupported("SendMessage");
+    async sendMessage(request, ctx) {
+      const caller = await a2aCallerOf(deps, ctx);
+      const historyLength = historyShape(request.configuration?.historyLength, "configuration.historyLength");
+      let task = await acceptMessage(send, caller, request);
+      if (request.configuration?.returnImmediately !== true) {
+        // Blocking: until the task ends or waits for the client (input required), or the longest a task may run.
+        task = (await agent.engine.waitForOutcome(task.taskId, maxWaitMs(), [callAbortOf(ctx), draining])) ?? task;
+      }
+      return create(SendMessageResponseSchema, { payload: { case: "task", value: await loadTask(agent, convert, task, { historyLength }) } });
     },
-    async *sendStreamingMessage(_request, ctx) {
-      await a2aCallerOf(deps, ctx);
-      throw unsupported("SendStreamingMessage");
+    async *sendStreamingMessage(request, ctx) {
+      const caller = await a2aCallerOf(deps, ctx);
+      const historyLength = historyShape(request.configuration?.historyLength, "configuration.historyLength");
+      const task = await acceptMessage(send, caller, request);
+      yield* followTask(follow(caller, ctx), task, historyLength);
     },
-    async getTask(_request, ctx) {
-      await a2aCallerOf(deps, ctx);
-      throw unsupported("GetTask");
+    async getTask(request, ctx) {
+      const caller = await a2aCallerOf(deps, ctx);
+      return getTask(agent, convert, caller, request.id, request.historyLength);
     },
-    async listTasks(_request, ctx) {
-      await a2aCallerOf(deps, ctx);
-      throw unsupported("ListTasks");
+    async listTasks(request, ctx) {
+      const caller = await a2aCallerOf(deps, ctx);
+      return listTasks(agent, convert, caller, request);
     },
-    async cancelTask(_request, ctx) {
-      await a2aCallerOf(deps, ctx);
-      throw unsupported("CancelTask");
+    async cancelTask(request, ctx) {
+      const caller = await a2aCallerOf(deps, ctx);
+      const task = await cancelTask(agent, caller, request.id);
+      return loadTask(agent, convert, task, {});
     },
-    async *subscribeToTask(_request, ctx) {
-      await a2aCallerOf(deps, ctx);
-      throw unsupported("SubscribeToTask");
+    async *subscribeToTask(request, ctx) {
+      const caller = await a2aCallerOf(deps, ctx);
+      yield* subscribe(follow(caller, ctx), request.id);
     },
     async createTaskPushNotificationConfig(_request, ctx) {
       await a2aCallerOf(deps, ctx);
-      throw unsupported("CreateTaskPushNotificationConfig");
+      throw a2aError("PushNotificationNotSupported", "push notifications are not supported yet");
     },
     async getTaskPushNotificationConfig(_request, ctx) {
       await a2aCallerOf(deps, ctx);
-      throw unsupported("GetTaskPushNotificationConfig");
+      throw a2aError("PushNotificationNotSupported", "push notifications are not supported yet");
     },
     async listTaskPushNotificationConfigs(_request, ctx) {
       await a2aCallerOf(deps, ctx);
-      throw unsupported("ListTaskPushNotificationConfigs");
+      throw a2aError("PushNotificationNotSupported", "push notifications are not supported yet");
     },
     async deleteTaskPushNotificationConfig(_request, ctx) {
       await a2aCallerOf(deps, ctx);
-      throw unsupported("DeleteTaskPushNotificationConfig");
+      throw a2aError("PushNotificationNotSupported", "push notifications are not supported yet");
     },
     async getExtendedAgentCard(_request, ctx) {
       await a2aCallerOf(deps, ctx);

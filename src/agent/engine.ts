@@ -4,7 +4,7 @@
 // that caused it in the same commit, so that a message is acted on once,
 // by whichever instance receives it, before or after a restart.
 import { create } from "@bufbuild/protobuf";
-import { MessageType } from "../../gen/synapse/v1/envelope_pb.js";
+import { MessageType, type Header } from "../../gen/synapse/v1/envelope_pb.js";
 import { ErrorCode } from "../../gen/synapse/v1/errors_pb.js";
 import {
   AckPayloadSchema,
@@ -35,7 +35,7 @@ import { TaskSteering } from "./steering.js";
 import type { EventRecorder } from "./recorder.js";
 import type { ExecutionRunner } from "./runner.js";
 import { onAbort, type Abortable } from "../abort.js";
-import { isRedelivery, MessageGate, replayed, seenWithReply, type MessageCause } from "./message-gate.js";
+import { isRedelivery, MessageGate, replayed, seenWithReply, type GatedMessage, type MessageCause } from "./message-gate.js";
 import type { TaskSchemas } from "./schemas.js";
 import type { AgentUploads } from "./uploads.js";
 
@@ -72,8 +72,24 @@ export interface SendOutcome {
 /** The inbound message as it will be remembered (its reply is added where it is committed). */
 export type Cause = MessageCause;
 
+/**
+ * A requester's message that came without an envelope, from a caller the
+ * server authenticated another way (an A2A client with a bearer token, or
+ * the anonymous party of open mode). It takes the same checks as a signed
+ * one, and is remembered under its own scope ("a2a"), so it is never taken
+ * for, nor answered as, a signed message.
+ */
+export interface UnsignedMessage {
+  /** The header an envelope would carry; its sender is the authenticated caller. Never signed. */
+  header: Header;
+  payload: TaskRequestPayload | TaskCancelPayload | TaskInfoProvidedPayload | HumanDecisionPayload;
+  /** Identifies the message's content: another message under the same id is a replay. */
+  digest: string;
+}
+
 export class TaskEngine {
   private readonly gate: MessageGate<SendOutcome>;
+  private readonly unsignedGate: MessageGate<SendOutcome>;
   private draining = false;
   private readonly intake: TaskIntake;
   private readonly steering: TaskSteering;
@@ -82,6 +98,7 @@ export class TaskEngine {
     this.intake = new TaskIntake({ ...options, draining: () => this.draining });
     this.steering = new TaskSteering(options);
     this.gate = new MessageGate({ scope: "p2p", messages: options.store, clockSkewMs: options.clockSkewMs, now: options.now });
+    this.unsignedGate = new MessageGate({ scope: "a2a", messages: options.store, clockSkewMs: options.clockSkewMs, now: options.now });
   }
 
   // ── inbound ────────────────────────────────────────────────────────────
@@ -113,7 +130,35 @@ export class TaskEngine {
     );
   }
 
-  private async redelivered(opened: OpenedEnvelope, seen: SeenMessage): Promise<SendOutcome> {
+  /**
+   * Handles a requester's message that came without an envelope (see
+   * UnsignedMessage): a task request, a cancel, information or a decision,
+   * with the intake's and steering's checks, once per message id.
+   */
+  receiveUnsigned(message: UnsignedMessage): Promise<SendOutcome> {
+    const { header } = message;
+    this.options.observer.messageReceived(header.messageType);
+    return this.unsignedGate.take(
+      message,
+      (cause) => {
+        switch (header.messageType) {
+          case MessageType.TASK_REQUEST:
+            return this.intake.request(header, message.payload as TaskRequestPayload, cause);
+          case MessageType.TASK_CANCEL:
+            return this.steering.cancel(header, message.payload as TaskCancelPayload, cause);
+          case MessageType.TASK_INFO_PROVIDED:
+            return this.steering.provideInfo(header, message.payload as TaskInfoProvidedPayload, cause);
+          case MessageType.HUMAN_DECISION:
+            return this.steering.decide(header, message.payload as HumanDecisionPayload, cause);
+          default:
+            throw protocolError(ErrorCode.MESSAGE_FORMAT_INVALID, "only a requester's task request, cancel, information or decision comes unsigned");
+        }
+      },
+      (seen) => this.redelivered(message, seen),
+    );
+  }
+
+  private async redelivered(opened: GatedMessage, seen: SeenMessage): Promise<SendOutcome> {
     if (!isRedelivery(opened, seen)) throw replayed(opened.header.messageId);
     return { reply: seen.reply, task: seen.taskId ? await this.options.store.getTask(seen.taskId) : undefined };
   }

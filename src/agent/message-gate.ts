@@ -28,8 +28,14 @@ export function replayed(messageId: string) {
   return protocolError(ErrorCode.REPLAY_DETECTED, `message id ${messageId} was already used by another message`);
 }
 
+/**
+ * What the gate reads of a message: its header and digest. An envelope, or a
+ * message a caller authenticated another way sent without one (A2A).
+ */
+export type GatedMessage = Pick<OpenedEnvelope, "header" | "digest">;
+
 /** Whether a remembered message is this very envelope again (same bytes, same sender). */
-export function isRedelivery(opened: OpenedEnvelope, seen: SeenMessage): boolean {
+export function isRedelivery(opened: GatedMessage, seen: SeenMessage): boolean {
   return seen.digest === opened.digest && seen.senderAgentId === opened.header.sender!.agentId;
 }
 
@@ -42,7 +48,7 @@ export class MessageGate<Outcome> {
    * Runs `dispatch` once per message id; a message seen before goes to
    * `redelivered` with what was remembered of it (which refuses a replay).
    */
-  async take(opened: OpenedEnvelope, dispatch: (cause: MessageCause) => Promise<Outcome>, redelivered: (seen: SeenMessage) => Promise<Outcome>): Promise<Outcome> {
+  async take(opened: GatedMessage, dispatch: (cause: MessageCause) => Promise<Outcome>, redelivered: (seen: SeenMessage) => Promise<Outcome>): Promise<Outcome> {
     const { header } = opened;
     const { scope, messages, clockSkewMs, now } = this.options;
     const seen = await messages.getMessage(scope, header.messageId);

@@ -32,6 +32,7 @@
  * @module synapse-connect/server
  */
 import { createGroupHost } from "../group/group-host.js";
+import type { A2AServerOptions } from "../a2a/serve.js";
 import { silentLogger } from "../log.js";
 import { startServer } from "../server/server.js";
 import { buildAgent, internalsOf, type AgentOptions, type SynapseAgent } from "./agent.js";
@@ -99,6 +100,14 @@ export interface ServeAgentOptions extends AgentOptions {
    * docs/OBSERVABILITY.md) on the same port; default true.
    */
   metrics?: boolean;
+  /**
+   * Also serve A2A v1.0 (`lf.a2a.v1.A2AService` over gRPC on the same port,
+   * and the signed agent card at `/.well-known/agent-card.json`; see
+   * docs/A2A.md): `true`, or options (`open` admits callers without a
+   * bearer token as one anonymous requester; `defaultSkill` is the task
+   * type of messages that name none). Default off (`synapse serve` has it on).
+   */
+  a2a?: boolean | A2AServerOptions;
 }
 
 /** An agent listening on its own port (from {@link serveAgent}). */
@@ -142,6 +151,8 @@ export interface ServedAgent {
  * process.once("SIGTERM", () => void server.close());
  * ```
  */
+export type { A2AServerOptions } from "../a2a/serve.js";
+
 export async function serveAgent(options: ServeAgentOptions): Promise<ServedAgent> {
   const synapseAgent = await buildAgent(options, options.groups === true);
   const { agent, storage, closeStore } = internalsOf(synapseAgent);
@@ -162,6 +173,7 @@ export async function serveAgent(options: ServeAgentOptions): Promise<ServedAgen
       writeTimeoutMs: options.writeTimeoutMs,
       shutdownGraceMs: options.shutdownGraceMs,
       metrics: options.metrics,
+      a2a: options.a2a === true ? {} : options.a2a === false ? undefined : options.a2a,
     });
   } catch (error) {
     await synapseAgent.close();

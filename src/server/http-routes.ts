@@ -6,6 +6,8 @@ import { A2A_JSONRPC_PATH, jsonRpcHandler } from "../a2a/jsonrpc.js";
 import { A2A_REST_PATH, restHandler } from "../a2a/rest.js";
 import type { A2AServiceImpl } from "../a2a/http-call.js";
 import type { Agent } from "../agent/agent.js";
+import { AGENT_CARD_PATH, JWKS_PATH } from "../a2a/card.js";
+import type { A2AFace } from "../a2a/serve.js";
 import type { Logger } from "../log.js";
 import { CONSOLE_PATH, consoleHandler } from "./console.js";
 import { eventsPathTaskId, eventStreamHandler } from "./event-stream.js";
@@ -15,6 +17,8 @@ import { UPLOAD_PATH, uploadHandler } from "./upload.js";
 export interface HttpRoutesOptions {
   /** Without an agent only the console is served. */
   agent?: Agent;
+  /** Serves the A2A agent card and its JWK set. */
+  a2a?: A2AFace;
   draining: AbortSignal;
   logger: Logger;
   /** The SSE comment heartbeat interval (default 15 s). */
@@ -65,8 +69,30 @@ export function httpRoutes(options: HttpRoutesOptions): RequestHandler {
     const path = (req.url ?? "").split("?", 1)[0] ?? "";
     if (path === UPLOAD_PATH) return upload(req, res);
     if (a2aJson?.(req, res, path) === true) return;
+    if (options.a2a !== undefined && (path === AGENT_CARD_PATH || path === JWKS_PATH)) return wellKnown(options.a2a, path, req, res, options.logger);
     const taskId = eventsPathTaskId(path);
     if (taskId !== undefined) return events(req, res, taskId);
     consolePage(req, res);
   };
+}
+
+/** GET the agent card or the JWK set its signature names: public, cacheable JSON. */
+function wellKnown(a2a: A2AFace, path: string, req: Parameters<RequestHandler>[0], res: Parameters<RequestHandler>[1], logger: Logger): void {
+  if (req.method !== "GET" && req.method !== "HEAD") {
+    res.writeHead(405, { allow: "GET, HEAD", "content-type": "text/plain" }).end("method not allowed\n");
+    return;
+  }
+  const body = path === AGENT_CARD_PATH ? a2a.cardJson() : Promise.resolve(a2a.jwks());
+  body.then(
+    (json) => {
+      const text = JSON.stringify(json);
+      res.writeHead(200, { "content-type": path === JWKS_PATH ? "application/jwk-set+json" : "application/json", "cache-control": "public, max-age=300", "access-control-allow-origin": "*" });
+      if (req.method === "HEAD") res.end();
+      else res.end(text);
+    },
+    (error: unknown) => {
+      logger.error({ err: error }, "agent card failed");
+      res.writeHead(500, { "content-type": "text/plain" }).end("agent card unavailable\n");
+    },
+  );
 }

@@ -28,9 +28,14 @@ import { registerReflection } from "./reflection.js";
 import { withRequestLog } from "./request-log.js";
 import { metricsRoute } from "./metrics-route.js";
 import { A2AService } from "../../gen/lf/a2a/v1/a2a_pb.js";
+import type { A2ABinding } from "../a2a/card.js";
 import type { A2AServiceImpl } from "../a2a/http-call.js";
+import { createA2AFace, type A2AFace, type A2AServerOptions } from "../a2a/serve.js";
 import { a2aVersionInterceptor } from "../a2a/version.js";
 import { ServerMetrics } from "../observability/metrics.js";
+
+/** The A2A bindings served, the card's preferred first. */
+const SERVED_A2A_BINDINGS: readonly A2ABinding[] = ["JSONRPC", "HTTP+JSON", "GRPC"];
 
 /** Room for the envelope, header and framing around a max_file_size payload. */
 export const MESSAGE_OVERHEAD_BYTES = 64 * 1024;
@@ -56,10 +61,15 @@ export interface ServerOptions extends ConnectionLimitOptions {
   /** How often an idle SSE event stream gets a comment line (default 15 s). */
   sseHeartbeatMs?: number;
   /**
-   * Makes an A2A v1.0 service implementation to serve on every A2A binding:
-   * gRPC (and Connect, gRPC-web) at /lf.a2a.v1.A2AService/*, JSON-RPC at
-   * POST /a2a/jsonrpc, REST under /a2a/rest. It is given the server's drain
-   * signal, on which its streams end.
+   * Serve A2A v1.0 beside Synapse (lf.a2a.v1.A2AService over gRPC, Connect
+   * and gRPC-web, JSON-RPC at POST /a2a/jsonrpc, REST under /a2a/rest, and
+   * the agent card); needs an agent.
+   */
+  a2a?: A2AServerOptions;
+  /**
+   * Instead of `a2a`: any A2AService implementation to serve on the same
+   * bindings (no card), made with the server's drain signal, on which its
+   * streams end.
    */
   a2aService?: (server: { draining: AbortSignal }) => A2AServiceImpl;
 }
@@ -73,6 +83,8 @@ export interface RunningServer {
   readonly draining: AbortSignal;
   /** The server's metrics (served at /metrics), unless started with metrics: false. */
   readonly metrics?: ServerMetrics;
+  /** The A2A face (service and card), when A2A is served. */
+  readonly a2a?: A2AFace;
   /** Stops accepting, lets in-flight calls finish (within the grace period), then closes everything. */
   close(): Promise<void>;
 }
@@ -102,11 +114,13 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
   const metrics = options.metrics === false ? undefined : new ServerMetrics(agent?.store);
   const detachMetrics = metrics && agent ? agent.observers.add(metrics.agentObserver) : undefined;
 
-  const a2aService = options.a2aService?.({ draining: drainController.signal });
+  const a2a = agent && options.a2a ? createA2AFace(agent, drainController.signal, { ...options.a2a, bindings: options.a2a.bindings ?? SERVED_A2A_BINDINGS }) : undefined;
+  const a2aService = a2a?.service ?? options.a2aService?.({ draining: drainController.signal });
   const routes = (router: ConnectRouter) => {
     router.service(CapabilitiesService, capabilitiesService(provider));
     // Without an agent P2PService is still declared, and answers UNIMPLEMENTED.
     router.service(P2PService, agent ? p2pService(agent, drainController.signal, maxBytes) : {});
+    if (a2aService !== undefined) router.service(A2AService, a2aService);
     if (options.groups && agent) router.service(GroupService, groupService(options.groups, agent, drainController.signal, maxBytes));
     if (options.registry && agent) {
       router.service(
@@ -121,13 +135,13 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
         }),
       );
     }
-    if (a2aService !== undefined) router.service(A2AService, a2aService, { interceptors: [a2aVersionInterceptor] });
     // Reflection describes every service on the router; health, registered last, knows them all.
     registerReflection(router);
     health.register(router, drainController.signal);
   };
   const plainRoutes = httpRoutes({
     agent,
+    a2a,
     draining: drainController.signal,
     logger,
     sseHeartbeatMs: options.sseHeartbeatMs,
@@ -138,7 +152,8 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     logger,
     readMaxBytes: maxBytes,
     writeMaxBytes: maxBytes,
-    interceptors: [shapeErrors(logger)],
+    // A2A calls naming a version we do not speak are refused before the service (version.ts); other services pass.
+    interceptors: a2aService === undefined ? [shapeErrors(logger)] : [shapeErrors(logger), a2aVersionInterceptor],
     shutdownSignal: shutdownController.signal,
     fallback: metrics ? metricsRoute(metrics, plainRoutes, logger) : plainRoutes,
   });
@@ -171,6 +186,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
   const scheme = options.tls ? "https" : "http";
   const urlHost = host.includes(":") ? `[${host}]` : host;
   const url = `${scheme}://${urlHost}:${port}`;
+  a2a?.listening(url);
   const limits = listener.limits;
   logger.info(
     {
@@ -219,5 +235,5 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     })();
     return closing;
   };
-  return { url, port, host, capabilities: provider, draining: drainController.signal, metrics, close };
+  return { url, port, host, capabilities: provider, draining: drainController.signal, metrics, a2a, close };
 }

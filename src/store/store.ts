@@ -131,8 +131,12 @@ export interface StoredReply {
   readonly payload: Message;
 }
 
-/** Which receiver remembered a message: message ids are unique per scope ("a2n": a group host's GroupService). */
-export type MessageScope = "p2p" | "registry" | "a2n";
+/**
+ * Which receiver remembered a message: message ids are unique per scope
+ * ("a2n": a group host's GroupService; "a2a": a requester's unsigned
+ * message from an A2A client, its id prefixed with the caller's agent id).
+ */
+export type MessageScope = "p2p" | "registry" | "a2n" | "a2a";
 
 /** A message already processed: its digest and the reply it got. */
 export interface SeenMessage {

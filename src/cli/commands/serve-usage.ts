@@ -12,6 +12,7 @@ export const serveUsage = `usage: synapse serve [--host H] [--port P] [--data-di
                      [--max-connections N] [--header-timeout SECONDS] [--body-timeout SECONDS]
                      [--idle-timeout SECONDS] [--write-timeout SECONDS] [--log-level LEVEL]
                      [--no-metrics] [--otlp-endpoint URL] [--heap-growth PERCENT]
+                     [--no-a2a] [--a2a-open] [--a2a-skill TASK_TYPE]
 
 Serves the reference agent (CapabilitiesService, P2PService and GroupService) as
 gRPC, gRPC-web and Connect on one port. HOST and PORT environment variables are used when the
@@ -96,8 +97,17 @@ Connections are bounded so that slow or stalled clients cannot hold the port:
 A timeout of 0 turns it off.
 
 Observability: GET /metrics on the same port answers the server's metrics in
-the Prometheus text format (--no-metrics turns it off). --otlp-endpoint URL
-exports OpenTelemetry traces over OTLP/HTTP to a collector (its base URL,
+the Prometheus text format (--no-metrics turns it off).
+
+A2A v1.0 (lf.a2a.v1) is served from the same agent and store: gRPC at the
+server root and the agent card at /.well-known/agent-card.json (docs/A2A.md);
+--no-a2a turns it off. A2A callers authenticate with the same bearer tokens
+as GetTask (\`synapse token\`); --a2a-open also admits callers without one, all
+as one anonymous requester (for local use; a warning is logged).
+--a2a-skill names the task type of A2A messages that name none (default
+text_analysis when the agent has it).
+
+--otlp-endpoint URL exports OpenTelemetry traces over OTLP/HTTP to a collector (its base URL,
 http://host:4318, or the full .../v1/traces URL); without the flag,
 OTEL_EXPORTER_OTLP_TRACES_ENDPOINT or OTEL_EXPORTER_OTLP_ENDPOINT do the same,
 and with none of them no spans are made. Every log line about a message

@@ -46,6 +46,9 @@ function trustPolicy(
   return sources.length === 1 ? sources[0]! : new TrustChain(sources);
 }
 
+/** The task type of A2A messages that name none, when the agent has it (the reference agent does). */
+const DEFAULT_A2A_SKILL = "text_analysis";
+
 /** Pins an older agent kept in pinned-keys.json move into the store, once. */
 async function importPinFile(dataDir: string, pins: PinStore, logger: Logger): Promise<void> {
   const path = join(dataDir, PINNED_KEYS_FILE);
@@ -106,6 +109,9 @@ export async function serve(argv: string[]): Promise<number> {
       "allow-outbound": { type: "string", multiple: true },
       "log-level": { type: "string" },
       "no-metrics": { type: "boolean" },
+      "no-a2a": { type: "boolean" },
+      "a2a-open": { type: "boolean" },
+      "a2a-skill": { type: "string" },
       "otlp-endpoint": { type: "string" },
       "heap-growth": { type: "string" },
     },
@@ -228,9 +234,18 @@ export async function serve(argv: string[]): Promise<number> {
     if (registry !== undefined && values["registry-open-names"]) {
       logger.warn("--registry-open-names: any agent id not yet registered goes to the first key that registers it; for closed or development networks only");
     }
+    if (values["a2a-open"] && !values["no-a2a"]) {
+      logger.warn("--a2a-open: A2A callers without credentials are admitted, all as one anonymous requester that reads and steers the others' anonymous tasks; for local use only");
+    }
+    const a2aSkill = values["a2a-skill"];
+    const taskTypes = agent.provider.getCapabilities().supportedTaskTypes.map((taskType) => taskType.type);
+    if (a2aSkill !== undefined && !taskTypes.includes(a2aSkill)) throw new UsageError(`--a2a-skill takes one of ${taskTypes.join(", ")}, not ${JSON.stringify(a2aSkill)}\n\n${serveUsage}`);
     const server = await startServer({
       agent,
       registry,
+      a2a: values["no-a2a"]
+        ? undefined
+        : { open: values["a2a-open"] === true, defaultSkill: a2aSkill ?? (taskTypes.includes(DEFAULT_A2A_SKILL) ? DEFAULT_A2A_SKILL : undefined), publicUrl: values["advertise-url"] },
       groups,
       host: values.host ?? process.env.HOST ?? "127.0.0.1",
       port: integerOption(values.port ?? process.env.PORT, "--port") ?? 8080,
