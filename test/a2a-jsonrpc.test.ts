@@ -7,6 +7,7 @@ import { ClientFactory } from "@a2a-js/sdk/client";
 import { SendMessageRequest } from "@a2a-js/sdk";
 import { h2Request, readFramesUntil, sseFrames, startFakeA2AServer, V1, type FakeA2AServer } from "./helpers/a2a-http.js";
 import { SUPPORTED_EXTENSION } from "./helpers/a2a-fake.js";
+import { describeEngineFlows, startEngineServer } from "./helpers/a2a-engine.js";
 
 let server: FakeA2AServer;
 let endpoint: string;
@@ -295,5 +296,25 @@ describe("the @a2a-js/sdk JSON-RPC client", () => {
     expect(canceled.status.state).toBe(5);
     await expect(client.getTask({ id: "missing", tenant: "" } as never)).rejects.toMatchObject({ name: "TaskNotFoundError" });
     expect(server.fake.last("GetTask")!.headers.get("a2a-version")).toBe("1.0");
+  });
+});
+
+describeEngineFlows("JSONRPC", "/a2a/jsonrpc");
+
+describe("curl-shaped calls on the engine (docs/A2A.md)", () => {
+  it("sends and gets with plain JSON-RPC requests, and names the version a request without one lacks", async () => {
+    const { server: engine, authorization } = await startEngineServer();
+    try {
+      const call = async (body: unknown, version: Record<string, string> = V1) =>
+        (await (await fetch(`${engine.url}/a2a/jsonrpc`, { method: "POST", headers: { Authorization: await authorization(), "Content-Type": "application/json", ...version }, body: JSON.stringify(body) })).json()) as Json;
+      const sent = await call({ jsonrpc: "2.0", id: 1, method: "SendMessage", params: { message: { messageId: "m-1", role: "ROLE_USER", parts: [{ text: "Curl works." }] } } });
+      expect(sent.result.task.status.state).toBe("TASK_STATE_COMPLETED");
+      const got = await call({ jsonrpc: "2.0", id: 2, method: "GetTask", params: { id: sent.result.task.id, historyLength: 5 } });
+      expect(got.result.id).toBe(sent.result.task.id);
+      const unversioned = await call({ jsonrpc: "2.0", id: 3, method: "GetTask", params: { id: sent.result.task.id } }, {});
+      expect(unversioned.error.code).toBe(-32009);
+    } finally {
+      await engine.close();
+    }
   });
 });

@@ -8,6 +8,7 @@ import { ClientFactory } from "@a2a-js/sdk/client";
 import { SendMessageRequest } from "@a2a-js/sdk";
 import { h2Request, sseFrames, startFakeA2AServer, V1, type FakeA2AServer } from "./helpers/a2a-http.js";
 import { SUPPORTED_EXTENSION } from "./helpers/a2a-fake.js";
+import { describeEngineFlows, startEngineServer } from "./helpers/a2a-engine.js";
 
 let server: FakeA2AServer;
 let base: string;
@@ -281,5 +282,33 @@ describe("the @a2a-js/sdk REST client", () => {
       if (++seen === 3) break;
     }
     expect(seen).toBe(3);
+  });
+});
+
+describeEngineFlows("HTTP+JSON", "/a2a/rest");
+
+describe("curl-shaped calls on the engine (docs/A2A.md)", () => {
+  it("sends, gets, lists and cancels with plain REST requests", async () => {
+    const { server: engine, authorization } = await startEngineServer();
+    try {
+      const call = async (method: string, path: string, body?: unknown) => {
+        const response = await fetch(`${engine.url}/a2a/rest${path}`, {
+          method,
+          headers: { Authorization: await authorization(), ...V1, ...(body === undefined ? {} : { "Content-Type": "application/a2a+json" }) },
+          body: body === undefined ? undefined : JSON.stringify(body),
+        });
+        return { status: response.status, json: (await response.json()) as Json };
+      };
+      const sent = await call("POST", "/message:send", { message: { messageId: "m-2", role: "ROLE_USER", parts: [{ text: "Curl works." }] } });
+      expect(sent.json.task.status.state).toBe("TASK_STATE_COMPLETED");
+      const id = sent.json.task.id as string;
+      expect((await call("GET", `/tasks/${id}?historyLength=5`)).json.id).toBe(id);
+      expect((await call("GET", "/tasks?status=TASK_STATE_COMPLETED&pageSize=10&includeArtifacts=true")).json.tasks.map((task: Json) => task.id)).toContain(id);
+      const cancel = await call("POST", `/tasks/${id}:cancel`);
+      expect(cancel.status).toBe(400);
+      expect(cancel.json.error.details[0].reason).toBe("TASK_NOT_CANCELABLE");
+    } finally {
+      await engine.close();
+    }
   });
 });
