@@ -252,6 +252,19 @@ describe("streams", () => {
     await expect.poll(() => call.signal.aborted).toBe(true);
   });
 
+  it("ends open streams with an Unavailable error when the server shuts down", async () => {
+    const own = await startFakeA2AServer({ sseHeartbeatMs: 50 });
+    const response = await fetch(`${own.url}/a2a/jsonrpc`, { method: "POST", headers: { ...V1, "Content-Type": "application/json" }, body: JSON.stringify(rpc("SendStreamingMessage", message("slow"), "d")) });
+    const reading = response.text();
+    await expect.poll(() => own.fake.calls.length).toBe(1);
+    const closing = own.close();
+    const frames = sseFrames(await reading).filter((frame) => frame.data !== "");
+    await closing;
+    expect(frames.map((frame) => frame.id)).toEqual(["1", "2", "3", undefined]);
+    expect(JSON.parse(frames.at(-1)!.data)).toMatchObject({ id: "d", error: { code: -32000, data: [{ reason: "UNAVAILABLE" }] } });
+    expect(JSON.parse(frames.at(-1)!.data).error.message).toMatch(/shutting down/);
+  });
+
   it("does not run a streaming method sent as a notification", async () => {
     const before = server.fake.calls.length;
     expect((await post({ jsonrpc: "2.0", method: "SendStreamingMessage", params: message("n") })).status).toBe(204);

@@ -80,8 +80,3 @@ export function publicError(error: unknown): PublicError {
     hidden: false,
   };
 }
-
-/** A request the binding itself refuses (malformed JSON, a bad parameter): an A2A error of that kind. */
-export function bindingError(kind: A2AErrorKind, message: string): PublicError {
-  return { kind, code: a2aCodeOf(kind), message, details: [errorInfoJson(a2aReasonOf(kind), {})], hidden: false };
-}

@@ -5,14 +5,15 @@
 // server drains, the connect-timeout-ms deadline if one is given).
 import { create, fromJson, isMessage, toJson, type DescMessage, type JsonValue, type MessageShape } from "@bufbuild/protobuf";
 import { createRegistry } from "@bufbuild/protobuf";
-import { ConnectError, createContextValues, createHandlerContext, type HandlerContext, type ServiceImpl } from "@connectrpc/connect";
+import { Code, ConnectError, createContextValues, createHandlerContext, type HandlerContext, type ServiceImpl } from "@connectrpc/connect";
 import type { DescMethod } from "@bufbuild/protobuf";
 import { A2AService, file_lf_a2a_v1_a2a } from "../../gen/lf/a2a/v1/a2a_pb.js";
-import { linkedSignal, onAbort } from "../abort.js";
+import { onAbort } from "../abort.js";
 import type { Logger } from "../log.js";
 import { callStatusKey } from "../server/call-status.js";
 import type { HttpRequest, HttpResponse } from "../server/http-reply.js";
 import { callStatusFor } from "../server/request-log.js";
+import type { PublicError } from "./binding-errors.js";
 import { a2aError } from "./errors.js";
 
 export type A2AServiceImpl = ServiceImpl<typeof A2AService>;
@@ -127,19 +128,25 @@ function timeoutOf(headers: Headers): number | undefined {
 
 export interface CallContext {
   ctx: ReturnType<typeof createHandlerContext>;
+  /** Notes how the call ended (undefined: it succeeded), for the request log. */
+  outcome(error?: PublicError): void;
   /** Stops listening to the request and the drain signal; call when the call is over. */
   release(): void;
 }
 
-/** A HandlerContext for one call of `method`, tied to the HTTP request. */
+/** Why a call's signal aborts when the server drains: the client should come back (to another instance, or after the restart). */
+const DRAINING = () => new ConnectError("the server is shutting down: call again (a stream resumes with Last-Event-ID)", Code.Unavailable);
+
+/** A HandlerContext for one call of `method`, tied to the HTTP request; its outcome is noted for the request log. */
 export function callContext(req: HttpRequest, res: HttpResponse, method: DescMethod, protocolName: string, draining: AbortSignal, requestHeader = requestHeaders(req)): CallContext {
-  const closed = new AbortController();
+  const controller = new AbortController();
   const onClose = () => {
-    if (!res.writableFinished) closed.abort();
+    if (!res.writableFinished) controller.abort(new ConnectError("the client went away", Code.Canceled));
   };
   res.once("close", onClose);
-  const { signal, release } = linkedSignal(closed.signal, draining);
+  const stopDraining = onAbort(draining, () => controller.abort(DRAINING()));
   const host = requestHeader.get("host") ?? (req.headers[":authority"] as string | undefined) ?? "localhost";
+  const status = callStatusFor(req);
   const ctx = createHandlerContext({
     service: A2AService,
     method,
@@ -147,15 +154,19 @@ export function callContext(req: HttpRequest, res: HttpResponse, method: DescMet
     requestMethod: req.method ?? "POST",
     url: `http://${host}${req.url ?? "/"}`,
     timeoutMs: timeoutOf(requestHeader),
-    requestSignal: signal,
+    requestSignal: controller.signal,
     requestHeader,
-    contextValues: createContextValues().set(callStatusKey, callStatusFor(req)),
+    contextValues: createContextValues().set(callStatusKey, status),
   });
   return {
     ctx,
+    outcome(error) {
+      status.code = error === undefined ? null : error.code;
+      status.message = error?.message;
+    },
     release() {
       res.off("close", onClose);
-      release();
+      stopDraining();
       ctx.abort();
     },
   };

@@ -147,9 +147,11 @@ async function runUnary(exchange: Exchange, request: RpcRequest, method: DescMet
   try {
     const message = parseRequest(method.input, paramsOf(request));
     const result = await callUnary(exchange.options.service, method, message, call.ctx);
+    call.outcome();
     return { answer: request.notification ? undefined : { jsonrpc: "2.0", id: request.id, result: responseJson(method.output, result) } };
   } catch (error) {
     const view = shown(error, method.name, exchange.options.logger);
+    call.outcome(view);
     return { answer: request.notification ? undefined : errorResponse(request.id, view), error: view };
   } finally {
     Object.assign(exchange.responseHeaders, responseHeadersOf(call.ctx));
@@ -201,15 +203,18 @@ async function serveStream(exchange: Exchange, request: RpcRequest, method: Desc
   const { res, options } = exchange;
   if (request.notification) return noContent(res, {});
   const call = callContext(exchange.req, res, method, JSONRPC_PROTOCOL, options.draining, exchange.headers);
-  let events: AsyncIterator<unknown>;
+  let events: AsyncIterator<unknown> | undefined;
   let first: IteratorResult<unknown>;
   try {
     events = callStream(options.service, method, parseRequest(method.input, paramsOf(request)), call.ctx);
     // A refusal before the first event (an unknown task, a terminal one) is a plain JSON-RPC error, not a stream.
     first = await untilAborted(events.next(), call.ctx.signal);
   } catch (error) {
+    void events?.return?.(undefined)?.catch(() => undefined);
+    const view = shown(error, method.name, options.logger);
+    call.outcome(view);
     call.release();
-    if (!res.destroyed) replyError({ ...exchange, responseHeaders: responseHeadersOf(call.ctx) }, request.id, shown(error, method.name, options.logger));
+    if (!res.destroyed) replyError({ ...exchange, responseHeaders: responseHeadersOf(call.ctx) }, request.id, view);
     return;
   }
   const stream = startSse(res, { heartbeatMs: options.sseHeartbeatMs, headers: responseHeadersOf(call.ctx) });
@@ -218,9 +223,12 @@ async function serveStream(exchange: Exchange, request: RpcRequest, method: Desc
       const data = JSON.stringify({ jsonrpc: "2.0", id: request.id, result: responseJson(StreamResponseSchema, next.value) });
       await stream.send({ id: streamEventIdOf(next.value), data });
     }
+    call.outcome();
   } catch (error) {
-    // The stream failed or its deadline passed: the last event says so (nobody reads it when the client has gone).
-    await stream.send({ data: JSON.stringify(errorResponse(request.id, shown(error, method.name, options.logger))) });
+    // The stream failed, its deadline passed or the server drains: the last event says so (nobody reads it when the client has gone).
+    const view = shown(error, method.name, options.logger);
+    call.outcome(view);
+    await stream.send({ data: JSON.stringify(errorResponse(request.id, view)) });
   } finally {
     void events.return?.(undefined)?.catch(() => undefined);
     stream.end();

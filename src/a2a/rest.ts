@@ -97,6 +97,7 @@ async function requestJson(exchange: Exchange, match: RouteMatch, call: RouteCal
 async function serveUnary(exchange: Exchange, call: RouteCall, json: JsonObject): Promise<void> {
   const { res, options } = exchange;
   const result = await callUnary(options.service, call.method, parseRequest(call.method.input, json), exchange.call.ctx);
+  exchange.call.outcome();
   reply(res, 200, responseJson(call.method.output, result), responseHeadersOf(exchange.call.ctx));
 }
 
@@ -114,8 +115,11 @@ async function serveStream(exchange: Exchange, call: RouteCall, json: JsonObject
     for (; next.done !== true; next = await untilAborted(events.next(), ctx.signal)) {
       await stream.send({ id: streamEventIdOf(next.value), data: JSON.stringify(responseJson(StreamResponseSchema, next.value)) });
     }
+    exchange.call.outcome();
   } catch (error) {
-    await stream.send({ event: "error", data: JSON.stringify(statusJson(shown(exchange, error, call.method.name))) });
+    const view = shown(exchange, error, call.method.name);
+    exchange.call.outcome(view);
+    await stream.send({ event: "error", data: JSON.stringify(statusJson(view)) });
   } finally {
     void events.return?.(undefined)?.catch(() => undefined);
     stream.end();
@@ -150,7 +154,9 @@ async function serve(req: HttpRequest, res: HttpResponse, options: A2ABindingOpt
     }
     if (res.headersSent || res.destroyed) return;
     closeIfBodyUnread(req, res);
-    replyError(res, shown(exchange, error, call.method.name), responseHeadersOf(exchange.call.ctx));
+    const view = shown(exchange, error, call.method.name);
+    exchange.call.outcome(view);
+    replyError(res, view, responseHeadersOf(exchange.call.ctx));
   } finally {
     exchange.call.release();
   }
