@@ -108,11 +108,32 @@ export function canonicalJson(value: JsonValue): string {
   return `{${keys.map((key) => `${JSON.stringify(key)}:${canonicalJson(value[key]!)}`).join(",")}}`;
 }
 
-/** The bytes the card's signatures cover: its ProtoJSON form (defaults omitted) without signatures, canonicalized. */
+/**
+ * The JSON with empty strings, lists and objects left out (recursively): the
+ * defaults a card omits before it is signed, as the A2A SDKs (JavaScript,
+ * Python) omit them when they verify. Every field the spec requires is
+ * non-empty in our card, so this removes nothing it requires.
+ */
+export function withoutEmpty(value: JsonValue): JsonValue | undefined {
+  if (value === "" || value === null) return undefined;
+  if (Array.isArray(value)) {
+    const kept = value.map(withoutEmpty).filter((item): item is JsonValue => item !== undefined);
+    return kept.length > 0 ? kept : undefined;
+  }
+  if (typeof value === "object") {
+    const kept = Object.entries(value)
+      .map(([key, item]) => [key, withoutEmpty(item)] as const)
+      .filter((entry): entry is readonly [string, JsonValue] => entry[1] !== undefined);
+    return kept.length > 0 ? Object.fromEntries(kept) : undefined;
+  }
+  return value;
+}
+
+/** The bytes the card's signatures cover: its ProtoJSON form without signatures and defaults, canonicalized (RFC 8785). */
 export function cardSigningPayload(card: AgentCard): Uint8Array {
   const json = toJson(AgentCardSchema, card) as JsonObject;
   delete json.signatures;
-  return new TextEncoder().encode(canonicalJson(json));
+  return new TextEncoder().encode(canonicalJson(withoutEmpty(json) ?? {}));
 }
 
 /** The card, signed: one AgentCardSignature (EdDSA, kid the agent's key id, jku the JWK set). */
