@@ -28,14 +28,10 @@ import { registerReflection } from "./reflection.js";
 import { withRequestLog } from "./request-log.js";
 import { metricsRoute } from "./metrics-route.js";
 import { A2AService } from "../../gen/lf/a2a/v1/a2a_pb.js";
-import type { A2ABinding } from "../a2a/card.js";
 import type { A2AServiceImpl } from "../a2a/http-call.js";
 import { createA2AFace, type A2AFace, type A2AServerOptions } from "../a2a/serve.js";
 import { a2aVersionInterceptor } from "../a2a/version.js";
 import { ServerMetrics } from "../observability/metrics.js";
-
-/** The A2A bindings served, the card's preferred first. */
-const SERVED_A2A_BINDINGS: readonly A2ABinding[] = ["JSONRPC", "HTTP+JSON", "GRPC"];
 
 /** Room for the envelope, header and framing around a max_file_size payload. */
 export const MESSAGE_OVERHEAD_BYTES = 64 * 1024;
@@ -114,7 +110,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
   const metrics = options.metrics === false ? undefined : new ServerMetrics(agent?.store);
   const detachMetrics = metrics && agent ? agent.observers.add(metrics.agentObserver) : undefined;
 
-  const a2a = agent && options.a2a ? createA2AFace(agent, drainController.signal, { ...options.a2a, bindings: options.a2a.bindings ?? SERVED_A2A_BINDINGS }) : undefined;
+  const a2a = agent && options.a2a ? createA2AFace(agent, drainController.signal, options.a2a) : undefined;
   const a2aService = a2a?.service ?? options.a2aService?.({ draining: drainController.signal });
   const routes = (router: ConnectRouter) => {
     router.service(CapabilitiesService, capabilitiesService(provider));

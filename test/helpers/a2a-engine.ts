@@ -79,7 +79,8 @@ export function describeEngineFlows(binding: "JSONRPC" | "HTTP+JSON", path: stri
       agentId: EXECUTOR,
       handlers,
       capabilities: { supportedTaskTypes: [taskType("echo", { type: "object", properties: { text: { type: "string" } }, required: ["text"] }), taskType("ask", { type: "object" }), taskType("hold", { type: "object" })] },
-      a2a: { defaultSkill: "echo" },
+      // Every binding served, in the card too (the card's default lists gRPC only for now).
+      a2a: { defaultSkill: "echo", bindings: ["JSONRPC", "HTTP+JSON", "GRPC"] },
     });
     client = await new ClientFactory(ClientFactoryOptions.createFrom(ClientFactoryOptions.default, { preferredTransports: [binding] })).createFromUrl(server.url);
   });
