@@ -45,8 +45,11 @@ describe("routes", () => {
     expect(answer.headers.get("content-type")).toBe("application/a2a+json");
     expect(answer.json).toMatchObject({ task: { status: { state: "TASK_STATE_COMPLETED" }, artifacts: [{ parts: [{ text: "echo: hello" }] }] } });
     expect(server.fake.last("SendMessage")!.protocol).toBe("http+json");
-    const plain = await call("POST", "/message:send", message("json"), { "Content-Type": "application/json" });
+    const plain = await call("POST", "/message:send", message("json"), { "Content-Type": "application/json", Accept: "application/json" });
     expect(plain.status).toBe(200);
+    expect(plain.headers.get("content-type")).toBe("application/json");
+    const both = await call("GET", "/tasks/missing", undefined, { Accept: "application/a2a+json, application/json" });
+    expect(both.headers.get("content-type")).toBe("application/a2a+json");
   });
 
   it("puts a leading /{tenant} segment into the request's tenant field, on every route", async () => {

@@ -56,9 +56,21 @@ export function statusJson(error: PublicError, httpStatus = httpStatusOf(error))
   return { error: status };
 }
 
+/**
+ * The media type of an answer: application/a2a+json, as section 11.1 says
+ * answers SHOULD be, unless the client's Accept names application/json and
+ * not application/a2a+json (the same bytes either way).
+ */
+export function answerType(accept: string | undefined): string {
+  if (accept === undefined) return A2A_JSON_CONTENT_TYPE;
+  const types = accept.split(",").map((item) => item.split(";", 1)[0]!.trim().toLowerCase());
+  return types.includes("application/json") && !types.includes(A2A_JSON_CONTENT_TYPE) ? "application/json" : A2A_JSON_CONTENT_TYPE;
+}
+
 function reply(res: HttpResponse, status: number, body: JsonValue, headers: Record<string, string> = {}): void {
   const bytes = Buffer.from(JSON.stringify(body));
-  res.writeHead(status, { ...headers, "Content-Type": A2A_JSON_CONTENT_TYPE, "Content-Length": String(bytes.byteLength), "Cache-Control": "no-store" });
+  const accept = (res as { req?: HttpRequest }).req?.headers.accept;
+  res.writeHead(status, { ...headers, "Content-Type": answerType(accept), Vary: "Accept", "Content-Length": String(bytes.byteLength), "Cache-Control": "no-store" });
   res.end(bytes);
 }
 
