@@ -105,6 +105,7 @@ describe("malformed requests", () => {
     expect(((await get.json()) as Json).error.code).toBe(-32600);
     const text = await fetch(endpoint, { method: "POST", headers: { ...V1, "Content-Type": "text/plain" }, body: JSON.stringify(rpc("GetTask", { id: "x" })) });
     expect(text.status).toBe(415);
+    expect(((await text.json()) as Json).error).toMatchObject({ code: -32005, data: [{ reason: "CONTENT_TYPE_NOT_SUPPORTED" }] });
     // The server's limit is max_file_size (4096) + 64 KiB.
     const big = await post(rpc("SendMessage", message("x".repeat(80 * 1024))));
     expect(big.status).toBe(413);

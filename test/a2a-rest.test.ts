@@ -147,7 +147,9 @@ describe("bodies and limits", () => {
   });
 
   it("refuses another content type (415) and an oversize body (413), then serves the next request", async () => {
-    expect((await call("POST", "/message:send", JSON.stringify(message("x")), { "Content-Type": "text/plain" })).status).toBe(415);
+    const text = await call("POST", "/message:send", JSON.stringify(message("x")), { "Content-Type": "text/plain" });
+    expect(text.status).toBe(415);
+    expect(text.json.error).toMatchObject({ code: 415, status: "INVALID_ARGUMENT", details: [{ reason: "CONTENT_TYPE_NOT_SUPPORTED" }] });
     const big = await call("POST", "/message:send", message("y".repeat(80 * 1024)));
     expect(big.status).toBe(413);
     expect(big.json.error).toMatchObject({ code: 413, status: "RESOURCE_EXHAUSTED" });

@@ -7,7 +7,7 @@
 // 5.4 and, in `data`, google.rpc.ErrorInfo (and BadRequest) objects.
 //
 // JSON-RPC errors travel with HTTP 200, except what HTTP itself is about: a
-// wrong HTTP method (405), a body that is not JSON (415) or too large (413),
+// wrong HTTP method (405), a body that is not JSON (415, ContentTypeNotSupported) or too large (413),
 // and a caller without valid credentials (401, with a Bearer challenge).
 // A notification (a request without an id) is run and answered 204 with no
 // body, as JSON-RPC forbids a reply; a streaming method sent as a
@@ -242,7 +242,7 @@ async function serve(req: HttpRequest, res: HttpResponse, options: A2ABindingOpt
   }
   if (!isJsonContentType(req.headers["content-type"])) {
     closeIfBodyUnread(req, res);
-    return reply(res, 415, errorResponse(null, refusal("InvalidRequest", "the request body must be JSON (Content-Type: application/json)")));
+    return reply(res, 415, errorResponse(null, refusal("ContentTypeNotSupported", "the request body must be JSON (Content-Type: application/json)")));
   }
   let text: string;
   try {

@@ -15,7 +15,7 @@ import { StreamResponseSchema } from "../../gen/lf/a2a/v1/a2a_pb.js";
 import type { HttpRequest, HttpResponse } from "../server/http-reply.js";
 import { startSse } from "../server/sse.js";
 import { codeName, publicError, type PublicError } from "./binding-errors.js";
-import { isA2ASpecific } from "./errors.js";
+import { a2aError, isA2ASpecific } from "./errors.js";
 import {
   BodyTooLarge,
   callContext,
@@ -149,7 +149,9 @@ async function serve(req: HttpRequest, res: HttpResponse, options: A2ABindingOpt
   }
   if (call.body && !isJsonContentType(req.headers["content-type"])) {
     closeIfBodyUnread(req, res);
-    return plainRefusal(res, 415, Code.InvalidArgument, `the body must be ProtoJSON (Content-Type: ${A2A_JSON_CONTENT_TYPE} or application/json)`);
+    // HTTP's own status for a body of a type not taken, with the A2A error that names it.
+    const refusal = publicError(a2aError("ContentTypeNotSupported", `the body must be ProtoJSON (Content-Type: ${A2A_JSON_CONTENT_TYPE} or application/json)`));
+    return reply(res, 415, statusJson(refusal, 415));
   }
   const headers = requestHeaders(req);
   const exchange: Exchange = { req, res, options, call: callContext(req, res, call.method, REST_PROTOCOL, options.draining, headers) };
