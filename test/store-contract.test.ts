@@ -14,6 +14,7 @@ import { DeliveryStatus, StoreConflictError, StoreLimitError, type TaskStore } f
 import { decisionWithDeadline, newTask, requester, sameEnvelope, signedEvent, signedReply, storeKinds } from "./store-contract/fixtures.js";
 import { finishedTaskCases } from "./store-contract/finished.js";
 import { groupContractCases } from "./store-contract/groups.js";
+import { a2aPushContractCases } from "./store-contract/a2a-push.js";
 
 const conflict = (reason: StoreConflictError["reason"]) => expect.objectContaining({ name: "StoreConflictError", reason });
 
@@ -397,6 +398,19 @@ for (const kind of storeKinds()) {
     finishedTaskCases(() => store);
 
     groupContractCases({
+      storage: () => storage,
+      reopen:
+        kind.reopen === undefined
+          ? undefined
+          : async () => {
+              await storage.close();
+              storage = await kind.reopen!();
+              store = storage.tasks;
+              return storage;
+            },
+    });
+
+    a2aPushContractCases({
       storage: () => storage,
       reopen:
         kind.reopen === undefined

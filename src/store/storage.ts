@@ -2,6 +2,7 @@
 // tasks and their logs, uploads, pinned keys, the directory and the
 // catalogue, the groups it hosts. One of these is opened per process, on
 // memory, SQLite or PostgreSQL.
+import type { A2APushStore } from "./a2a-push.js";
 import type { GroupStorage } from "./group-storage.js";
 import type { PinStore } from "./pins.js";
 import type { CatalogueStorage, DirectoryStorage } from "./registry-storage.js";
@@ -22,5 +23,7 @@ export interface Storage {
   readonly catalogue: CatalogueStorage;
   /** Groups this agent hosts (A2N). */
   readonly groups: GroupStorage;
+  /** A2A push-notification configs and what each has delivered. */
+  readonly a2aPush: A2APushStore;
   close(): Promise<void>;
 }

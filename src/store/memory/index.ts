@@ -1,4 +1,5 @@
 // Storage held in this process's memory: for tests and embedding only.
+import { MemoryA2APushStore } from "./a2a-push.js";
 import type { Storage } from "../storage.js";
 import { MemoryGroupStorage } from "./groups.js";
 import { MemoryCatalogueStorage, MemoryDirectoryStorage, MemoryPinStore } from "./registry.js";
@@ -19,6 +20,7 @@ export function memoryStorage(now?: () => number, options?: MemoryTaskStoreOptio
     pins: new MemoryPinStore(),
     directory: new MemoryDirectoryStorage(),
     catalogue: new MemoryCatalogueStorage(),
+    a2aPush: new MemoryA2APushStore(),
     groups: new MemoryGroupStorage(tasks),
     close: () => tasks.close(),
   };

@@ -1,5 +1,6 @@
 // Storage in PostgreSQL: several instances of one agent (same identity)
 // share it and behave as one agent.
+import { PostgresA2APushStore } from "./a2a-push.js";
 import { randomUUID } from "node:crypto";
 import { silentLogger, type Logger } from "../../log.js";
 import type { Storage } from "../storage.js";
@@ -32,6 +33,7 @@ export async function postgresStorage(url: string, options: PostgresStorageOptio
     pins: new PostgresPinStore(pool),
     directory: new PostgresDirectoryStorage(pool),
     catalogue: new PostgresCatalogueStorage(pool),
+    a2aPush: new PostgresA2APushStore(pool),
     groups: new PostgresGroupStorage(pool),
     async close() {
       await tasks.close();

@@ -251,4 +251,26 @@ ALTER TABLE tasks ADD COLUMN correlation_id TEXT NOT NULL DEFAULT '';
     // it refuse the database at open, as for any newer schema.
     sql: "SELECT 1",
   },
+  {
+    version: 7,
+    description: "A2A push-notification configs, each with its delivery position",
+    sql: `
+CREATE TABLE a2a_push_configs (
+  task_id TEXT NOT NULL,
+  config_id TEXT NOT NULL,
+  url TEXT NOT NULL,
+  token TEXT NOT NULL,
+  auth_scheme TEXT NOT NULL,
+  auth_credentials TEXT NOT NULL,
+  created_at_ms BIGINT NOT NULL,
+  delivered_sequence BIGINT NOT NULL,
+  attempts BIGINT NOT NULL,
+  next_attempt_at_ms BIGINT NOT NULL,
+  status TEXT NOT NULL,
+  last_error TEXT NOT NULL,
+  PRIMARY KEY (task_id, config_id)
+);
+CREATE INDEX a2a_push_configs_active ON a2a_push_configs (created_at_ms) WHERE status = 'active';
+`,
+  },
 ];

@@ -1,4 +1,5 @@
 // Storage in one SQLite file (the embedded default: <data-dir>/synapse.db).
+import { SqliteA2APushStore } from "./a2a-push.js";
 import type { Storage } from "../storage.js";
 import { openSqliteDatabase, type SqliteOptions } from "./database.js";
 import { SqliteGroupStorage } from "./groups.js";
@@ -19,6 +20,7 @@ export function sqliteStorage(path: string, options: SqliteOptions & { now?: () 
     pins: new SqlitePinStore(db),
     directory: new SqliteDirectoryStorage(db),
     catalogue: new SqliteCatalogueStorage(db),
+    a2aPush: new SqliteA2APushStore(db),
     groups: new SqliteGroupStorage(db),
     close: () => tasks.close(),
   };

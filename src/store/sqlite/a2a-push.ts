@@ -1,0 +1,73 @@
+// A2A push-notification configs in the agent's SQLite file.
+import type Database from "better-sqlite3";
+import { MAX_PUSH_CONFIGS_PER_TASK, PushConfigLimitError, pushRecordOf, type A2APushStore, type PushConfigRecord, type PushDeliveryPatch, type PushRow } from "../a2a-push.js";
+
+export class SqliteA2APushStore implements A2APushStore {
+  private readonly sql;
+  private readonly put: (record: PushConfigRecord) => PushConfigRecord;
+
+  constructor(private readonly db: Database.Database) {
+    this.sql = {
+      get: db.prepare("SELECT * FROM a2a_push_configs WHERE task_id = ? AND config_id = ?"),
+      count: db.prepare("SELECT COUNT(*) AS n FROM a2a_push_configs WHERE task_id = ?"),
+      insert: db.prepare(
+        `INSERT INTO a2a_push_configs (task_id, config_id, url, token, auth_scheme, auth_credentials, created_at_ms, delivered_sequence, attempts, next_attempt_at_ms, status, last_error)
+         VALUES (@taskId, @configId, @url, @token, @authScheme, @authCredentials, @createdAtMs, @deliveredSequence, @attempts, @nextAttemptAtMs, @status, @lastError)`,
+      ),
+      replace: db.prepare(
+        `UPDATE a2a_push_configs SET url = @url, token = @token, auth_scheme = @authScheme, auth_credentials = @authCredentials,
+           attempts = 0, next_attempt_at_ms = 0, status = 'active', last_error = '' WHERE task_id = @taskId AND config_id = @configId`,
+      ),
+      list: db.prepare("SELECT * FROM a2a_push_configs WHERE task_id = ? ORDER BY created_at_ms, config_id"),
+      delete: db.prepare("DELETE FROM a2a_push_configs WHERE task_id = ? AND config_id = ?"),
+      active: db.prepare("SELECT * FROM a2a_push_configs WHERE status = 'active' ORDER BY created_at_ms LIMIT ?"),
+    };
+    this.put = db.transaction((record: PushConfigRecord): PushConfigRecord => {
+      const existing = this.sql.get.get(record.taskId, record.configId) as PushRow | undefined;
+      if (existing !== undefined) {
+        this.sql.replace.run(record);
+      } else {
+        const { n } = this.sql.count.get(record.taskId) as { n: number };
+        if (n >= MAX_PUSH_CONFIGS_PER_TASK) throw new PushConfigLimitError(MAX_PUSH_CONFIGS_PER_TASK);
+        this.sql.insert.run(record);
+      }
+      return pushRecordOf(this.sql.get.get(record.taskId, record.configId) as PushRow);
+    });
+  }
+
+  async putPushConfig(record: PushConfigRecord): Promise<PushConfigRecord> {
+    return this.put(record);
+  }
+
+  async getPushConfig(taskId: string, configId: string): Promise<PushConfigRecord | undefined> {
+    const row = this.sql.get.get(taskId, configId) as PushRow | undefined;
+    return row && pushRecordOf(row);
+  }
+
+  async listPushConfigs(taskId: string): Promise<PushConfigRecord[]> {
+    return (this.sql.list.all(taskId) as PushRow[]).map(pushRecordOf);
+  }
+
+  async deletePushConfig(taskId: string, configId: string): Promise<boolean> {
+    return this.sql.delete.run(taskId, configId).changes > 0;
+  }
+
+  async listActivePushConfigs(limit: number): Promise<PushConfigRecord[]> {
+    return (this.sql.active.all(limit) as PushRow[]).map(pushRecordOf);
+  }
+
+  async updatePushDelivery(taskId: string, configId: string, patch: PushDeliveryPatch): Promise<boolean> {
+    const columns: Record<keyof PushDeliveryPatch, string> = {
+      deliveredSequence: "delivered_sequence",
+      attempts: "attempts",
+      nextAttemptAtMs: "next_attempt_at_ms",
+      status: "status",
+      lastError: "last_error",
+    };
+    const entries = (Object.keys(patch) as Array<keyof PushDeliveryPatch>).filter((key) => patch[key] !== undefined);
+    if (entries.length === 0) return (await this.getPushConfig(taskId, configId)) !== undefined;
+    const set = entries.map((key) => `${columns[key]} = @${key}`).join(", ");
+    const statement = this.db.prepare(`UPDATE a2a_push_configs SET ${set} WHERE task_id = @taskId AND config_id = @configId`);
+    return statement.run({ ...patch, taskId, configId }).changes > 0;
+  }
+}
