@@ -249,8 +249,9 @@ describe("HTTP/2", () => {
     const unary = await h2Request(server.url, "POST", "/a2a/rest/message:send", { ...V1, "content-type": "application/a2a+json" }, JSON.stringify(message("h2")));
     expect(unary.status).toBe(200);
     expect(JSON.parse(unary.body)).toMatchObject({ task: { artifacts: [{ parts: [{ text: "echo: h2" }] }] } });
-    const missing = await h2Request(server.url, "GET", "/a2a/rest/tasks/nope", V1);
+    const missing = await h2Request(server.url, "GET", "/a2a/rest/tasks/nope", { ...V1, accept: "application/json" });
     expect(missing.status).toBe(404);
+    expect(missing.headers["content-type"]).toBe("application/json");
     const streamed = await h2Request(server.url, "POST", "/a2a/rest/message:stream", { ...V1, "content-type": "application/a2a+json" }, JSON.stringify(message("h2s")));
     expect(sseFrames(streamed.body).filter((frame) => frame.data !== "")).toHaveLength(4);
   });
