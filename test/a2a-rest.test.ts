@@ -318,3 +318,12 @@ describe("curl-shaped calls on the engine (docs/A2A.md)", () => {
     }
   });
 });
+
+describe("query parameters of other field kinds", () => {
+  it("reads a repeated field repeated or comma-separated, and refuses an object", async () => {
+    const { queryJson } = await import("../src/a2a/rest-routes.js");
+    const { MessageSchema } = await import("../gen/lf/a2a/v1/a2a_pb.js");
+    expect(queryJson(MessageSchema, new URLSearchParams("extensions=urn:a,urn:b&extensions=urn:c&referenceTaskIds=t1&unknown=1"))).toEqual({ extensions: ["urn:a", "urn:b", "urn:c"], referenceTaskIds: ["t1"] });
+    expect(() => queryJson(MessageSchema, new URLSearchParams("metadata=x"))).toThrow(/cannot be given in the query/);
+  });
+});
