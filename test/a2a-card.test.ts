@@ -32,7 +32,7 @@ describe("the A2A agent card", () => {
   it("declares the gRPC interface served, what works, and the bearer scheme", () => {
     const host = new URL(server.url).host;
     expect(json.supportedInterfaces).toEqual([{ url: host, protocolBinding: "GRPC", protocolVersion: "1.0" }]);
-    expect(json.capabilities).toMatchObject({ streaming: true, pushNotifications: false, extendedAgentCard: false });
+    expect(json.capabilities).toMatchObject({ streaming: true, pushNotifications: true, extendedAgentCard: false });
     expect(json.securitySchemes).toMatchObject({ bearer: { httpAuthSecurityScheme: { scheme: "Bearer", bearerFormat: "JWT" } } });
     expect(json.securityRequirements).toEqual([{ schemes: { bearer: {} } }]);
   });

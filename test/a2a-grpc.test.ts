@@ -10,6 +10,7 @@ import { Role, TaskState, type Message, type Part, type StreamResponse, type Tas
 import { ClientFactory, ClientFactoryOptions, type Client } from "@a2a-js/sdk/client";
 import { GrpcTransportFactory } from "@a2a-js/sdk/client/grpc";
 import { randomUUID } from "node:crypto";
+import http from "node:http";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { SupportedTaskTypeSchema } from "../gen/synapse/v1/capabilities_pb.js";
 import { P2PService } from "../gen/synapse/v1/p2p_pb.js";
@@ -68,6 +69,7 @@ beforeAll(async () => {
     handlers,
     capabilities: { supportedTaskTypes: [taskType("echo", textInput), taskType("ask", { type: "object" }), taskType("gate", { type: "object" }), taskType("hold", { type: "object" })] },
     a2a: { defaultSkill: "echo" },
+    config: { retryBaseDelayMs: 20, retryMaxDelayMs: 100 },
   });
   const factory = new ClientFactory(ClientFactoryOptions.createFrom(ClientFactoryOptions.default, { transports: [new GrpcTransportFactory()], preferredTransports: ["GRPC"] }));
   client = await factory.createFromUrl(server.url);
@@ -244,5 +246,94 @@ describe("A2A over gRPC with the @a2a-js/sdk client", () => {
   it("refuses callers without a token (open mode is off)", async () => {
     const error = await refusal(client.getTask({ tenant: "", id: "x", historyLength: undefined }));
     expect(error.message).toMatch(/Authorization|bearer|unauthenticated/i);
+  });
+});
+
+/** A webhook on loopback: keeps each notification with its headers; answers `failFirst` of them with 503. */
+async function webhook(failFirst = 0) {
+  const received: Array<{ body: { statusUpdate?: { status?: { state?: string } }; artifactUpdate?: unknown }; token?: string; authorization?: string }> = [];
+  let failures = failFirst;
+  const waiters: Array<() => void> = [];
+  const receiver = http.createServer((req, res) => {
+    let body = "";
+    req.on("data", (chunk: Buffer) => (body += chunk.toString()));
+    req.on("end", () => {
+      if (failures > 0) {
+        failures--;
+        res.writeHead(503).end();
+        return;
+      }
+      received.push({ body: JSON.parse(body), token: req.headers["x-a2a-notification-token"] as string | undefined, authorization: req.headers.authorization });
+      res.writeHead(200).end();
+      for (const wake of waiters.splice(0)) wake();
+    });
+  });
+  await new Promise<void>((resolve) => receiver.listen(0, "127.0.0.1", resolve));
+  const { port } = receiver.address() as { port: number };
+  const states = () => received.map((entry) => entry.body.statusUpdate?.status?.state).filter((state) => state !== undefined);
+  return {
+    url: `http://127.0.0.1:${port}/hook`,
+    received,
+    states,
+    async until(state: string, timeoutMs = 5000) {
+      const deadline = Date.now() + timeoutMs;
+      while (!states().includes(state)) {
+        if (Date.now() > deadline) throw new Error(`no ${state} notification; got ${states().join(", ")}`);
+        await new Promise<void>((resolve) => {
+          waiters.push(resolve);
+          setTimeout(resolve, 100);
+        });
+      }
+    },
+    close: () => new Promise<void>((resolve) => receiver.close(() => resolve())),
+  };
+}
+
+describe("A2A push notifications over gRPC", () => {
+  it("delivers a task's updates to the webhook its SendMessage names, with the token and credentials, through a retry", async () => {
+    const hook = await webhook(1);
+    try {
+      const message = textMessage("notify me");
+      const configuration = {
+        acceptedOutputModes: [],
+        returnImmediately: true,
+        taskPushNotificationConfig: { tenant: "", id: "", taskId: "", url: hook.url, token: "tok-1", authentication: { scheme: "Bearer", credentials: "cred-1" } },
+      };
+      const task = (await client.sendMessage({ tenant: "", message, configuration, metadata: undefined }, await as(alice))) as Task;
+      await hook.until("TASK_STATE_COMPLETED");
+      expect(hook.received.every((entry) => entry.token === "tok-1" && entry.authorization === "Bearer cred-1")).toBe(true);
+      expect(hook.received.some((entry) => entry.body.artifactUpdate !== undefined)).toBe(true);
+      expect(hook.states().at(-1)).toBe("TASK_STATE_COMPLETED");
+      // The config is the task's, readable by its caller; its credentials are not shown back.
+      const page = await client.listTaskPushNotificationConfig({ tenant: "", taskId: task.id, pageSize: 0, pageToken: "" }, await as(alice));
+      expect(page.configs).toHaveLength(1);
+      expect(page.configs[0]?.authentication?.credentials ?? "").toBe("");
+    } finally {
+      await hook.close();
+    }
+  });
+
+  it("creates, reads, lists and deletes configs; delivers to the ones kept; refuses addresses the outbound policy refuses", async () => {
+    const kept = await webhook();
+    const dropped = await webhook();
+    try {
+      const task = await send(textMessage("hold on"), alice, { returnImmediately: true }, { taskType: "hold" });
+      const create = async (id: string, url: string) => client.createTaskPushNotificationConfig({ tenant: "", id, taskId: task.id, url, token: "", authentication: undefined }, await as(alice));
+      const created = await client.createTaskPushNotificationConfig({ tenant: "", id: "kept", taskId: task.id, url: kept.url, token: "t", authentication: undefined }, await as(alice));
+      expect(created).toMatchObject({ id: "kept", taskId: task.id, url: kept.url });
+      await client.createTaskPushNotificationConfig({ tenant: "", id: "dropped", taskId: task.id, url: dropped.url, token: "", authentication: undefined }, await as(alice));
+      expect((await client.getTaskPushNotificationConfig({ tenant: "", taskId: task.id, id: "kept" }, await as(alice))).url).toBe(kept.url);
+      await client.deleteTaskPushNotificationConfig({ tenant: "", taskId: task.id, id: "dropped" }, await as(alice));
+      expect((await client.listTaskPushNotificationConfig({ tenant: "", taskId: task.id, pageSize: 0, pageToken: "" }, await as(alice))).configs.map((config) => config.id)).toEqual(["kept"]);
+      // Another caller learns nothing of the task; a link-local webhook is refused.
+      expect((await refusal(client.getTaskPushNotificationConfig({ tenant: "", taskId: task.id, id: "kept" }, await as(bob)))).name).toBe("TaskNotFoundError");
+      expect((await refusal(create("metadata", "http://169.254.169.254/latest"))).message).toMatch(/url/);
+      await client.cancelTask({ tenant: "", id: task.id, metadata: undefined }, await as(alice));
+      await kept.until("TASK_STATE_CANCELED");
+      expect(dropped.received).toHaveLength(0);
+    } finally {
+      await kept.close();
+      await dropped.close();
+    }
   });
 });

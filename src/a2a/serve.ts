@@ -6,7 +6,11 @@ import type { ServiceImpl } from "@connectrpc/connect";
 import { AgentCardSchema, type A2AService, type AgentCard } from "../../gen/lf/a2a/v1/a2a_pb.js";
 import type { Agent } from "../agent/agent.js";
 import { agentJwks, signedAgentCard, type A2ABinding } from "./card.js";
-import { createA2AService, type A2AServiceDeps } from "./service.js";
+import { convertContextOf, createA2AService, type A2AServiceDeps } from "./service.js";
+import { A2APushSender } from "./push.js";
+import { silentLogger, type Logger } from "../log.js";
+import type { A2APushStore } from "../store/a2a-push.js";
+import { MemoryA2APushStore } from "../store/memory/a2a-push.js";
 
 export interface A2AServerOptions {
   /** Admit callers without credentials as one anonymous party. */
@@ -19,6 +23,9 @@ export interface A2AServerOptions {
   publicUrl?: string;
   /** The agent's version in the card (default the package's). */
   version?: string;
+  /** Where push-notification configs are kept (the server's storage; default this process's memory). */
+  pushStore?: A2APushStore;
+  logger?: Logger;
 }
 
 export interface A2AFace {
@@ -31,12 +38,18 @@ export interface A2AFace {
   jwks(): JsonObject;
   /** Tells the face where the server listens (the card's URLs, unless publicUrl is set). */
   listening(url: string): void;
+  /** Stops push deliveries (at shutdown; a restart resumes them). */
+  close(): void;
 }
 
 export const DEFAULT_AGENT_VERSION = "0.1.0";
 
 export function createA2AFace(agent: Agent, draining: AbortSignal, options: A2AServerOptions = {}): A2AFace {
-  const deps: A2AServiceDeps = { agent, draining, open: options.open === true, defaultSkill: options.defaultSkill };
+  const logger = options.logger ?? silentLogger;
+  const pushStore = options.pushStore ?? new MemoryA2APushStore();
+  const sender = new A2APushSender(agent, pushStore, convertContextOf(agent), logger);
+  void sender.start().catch((error: unknown) => logger.warn({ err: error }, "could not take up A2A push notifications"));
+  const deps: A2AServiceDeps = { agent, draining, open: options.open === true, defaultSkill: options.defaultSkill, push: { agent, store: pushStore, sender } };
   const bindings = options.bindings ?? ["GRPC"];
   let baseUrl = options.publicUrl?.replace(/\/+$/, "") ?? "";
   let card: Promise<AgentCard> | undefined;
@@ -52,13 +65,14 @@ export function createA2AFace(agent: Agent, draining: AbortSignal, options: A2AS
         bindings,
         open: deps.open === true,
         streaming: true,
-        pushNotifications: false,
+        pushNotifications: true,
         extendedAgentCard: false,
         version: options.version ?? DEFAULT_AGENT_VERSION,
       });
       return toJson(AgentCardSchema, await card);
     },
     jwks: () => agentJwks(agent.identity.key),
+    close: () => sender.close(),
     listening(url) {
       if (options.publicUrl !== undefined) return;
       baseUrl = url;

@@ -5,7 +5,9 @@
 import type { JsonObject } from "@bufbuild/protobuf";
 import { create } from "@bufbuild/protobuf";
 import type { HandlerContext, ServiceImpl } from "@connectrpc/connect";
-import { A2AService, SendMessageResponseSchema } from "../../gen/lf/a2a/v1/a2a_pb.js";
+import { A2AService, SendMessageResponseSchema, type SendMessageRequest } from "../../gen/lf/a2a/v1/a2a_pb.js";
+import { EmptySchema } from "@bufbuild/protobuf/wkt";
+import type { TaskRecord } from "../store/store.js";
 import type { Agent } from "../agent/agent.js";
 import { TaskSchemas } from "../agent/schemas.js";
 import { callAbortOf } from "../server/call-abort.js";
@@ -15,6 +17,7 @@ import { a2aError } from "./errors.js";
 import { getTask, historyShape, listTasks, loadTask } from "./read.js";
 import { acceptMessage, cancelTask, type SendContext } from "./send.js";
 import { followTask, subscribe, type FollowOptions } from "./stream.js";
+import { createPushConfig, deletePushConfig, getPushConfig, listPushConfigs, type PushContext } from "./push-configs.js";
 
 export interface A2AServiceDeps {
   agent: Agent;
@@ -24,6 +27,8 @@ export interface A2AServiceDeps {
   open?: boolean;
   /** The task type a message names no skill for, when the agent has several (`--a2a-skill`). */
   defaultSkill?: string;
+  /** Where push-notification configs live and who delivers them; without it push notifications are not supported. */
+  push?: PushContext;
 }
 
 /** The caller of a call, from its request headers. */
@@ -46,11 +51,23 @@ export function createA2AService(deps: A2AServiceDeps): ServiceImpl<typeof A2ASe
   const send: SendContext = { agent, schemas: new TaskSchemas(agent.provider.getCapabilities().supportedTaskTypes), defaultSkill: deps.defaultSkill };
   const maxWaitMs = () => agent.provider.getCapabilities().maxTaskDurationSeconds * 1000;
   const follow = (caller: A2ACaller, ctx: HandlerContext): FollowOptions => ({ agent, convert, caller, stop: [callAbortOf(ctx), draining] });
+  const pushContext = (): PushContext => {
+    if (deps.push === undefined) throw a2aError("PushNotificationNotSupported", "this agent does not send push notifications");
+    return deps.push;
+  };
+  /** A message's task, with the webhook its configuration names kept for every update of it. */
+  const accept = async (caller: A2ACaller, request: SendMessageRequest): Promise<TaskRecord> => {
+    const webhook = request.configuration?.taskPushNotificationConfig;
+    const push = webhook === undefined ? undefined : pushContext();
+    const task = await acceptMessage(send, caller, request);
+    if (push !== undefined && webhook !== undefined) await createPushConfig(push, caller, { ...webhook, taskId: task.taskId }, true);
+    return task;
+  };
   return {
     async sendMessage(request, ctx) {
       const caller = await a2aCallerOf(deps, ctx);
       const historyLength = historyShape(request.configuration?.historyLength, "configuration.historyLength");
-      let task = await acceptMessage(send, caller, request);
+      let task = await accept(caller, request);
       if (request.configuration?.returnImmediately !== true) {
         // Blocking: until the task ends or waits for the client (input required), or the longest a task may run.
         task = (await agent.engine.waitForOutcome(task.taskId, maxWaitMs(), [callAbortOf(ctx), draining])) ?? task;
@@ -60,7 +77,7 @@ export function createA2AService(deps: A2AServiceDeps): ServiceImpl<typeof A2ASe
     async *sendStreamingMessage(request, ctx) {
       const caller = await a2aCallerOf(deps, ctx);
       const historyLength = historyShape(request.configuration?.historyLength, "configuration.historyLength");
-      const task = await acceptMessage(send, caller, request);
+      const task = await accept(caller, request);
       yield* followTask(follow(caller, ctx), task, historyLength);
     },
     async getTask(request, ctx) {
@@ -80,21 +97,22 @@ export function createA2AService(deps: A2AServiceDeps): ServiceImpl<typeof A2ASe
       const caller = await a2aCallerOf(deps, ctx);
       yield* subscribe(follow(caller, ctx), request.id);
     },
-    async createTaskPushNotificationConfig(_request, ctx) {
-      await a2aCallerOf(deps, ctx);
-      throw a2aError("PushNotificationNotSupported", "push notifications are not supported yet");
+    async createTaskPushNotificationConfig(request, ctx) {
+      const caller = await a2aCallerOf(deps, ctx);
+      return createPushConfig(pushContext(), caller, request);
     },
-    async getTaskPushNotificationConfig(_request, ctx) {
-      await a2aCallerOf(deps, ctx);
-      throw a2aError("PushNotificationNotSupported", "push notifications are not supported yet");
+    async getTaskPushNotificationConfig(request, ctx) {
+      const caller = await a2aCallerOf(deps, ctx);
+      return getPushConfig(pushContext(), caller, request.taskId, request.id);
     },
-    async listTaskPushNotificationConfigs(_request, ctx) {
-      await a2aCallerOf(deps, ctx);
-      throw a2aError("PushNotificationNotSupported", "push notifications are not supported yet");
+    async listTaskPushNotificationConfigs(request, ctx) {
+      const caller = await a2aCallerOf(deps, ctx);
+      return listPushConfigs(pushContext(), caller, request.taskId, request.pageSize);
     },
-    async deleteTaskPushNotificationConfig(_request, ctx) {
-      await a2aCallerOf(deps, ctx);
-      throw a2aError("PushNotificationNotSupported", "push notifications are not supported yet");
+    async deleteTaskPushNotificationConfig(request, ctx) {
+      const caller = await a2aCallerOf(deps, ctx);
+      await deletePushConfig(pushContext(), caller, request.taskId, request.id);
+      return create(EmptySchema);
     },
     async getExtendedAgentCard(_request, ctx) {
       await a2aCallerOf(deps, ctx);

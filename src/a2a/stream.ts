@@ -57,6 +57,38 @@ export interface FollowOptions {
   stop: ReadonlyArray<AbortSignal | Abortable>;
 }
 
+/** What one event shows an A2A client: the state after it, and the updates (none when the A2A state and message stay). */
+export interface EventUpdates {
+  state: TaskState;
+  updates: StreamResponse[];
+}
+
+/**
+ * The updates an event of `task` makes, from the Synapse state before it:
+ * a status update when the A2A state changes or the agent says something,
+ * preceded by the result artifact when the task completes.
+ */
+export async function eventUpdates(agent: Agent, convert: ConvertContext, task: TaskRecord, event: StoredEvent, before: TaskState): Promise<EventUpdates> {
+  const state = stateAfterEvent(before, event.header.messageType, event.payload) ?? before;
+  const next = a2aState(state);
+  const message = eventMessage(task, event, convert);
+  if (next === a2aState(before) && message === undefined) return { state, updates: [] };
+  const contextId = task.carried?.sessionId ?? "";
+  const updates: StreamResponse[] = [];
+  if (state === TaskState.COMPLETED) {
+    const current = (await agent.store.getTask(task.taskId)) ?? task;
+    const artifact = (await loadTask(agent, convert, current, { historyLength: 0 })).artifacts[0] ?? resultArtifact(current);
+    if (artifact !== undefined) {
+      updates.push(create(StreamResponseSchema, { payload: { case: "artifactUpdate", value: create(TaskArtifactUpdateEventSchema, { taskId: task.taskId, contextId, artifact, append: false, lastChunk: true }) } }));
+    }
+  }
+  const sentAt = event.header.sentAt;
+  const timestamp = timestampFromMs(sentAt ? Number(sentAt.seconds) * 1000 + Math.floor(sentAt.nanos / 1e6) : Date.now());
+  const status = create(TaskStatusSchema, { state: next, message, timestamp });
+  updates.push(create(StreamResponseSchema, { payload: { case: "statusUpdate", value: create(TaskStatusUpdateEventSchema, { taskId: task.taskId, contextId, status }) } }));
+  return { state, updates };
+}
+
 /**
  * The stream for a task read as `first`: the Task (with history), then its
  * updates from the event after `first`'s last, until it ends or waits.
@@ -65,31 +97,13 @@ export async function* followTask(options: FollowOptions, first: TaskRecord, his
   const { agent, convert } = options;
   yield create(StreamResponseSchema, { payload: { case: "task", value: await loadTask(agent, convert, first, { historyLength }) } });
   let state = first.state;
-  let shown = a2aState(state);
-  if (endsStream(shown)) return;
-  const contextId = first.carried?.sessionId ?? "";
+  if (endsStream(a2aState(state))) return;
   for await (const item of agent.reader.watch(first.taskId, readerOf(options.caller), first.lastSequence + 1, options.stop, { heartbeats: false })) {
     if (item.kind !== "event") continue;
-    const { event } = item;
-    state = stateAfterEvent(state, event.header.messageType, event.payload) ?? state;
-    const next = a2aState(state);
-    const message = eventMessage(first, event, convert);
-    if (next === shown && message === undefined) continue;
-    if (state === TaskState.COMPLETED) {
-      const task = (await agent.store.getTask(first.taskId)) ?? first;
-      const loaded = await loadTask(agent, convert, task, { historyLength: 0 });
-      const artifact = loaded.artifacts[0] ?? resultArtifact(task);
-      if (artifact !== undefined) {
-        yield create(StreamResponseSchema, {
-          payload: { case: "artifactUpdate", value: create(TaskArtifactUpdateEventSchema, { taskId: first.taskId, contextId, artifact, append: false, lastChunk: true }) },
-        });
-      }
-    }
-    shown = next;
-    const timestamp = timestampFromMs(event.header.sentAt ? Number(event.header.sentAt.seconds) * 1000 + Math.floor(event.header.sentAt.nanos / 1e6) : Date.now());
-    const status = create(TaskStatusSchema, { state: next, message, timestamp });
-    yield create(StreamResponseSchema, { payload: { case: "statusUpdate", value: create(TaskStatusUpdateEventSchema, { taskId: first.taskId, contextId, status }) } });
-    if (endsStream(next)) return;
+    const step = await eventUpdates(agent, convert, first, item.event, state);
+    state = step.state;
+    yield* step.updates;
+    if (step.updates.length > 0 && endsStream(a2aState(state))) return;
   }
 }
 

@@ -173,7 +173,7 @@ export async function serveAgent(options: ServeAgentOptions): Promise<ServedAgen
       writeTimeoutMs: options.writeTimeoutMs,
       shutdownGraceMs: options.shutdownGraceMs,
       metrics: options.metrics,
-      a2a: options.a2a === true ? {} : options.a2a === false ? undefined : options.a2a,
+      a2a: options.a2a === true || (options.a2a !== undefined && options.a2a !== false) ? { pushStore: storage.a2aPush, ...(options.a2a === true ? {} : options.a2a) } : undefined,
     });
   } catch (error) {
     await synapseAgent.close();

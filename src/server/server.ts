@@ -110,7 +110,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
   const metrics = options.metrics === false ? undefined : new ServerMetrics(agent?.store);
   const detachMetrics = metrics && agent ? agent.observers.add(metrics.agentObserver) : undefined;
 
-  const a2a = agent && options.a2a ? createA2AFace(agent, drainController.signal, options.a2a) : undefined;
+  const a2a = agent && options.a2a ? createA2AFace(agent, drainController.signal, { logger, ...options.a2a }) : undefined;
   const a2aService = a2a?.service ?? options.a2aService?.({ draining: drainController.signal });
   const routes = (router: ConnectRouter) => {
     router.service(CapabilitiesService, capabilitiesService(provider));
@@ -208,6 +208,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
       // Group tasks stop following their members (a restart picks them up), then running tasks end
       // (their last events reach watchers), then open streams are told to resume elsewhere.
       await options.groups?.stop();
+      a2a?.close();
       await agent?.stop();
       drainController.abort();
       const grace = options.shutdownGraceMs ?? 10_000;

@@ -113,7 +113,7 @@ export async function startTestServer(options: TestServerOptions = {}): Promise<
     port: 0,
     host: options.host ?? "127.0.0.1",
     metrics: options.metrics,
-    a2a: options.a2a,
+    a2a: options.a2a && { pushStore: storage?.a2aPush, ...options.a2a },
     ...limits,
   });
   return Object.assign(server, { agent, registry });

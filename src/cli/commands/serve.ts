@@ -245,7 +245,7 @@ export async function serve(argv: string[]): Promise<number> {
       registry,
       a2a: values["no-a2a"]
         ? undefined
-        : { open: values["a2a-open"] === true, defaultSkill: a2aSkill ?? (taskTypes.includes(DEFAULT_A2A_SKILL) ? DEFAULT_A2A_SKILL : undefined), publicUrl: values["advertise-url"] },
+        : { open: values["a2a-open"] === true, defaultSkill: a2aSkill ?? (taskTypes.includes(DEFAULT_A2A_SKILL) ? DEFAULT_A2A_SKILL : undefined), publicUrl: values["advertise-url"], pushStore: storage.a2aPush },
       groups,
       host: values.host ?? process.env.HOST ?? "127.0.0.1",
       port: integerOption(values.port ?? process.env.PORT, "--port") ?? 8080,
