@@ -5,6 +5,7 @@ import { create } from "@bufbuild/protobuf";
 import { Role, TaskState, type Message, type Part, type StreamResponse, type Task } from "@a2a-js/sdk";
 import { ClientFactory, ClientFactoryOptions, type Client } from "@a2a-js/sdk/client";
 import { randomUUID } from "node:crypto";
+import http from "node:http";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { SupportedTaskTypeSchema } from "../../gen/synapse/v1/capabilities_pb.js";
 import type { TaskHandler } from "../../src/agent/handler.js";
@@ -57,6 +58,25 @@ async function refusal(attempt: Promise<unknown>): Promise<Error> {
     },
     (error: unknown) => error as Error,
   );
+}
+
+/** A loopback webhook: the state of each status notification it receives, and their tokens. */
+async function webhook(): Promise<{ url: string; states: string[]; tokens: Array<string | undefined>; close(): Promise<void> }> {
+  const states: string[] = [];
+  const tokens: Array<string | undefined> = [];
+  const receiver = http.createServer((req, res) => {
+    let body = "";
+    req.on("data", (chunk: Buffer) => (body += chunk.toString()));
+    req.on("end", () => {
+      const state = (JSON.parse(body) as { statusUpdate?: { status?: { state?: string } } }).statusUpdate?.status?.state;
+      if (state !== undefined) states.push(state);
+      tokens.push(req.headers["x-a2a-notification-token"] as string | undefined);
+      res.writeHead(200).end();
+    });
+  });
+  await new Promise<void>((resolve) => receiver.listen(0, "127.0.0.1", resolve));
+  const { port } = receiver.address() as { port: number };
+  return { url: `http://127.0.0.1:${port}/hook`, states, tokens, close: () => new Promise<void>((resolve) => receiver.close(() => resolve())) };
 }
 
 /** The engine flows with the SDK client over `binding`; `path` is where the binding lives on the server. */
@@ -152,6 +172,26 @@ export function describeEngineFlows(binding: "JSONRPC" | "HTTP+JSON", path: stri
       const last = items.at(-1)?.payload;
       expect(last?.$case === "statusUpdate" && last.value.status?.state).toBe(TaskState.TASK_STATE_CANCELED);
       expect((await refusal((async () => { for await (const _ of client.resubscribeTask({ tenant: "", id: taskId }, await as(alice))); })())).name).toBe("UnsupportedOperationError");
+    });
+
+    it("creates, reads, lists and deletes push notification configs, and the kept one is notified", async () => {
+      const hook = await webhook();
+      try {
+        const task = await send(textMessage("hold on"), alice, true, { taskType: "hold" });
+        const config = (id: string) => ({ tenant: "", id, taskId: task.id, url: hook.url, token: `tok-${id}`, authentication: undefined });
+        expect(await client.createTaskPushNotificationConfig(config("kept"), await as(alice))).toMatchObject({ id: "kept", taskId: task.id, url: hook.url });
+        await client.createTaskPushNotificationConfig(config("dropped"), await as(alice));
+        expect((await client.getTaskPushNotificationConfig({ tenant: "", taskId: task.id, id: "kept" }, await as(alice))).token).toBe("tok-kept");
+        await client.deleteTaskPushNotificationConfig({ tenant: "", taskId: task.id, id: "dropped" }, await as(alice));
+        const listed = await client.listTaskPushNotificationConfig({ tenant: "", taskId: task.id, pageSize: 0, pageToken: "" }, await as(alice));
+        expect(listed.configs.map((c) => c.id)).toEqual(["kept"]);
+        expect((await refusal(client.getTaskPushNotificationConfig({ tenant: "", taskId: task.id, id: "kept" }, await as(bob)))).name).toBe("TaskNotFoundError");
+        await client.cancelTask({ tenant: "", id: task.id, metadata: undefined }, await as(alice));
+        await expect.poll(() => hook.states.includes("TASK_STATE_CANCELED"), { timeout: 5000 }).toBe(true);
+        expect(new Set(hook.tokens)).toEqual(new Set(["tok-kept"]));
+      } finally {
+        await hook.close();
+      }
     });
 
     it("refuses a caller without a token", async () => {
