@@ -22,11 +22,10 @@ import type { Envelope } from "../../gen/synapse/v1/envelope_pb.js";
 import type { StoredEvent } from "../store/store.js";
 import { authenticateHeader, authenticateToken, type BearerPolicy } from "./auth.js";
 import { replyError, type HttpRequest, type HttpResponse } from "./http-reply.js";
-import { writeWaiting } from "./write-waiting.js";
+import { DEFAULT_SSE_HEARTBEAT_MS, startSse } from "./sse.js";
 import { linkedSignal } from "../abort.js";
 
 const EVENTS_PATH = /^\/tasks\/([^/]+)\/events$/;
-export const DEFAULT_SSE_HEARTBEAT_MS = 15_000;
 /** How long EventSource waits before reconnecting (the `retry` field). */
 const RETRY_MS = 2_000;
 
@@ -121,26 +120,18 @@ async function serve(req: HttpRequest, res: HttpResponse, taskId: string, signal
     res.end();
     return;
   }
-  res.writeHead(200, {
-    ...CORS,
-    "Content-Type": "text/event-stream; charset=utf-8",
-    "Cache-Control": "no-store",
-    "X-Accel-Buffering": "no",
-    "Referrer-Policy": "no-referrer",
-  });
-  const heartbeat = setInterval(() => void writeWaiting(res, ": heartbeat\n\n"), heartbeatMs);
+  const stream = startSse(res, { heartbeatMs, headers: { ...CORS, "Referrer-Policy": "no-referrer" } });
   try {
-    await writeWaiting(res, `retry: ${RETRY_MS}\nevent: snapshot\ndata: ${JSON.stringify(toJson(TaskSchema, taskView(snapshot)))}\n\n`);
+    await stream.send({ retry: RETRY_MS, event: "snapshot", data: JSON.stringify(toJson(TaskSchema, taskView(snapshot))) });
     for await (const item of items as AsyncIterable<WatchItem>) {
-      if (item.kind === "event") await writeWaiting(res, `id: ${item.event.sequence}\ndata: ${dataOf(item.event)}\n\n`);
+      if (item.kind === "event") await stream.send({ id: String(item.event.sequence), data: dataOf(item.event) });
     }
     // The watch ended after the terminal event (or the stream is closing): say which, so a browser can close() its EventSource.
     const final = signal.aborted ? undefined : await options.agent.store.getTask(taskId);
     if (final !== undefined && isTerminal(final.state)) {
-      await writeWaiting(res, `event: end\ndata: ${JSON.stringify({ state: `TASK_STATE_${TaskState[final.state]}`, lastSequence: String(final.lastSequence) })}\n\n`);
+      await stream.send({ event: "end", data: JSON.stringify({ state: `TASK_STATE_${TaskState[final.state]}`, lastSequence: String(final.lastSequence) }) });
     }
   } finally {
-    clearInterval(heartbeat);
-    res.end();
+    stream.end();
   }
 }

@@ -1,6 +1,10 @@
 // The plain HTTP paths beside the RPCs: POST /upload, the SSE event stream
-// GET /tasks/{task_id}/events, and the operator console; anything else 404,
-// or the embedding server's own routes (fallback).
+// GET /tasks/{task_id}/events, A2A's JSON-RPC (POST /a2a/jsonrpc) and REST
+// (/a2a/rest/...) bindings, and the operator console; anything else 404, or
+// the embedding server's own routes (fallback).
+import { A2A_JSONRPC_PATH, jsonRpcHandler } from "../a2a/jsonrpc.js";
+import { A2A_REST_PATH, restHandler } from "../a2a/rest.js";
+import type { A2AServiceImpl } from "../a2a/http-call.js";
 import type { Agent } from "../agent/agent.js";
 import { AGENT_CARD_PATH, JWKS_PATH } from "../a2a/card.js";
 import type { A2AFace } from "../a2a/serve.js";
@@ -21,6 +25,22 @@ export interface HttpRoutesOptions {
   sseHeartbeatMs?: number;
   /** Answers every other path (an embedding server's own routes); default the console's 404. */
   fallback?: RequestHandler;
+  /** The A2A service the JSON bindings call, and the largest request body they take. */
+  a2aBindings?: { service: A2AServiceImpl; maxBodyBytes: number };
+}
+
+/** The A2A JSON bindings' paths: POST /a2a/jsonrpc and everything under /a2a/rest/; undefined without a service. */
+function a2aRoutes(options: HttpRoutesOptions): ((req: Parameters<RequestHandler>[0], res: Parameters<RequestHandler>[1], path: string) => boolean) | undefined {
+  if (options.a2aBindings === undefined) return undefined;
+  const bindingOptions = { ...options.a2aBindings, draining: options.draining, logger: options.logger, sseHeartbeatMs: options.sseHeartbeatMs };
+  const jsonRpc = jsonRpcHandler(bindingOptions);
+  const rest = restHandler(bindingOptions);
+  return (req, res, path) => {
+    if (path === A2A_JSONRPC_PATH) jsonRpc(req, res);
+    else if (path === A2A_REST_PATH || path.startsWith(`${A2A_REST_PATH}/`)) rest(req, res);
+    else return false;
+    return true;
+  };
 }
 
 export function httpRoutes(options: HttpRoutesOptions): RequestHandler {
@@ -35,13 +55,20 @@ export function httpRoutes(options: HttpRoutesOptions): RequestHandler {
           else fallback(req, res);
         };
   const { agent } = options;
-  if (agent === undefined) return consolePage;
+  const a2aJson = a2aRoutes(options);
+  if (agent === undefined) {
+    if (a2aJson === undefined) return consolePage;
+    return (req, res) => {
+      if (!a2aJson(req, res, (req.url ?? "").split("?", 1)[0] ?? "")) consolePage(req, res);
+    };
+  }
   const bearer = { audience: agent.identity.agentId, trust: agent.trust };
   const upload = uploadHandler({ uploads: agent.uploads, bearer, logger: options.logger });
   const events = eventStreamHandler({ agent, bearer, draining: options.draining, heartbeatMs: options.sseHeartbeatMs });
   return (req, res) => {
     const path = (req.url ?? "").split("?", 1)[0] ?? "";
     if (path === UPLOAD_PATH) return upload(req, res);
+    if (a2aJson?.(req, res, path) === true) return;
     if (options.a2a !== undefined && (path === AGENT_CARD_PATH || path === JWKS_PATH)) return wellKnown(options.a2a, path, req, res, options.logger);
     const taskId = eventsPathTaskId(path);
     if (taskId !== undefined) return events(req, res, taskId);

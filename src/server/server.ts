@@ -29,7 +29,9 @@ import { registerReflection } from "./reflection.js";
 import { withRequestLog } from "./request-log.js";
 import { metricsRoute } from "./metrics-route.js";
 import { A2AService } from "../../gen/lf/a2a/v1/a2a_pb.js";
+import type { A2AServiceImpl } from "../a2a/http-call.js";
 import { createA2AFace, type A2AFace, type A2AServerOptions } from "../a2a/serve.js";
+import { a2aVersionInterceptor } from "../a2a/version.js";
 import { ServerMetrics } from "../observability/metrics.js";
 
 /** Room for the envelope, header and framing around a max_file_size payload. */
@@ -57,8 +59,18 @@ export interface ServerOptions extends ConnectionLimitOptions {
   sseHeartbeatMs?: number;
   /** Answer common calls on the short call paths (default true; see server/short-call.ts); false serves every call through connect-es's own handlers. */
   shortPaths?: boolean;
-  /** Serve A2A v1.0 beside Synapse (lf.a2a.v1.A2AService and the agent card); needs an agent. */
+  /**
+   * Serve A2A v1.0 beside Synapse (lf.a2a.v1.A2AService over gRPC, Connect
+   * and gRPC-web, JSON-RPC at POST /a2a/jsonrpc, REST under /a2a/rest, and
+   * the agent card); needs an agent.
+   */
   a2a?: A2AServerOptions;
+  /**
+   * Instead of `a2a`: any A2AService implementation to serve on the same
+   * bindings (no card), made with the server's drain signal, on which its
+   * streams end.
+   */
+  a2aService?: (server: { draining: AbortSignal }) => A2AServiceImpl;
 }
 
 export interface RunningServer {
@@ -106,11 +118,12 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
   const detachHealth = availability?.onChange(followStore);
 
   const a2a = agent && options.a2a ? createA2AFace(agent, drainController.signal, { logger, ...options.a2a }) : undefined;
+  const a2aService = a2a?.service ?? options.a2aService?.({ draining: drainController.signal });
   const routes = (router: ConnectRouter) => {
     router.service(CapabilitiesService, capabilitiesService(provider));
     // Without an agent P2PService is still declared, and answers UNIMPLEMENTED.
     router.service(P2PService, agent ? p2pService(agent, drainController.signal, maxBytes) : {});
-    if (a2a) router.service(A2AService, a2a.service);
+    if (a2aService !== undefined) router.service(A2AService, a2aService);
     if (options.groups && agent) router.service(GroupService, groupService(options.groups, agent, drainController.signal, maxBytes));
     if (options.registry && agent) {
       router.service(
@@ -129,14 +142,22 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     registerReflection(router);
     health.register(router, drainController.signal);
   };
-  const plainRoutes = httpRoutes({ agent, a2a, draining: drainController.signal, logger, sseHeartbeatMs: options.sseHeartbeatMs });
+  const plainRoutes = httpRoutes({
+    agent,
+    a2a,
+    draining: drainController.signal,
+    logger,
+    sseHeartbeatMs: options.sseHeartbeatMs,
+    a2aBindings: a2aService === undefined ? undefined : { service: a2aService, maxBodyBytes: maxBytes },
+  });
   const handler = createRequestHandler({
     routes,
     logger,
     shortPaths: options.shortPaths,
     readMaxBytes: maxBytes,
     writeMaxBytes: maxBytes,
-    interceptors: [shapeErrors(logger)],
+    // A2A calls naming a version we do not speak are refused before the service (version.ts); other services pass.
+    interceptors: a2aService === undefined ? [shapeErrors(logger)] : [shapeErrors(logger), a2aVersionInterceptor],
     shutdownSignal: shutdownController.signal,
     fallback: healthRoute(health, metrics ? metricsRoute(metrics, plainRoutes, logger) : plainRoutes),
   });
