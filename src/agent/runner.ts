@@ -7,23 +7,15 @@
 // input, any other task fails with agent_not_ready (recoverable). Decision
 // deadlines are kept from the stored times, and escalate as the task type's
 // policy says.
-import { create, type JsonObject, type JsonValue } from "@bufbuild/protobuf";
+import type { JsonObject, JsonValue } from "@bufbuild/protobuf";
 import { MessageType } from "../../gen/synapse/v1/envelope_pb.js";
 import { ErrorCode } from "../../gen/synapse/v1/errors_pb.js";
-import {
-  TaskCompletePayloadSchema,
-  ResultStreamSchema,
-  TaskFailedPayloadSchema,
-  TaskState,
-  TaskStatusUpdatePayloadSchema,
-} from "../../gen/synapse/v1/payloads_pb.js";
+import { TaskState } from "../../gen/synapse/v1/payloads_pb.js";
 import type { CapabilitiesProvider } from "../capabilities/provider.js";
 import type { P2PConfig } from "../capabilities/defaults.js";
 import type { Logger } from "../log.js";
 import { taskLogFields } from "../observability/log-fields.js";
-import { toValue } from "../protocol/json-values.js";
 import { isTerminal, WAITING_STATES } from "../protocol/state-machine.js";
-import { StoreUnavailableError } from "../store/errors.js";
 import { StoreConflictError, type TaskPatch, type TaskRecord, type TaskStore } from "../store/store.js";
 import { admissionEvent, admissionOutcome } from "./admission.js";
 import { DecisionDeadlines } from "./deadlines.js";
@@ -31,10 +23,9 @@ import { Escalator, type EscalationPolicies } from "./escalation.js";
 import type { TaskEventBus } from "./events.js";
 import { Execution, type ExecutionHost, type FailureReport, type FinishedResult } from "./execution.js";
 import type { HumanAnswer, HumanQuestion, MissingFieldSpec, TaskHandler } from "./handler.js";
-import { ProgressReports, type ProgressReport } from "./progress.js";
 import { Questions } from "./questions.js";
-import { buildTaskResult, completePayloadBytes } from "./task-result.js";
 import type { EventRecorder } from "./recorder.js";
+import { RunWrites } from "./run-writes.js";
 import type { TaskSchemas } from "./schemas.js";
 import type { AgentUploads } from "./uploads.js";
 
@@ -49,8 +40,6 @@ export const RUNNABLE_STATES: readonly TaskState[] = [
 ];
 
 const SCAN_BATCH = 200;
-/** How long a finished run keeps trying to record its end while the store cannot be used. */
-const RUN_END_RETRY_MS = 10 * 60_000;
 
 export interface RunnerOptions {
   capabilities: CapabilitiesProvider;
@@ -80,13 +69,20 @@ export class ExecutionRunner implements ExecutionHost {
   private readonly executions = new Map<string, Execution>();
   private readonly deadlines: DecisionDeadlines;
   private readonly questions: Questions;
-  private readonly progressReports: ProgressReports;
+  private readonly writes: RunWrites;
   private scanner: NodeJS.Timeout | undefined;
   private scanning: Promise<void> | undefined;
   private stopped = false;
 
   constructor(private readonly options: RunnerOptions) {
-    this.progressReports = new ProgressReports(options.progressIntervalMs ?? DEFAULT_PROGRESS_INTERVAL_MS, (taskId, report) => this.recordProgress(taskId, report));
+    this.writes = new RunWrites({
+      store: options.store,
+      recorder: options.recorder,
+      instanceId: options.instanceId,
+      progressIntervalMs: options.progressIntervalMs ?? DEFAULT_PROGRESS_INTERVAL_MS,
+      stopRun: (taskId, why) => this.stopRun(taskId, why),
+      stopped: () => this.stopped,
+    });
     const escalator = new Escalator({ store: options.store, recorder: options.recorder, policies: options.escalation, logger: options.logger, now: options.now });
     this.deadlines = new DecisionDeadlines({
       store: options.store,
@@ -103,7 +99,7 @@ export class ExecutionRunner implements ExecutionHost {
       escalation: options.escalation,
       now: options.now,
       instanceId: options.instanceId,
-      fenced: (taskId, write) => this.fenced(taskId, write),
+      fenced: (taskId, write) => this.writes.fenced(taskId, write),
     });
   }
 
@@ -302,7 +298,7 @@ export class ExecutionRunner implements ExecutionHost {
       })
       .then((recordedEnd) => {
         unsubscribe();
-        this.progressReports.take(task.taskId);
+        this.writes.progressReports.take(task.taskId);
         this.executions.delete(task.taskId);
         // A run that recorded the task's end gave up its lease in that commit; any other still holds it.
         if (!recordedEnd && !this.stopped) void this.options.store.releaseLeases(this.me, [task.taskId]).catch(() => undefined);
@@ -323,40 +319,10 @@ export class ExecutionRunner implements ExecutionHost {
     return this.executions.has(taskId);
   }
 
-  // ── ExecutionHost: what a run records, fenced by the lease ─────────────
-
-  private async fenced<T>(taskId: string, write: () => Promise<T>): Promise<T> {
-    try {
-      return await write();
-    } catch (error) {
-      if (error instanceof StoreConflictError && error.reason === "lease") this.stopRun(taskId, "lease lost");
-      throw error;
-    }
-  }
+  // ── ExecutionHost: what a run records (run-writes.ts), fenced by the lease ──
 
   async progress(taskId: string, percent: number, message: string, intermediate?: JsonValue): Promise<void> {
-    this.progressReports.report(taskId, { percent, message, intermediate });
-  }
-
-  /** Records one (coalesced) progress report as a task_status_update. */
-  private async recordProgress(taskId: string, { percent, message, intermediate }: ProgressReport): Promise<void> {
-    await this.fenced(taskId, () =>
-      this.options.recorder.record({
-        taskId,
-        fence: this.me,
-        build: (current) => ({
-          type: MessageType.TASK_STATUS_UPDATE,
-          message: create(TaskStatusUpdatePayloadSchema, {
-            taskId,
-            status: TaskState.EXECUTING,
-            progress: percent,
-            message,
-            intermediateResult: intermediate === undefined ? undefined : toValue(intermediate),
-          }),
-          patch: { progress: Math.max(current.progress, percent), statusMessage: message },
-        }),
-      }),
-    );
+    return this.writes.progress(taskId, percent, message, intermediate);
   }
 
   async currentPayload(taskId: string): Promise<JsonObject> {
@@ -365,92 +331,26 @@ export class ExecutionRunner implements ExecutionHost {
 
   async askForInfo(execution: Execution, fields: MissingFieldSpec[], question: string | undefined): Promise<JsonObject> {
     // What the handler reported before asking is told before the question.
-    await this.progressReports.flush(execution.input.taskId);
+    await this.writes.progressReports.flush(execution.input.taskId);
     return this.questions.askForInfo(execution, fields, question);
   }
 
   async askHuman(execution: Execution, question: HumanQuestion): Promise<HumanAnswer> {
-    await this.progressReports.flush(execution.input.taskId);
+    await this.writes.progressReports.flush(execution.input.taskId);
     return this.questions.askHuman(execution, question);
   }
 
   async complete(taskId: string, result: FinishedResult): Promise<boolean> {
-    // The completion says more than a progress report it follows within the interval.
-    this.progressReports.take(taskId);
-    if (result.stream) {
-      const bytes = result.stream.bytes;
-      await this.untilStored(() => this.options.store.putResult(taskId, bytes));
-    }
-    const recorded = await this.untilStored(() => this.fenced(taskId, () =>
-      this.options.recorder.record({
-        taskId,
-        fence: this.me,
-        build: () => {
-          const stream = result.stream
-            ? { streamId: taskId, totalSize: BigInt(result.stream.bytes.byteLength), sha256: result.stream.sha256, contentType: result.stream.contentType }
-            : undefined;
-          const built = buildTaskResult(result.outputType, result.output, result.metadata, stream && create(ResultStreamSchema, stream));
-          const message = create(TaskCompletePayloadSchema, { taskId, result: built.result, summary: result.summary });
-          return {
-            type: MessageType.TASK_COMPLETE,
-            message,
-            encoded: completePayloadBytes(taskId, built.bytes, result.summary),
-            patch: {
-              result: built.result,
-              progress: 100,
-              statusMessage: result.summary || "completed",
-              resultStream: result.stream ? { contentType: result.stream.contentType, totalSize: result.stream.bytes.byteLength, sha256: result.stream.sha256 } : undefined,
-              leaseOwner: "",
-              leaseUntilMs: 0,
-            },
-          };
-        },
-      }),
-    ));
-    return recorded !== undefined;
+    return this.writes.complete(taskId, result);
   }
 
   async fail(taskId: string, failure: FailureReport): Promise<boolean> {
-    this.progressReports.take(taskId);
-    return this.untilStored(() => this.fenced(taskId, () => this.recordFailure(taskId, failure, this.me)));
+    return this.writes.fail(taskId, failure);
   }
 
-  /**
-   * A run's last write, tried again while the store cannot be used (its
-   * database restarting, its disk full): the outcome of work already done is
-   * not given up for an outage. The lease fences every try, so a run whose
-   * task another instance took over meanwhile still writes nothing.
-   */
-  private async untilStored<T>(write: () => Promise<T>): Promise<T> {
-    const giveUpAt = Date.now() + RUN_END_RETRY_MS;
-    for (let delay = 50; ; delay = Math.min(delay * 2, 250)) {
-      try {
-        return await write();
-      } catch (error) {
-        if (this.stopped || !(error instanceof StoreUnavailableError) || Date.now() + delay > giveUpAt) throw error;
-      }
-      await new Promise((resolve) => setTimeout(resolve, delay));
-    }
-  }
-
-  /** Records task_failed (fenced by `fence` when given), giving up the lease with it; false when the task had already ended. */
+  /** Records task_failed, giving up the lease with it (see RunWrites.recordFailure). */
   async recordFailure(taskId: string, failure: FailureReport, fence?: string): Promise<boolean> {
-    const recorded = await this.options.recorder.record({
-      taskId,
-      fence,
-      build: () => {
-        const message = create(TaskFailedPayloadSchema, {
-          taskId,
-          error: { code: failure.code, message: failure.message, recoverable: failure.recoverable, details: failure.details === undefined ? undefined : toValue(failure.details) },
-        });
-        return {
-          type: MessageType.TASK_FAILED,
-          message,
-          patch: { error: message.error, statusMessage: failure.message, pendingInfo: undefined, pendingDecision: undefined, leaseOwner: "", leaseUntilMs: 0 },
-        };
-      },
-    });
-    return recorded !== undefined;
+    return this.writes.recordFailure(taskId, failure, fence);
   }
 
   // ── shutdown ───────────────────────────────────────────────────────────
@@ -464,7 +364,7 @@ export class ExecutionRunner implements ExecutionHost {
   async shutdown(graceMs = 2000): Promise<void> {
     this.stopped = true;
     clearInterval(this.scanner);
-    this.progressReports.clear();
+    this.writes.progressReports.clear();
     this.deadlines.stop();
     const running = [...this.executions.entries()];
     for (const [taskId, execution] of running) {

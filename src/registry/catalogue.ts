@@ -2,7 +2,7 @@
 // under the governance rules of §8 (governance.ts), who may change them
 // (catalogue-access.ts), the permissions the registry grants (grants.ts),
 // their audit trail, and matching an Ontology to ranked candidates
-// (matching.ts).
+// (matching.ts). Reading it a page at a time is catalogue-queries.ts.
 //
 // Storage: every operation runs alone against the current records
 // (CatalogueStorage.update), checks first and then hands back all its
@@ -15,13 +15,10 @@ import type { SupportedTaskType } from "../../gen/synapse/v1/capabilities_pb.js"
 import { ErrorCode } from "../../gen/synapse/v1/errors_pb.js";
 import {
   AuditEventKind,
-  AuditEventSchema,
   CapabilityHealth,
   CapabilityStatus,
-  CapabilityType,
   GovernedCapabilitySchema,
   PermissionGrantSchema,
-  type AuditEvent,
   type CapabilityMatch,
   type GovernedCapability,
   type Ontology,
@@ -33,7 +30,18 @@ import { MemoryCatalogueStorage } from "../store/memory/registry.js";
 import type { CatalogueState, CatalogueStorage } from "../store/registry-storage.js";
 import { actorKeyId, actorName, CatalogueAccess, owns, Refusal, type Actor, type CallerIdentity } from "./catalogue-access.js";
 import { Batch } from "./catalogue-batch.js";
-import { compareListKeys, compareStrings, compareVersions, decodeAuditCursor, decodeKeyCursor, decodeListCursor, encodeToken, listKey, pageSizeOf } from "./catalogue-order.js";
+import { compareStrings, compareVersions } from "./catalogue-order.js";
+import {
+  listAudit,
+  listCapabilities,
+  listGrants,
+  type AuditPage,
+  type CapabilityPage,
+  type GrantPage,
+  type ListAuditQuery,
+  type ListCapabilitiesQuery,
+  type ListGrantsQuery,
+} from "./catalogue-queries.js";
 import { checkGovernance, governanceError, isKnownStatus, statusName } from "./governance.js";
 import { checkGranteeKeyId, grantedPermissions, normalPermissions, stageGrant } from "./grants.js";
 import { DEFAULT_MATCH_LIMIT, isMatchable, rankCandidates, sameLineage } from "./matching.js";
@@ -43,14 +51,10 @@ export { checkGovernance } from "./governance.js";
 export { capabilityFromTaskType, defaultCapabilityId, DEFAULT_TASK_CAPABILITY_VERSION } from "./task-capabilities.js";
 export { compareVersions } from "./catalogue-order.js";
 export type { Actor, CallerIdentity } from "./catalogue-access.js";
+export type { AuditPage, CapabilityPage, GrantPage, ListAuditQuery, ListCapabilitiesQuery, ListGrantsQuery } from "./catalogue-queries.js";
 
 /** The actor of changes the registry makes itself (supersession, leases). */
 export const REGISTRY_ACTOR = "registry";
-
-const DEFAULT_LIST_PAGE_SIZE = 50;
-const MAX_LIST_PAGE_SIZE = 500;
-const DEFAULT_AUDIT_PAGE_SIZE = 100;
-const MAX_AUDIT_PAGE_SIZE = 1000;
 
 /** The operations' names, as audit events record them: the RPC each serves. */
 const ACTION = {
@@ -62,7 +66,7 @@ const ACTION = {
 } as const;
 
 // ---------------------------------------------------------------------------
-// Queries
+// Options
 
 export interface CatalogueOptions {
   /** Milliseconds since the epoch; injectable for tests. */
@@ -71,44 +75,6 @@ export interface CatalogueOptions {
   /** Key ids of the registry's operators, who may change any capability and the grants. */
   admins?: Iterable<string>;
   logger?: Logger;
-}
-
-export interface ListCapabilitiesQuery {
-  /** UNSPECIFIED or absent: every type. */
-  capabilityType?: CapabilityType;
-  /** Exact domain; empty or absent: every domain. */
-  domain?: string;
-  /** Empty or absent: every status. */
-  statuses?: readonly CapabilityStatus[];
-  code?: string;
-  /** 0 or absent: 50; at most 500. */
-  pageSize?: number;
-  pageToken?: string;
-}
-
-export interface CapabilityPage {
-  capabilities: GovernedCapability[];
-  /** Empty on the last page. */
-  nextPageToken: string;
-}
-
-export interface ListAuditQuery {
-  capabilityId?: string;
-  /** 0 or absent: 100; at most 1000. */
-  pageSize?: number;
-  pageToken?: string;
-}
-
-export interface AuditPage {
-  events: AuditEvent[];
-  /** Empty on the last page. */
-  nextPageToken: string;
-}
-
-export interface GrantPage {
-  grants: PermissionGrant[];
-  /** Empty on the last page. */
-  nextPageToken: string;
 }
 
 // ---------------------------------------------------------------------------
@@ -147,26 +113,7 @@ export class CapabilityCatalogue {
 
   /** Ordered by code, then version (v1.9 before v1.10), then agent and id. */
   async list(query: ListCapabilitiesQuery = {}): Promise<CapabilityPage> {
-    const size = pageSizeOf(query.pageSize, DEFAULT_LIST_PAGE_SIZE, MAX_LIST_PAGE_SIZE);
-    const cursor = query.pageToken ? decodeListCursor(query.pageToken) : undefined;
-    const type = query.capabilityType ?? CapabilityType.UNSPECIFIED;
-    const statuses = query.statuses && query.statuses.length > 0 ? new Set(query.statuses) : undefined;
-    const selected = [...(await this.storage.read()).capabilities()]
-      .filter(
-        (record) =>
-          (type === CapabilityType.UNSPECIFIED || record.capabilityType === type) &&
-          (!query.domain || record.domain === query.domain) &&
-          (!query.code || record.code === query.code) &&
-          (statuses === undefined || statuses.has(record.status)) &&
-          (cursor === undefined || compareListKeys(listKey(record), cursor) > 0),
-      )
-      .sort((a, b) => compareListKeys(listKey(a), listKey(b)));
-    const page = selected.slice(0, size);
-    const more = selected.length > page.length;
-    return {
-      capabilities: page.map((record) => clone(GovernedCapabilitySchema, record)),
-      nextPageToken: more ? encodeToken(listKey(page[page.length - 1]!)) : "",
-    };
+    return listCapabilities(await this.storage.read(), query);
   }
 
   /**
@@ -220,27 +167,13 @@ export class CapabilityCatalogue {
   }
 
   /** Grants ordered by key id, of one key when given. */
-  async listGrants(query: { keyId?: string; pageSize?: number; pageToken?: string } = {}): Promise<GrantPage> {
-    const size = pageSizeOf(query.pageSize, DEFAULT_AUDIT_PAGE_SIZE, MAX_AUDIT_PAGE_SIZE);
-    const after = query.pageToken ? decodeKeyCursor(query.pageToken) : undefined;
-    const selected = [...(await this.storage.read()).grants()]
-      .filter((grant) => (!query.keyId || grant.keyId === query.keyId) && (after === undefined || compareStrings(grant.keyId, after) > 0))
-      .sort((a, b) => compareStrings(a.keyId, b.keyId));
-    const page = selected.slice(0, size);
-    return {
-      grants: page.map((grant) => clone(PermissionGrantSchema, grant)),
-      nextPageToken: selected.length > page.length ? encodeToken({ k: page[page.length - 1]!.keyId }) : "",
-    };
+  async listGrants(query: ListGrantsQuery = {}): Promise<GrantPage> {
+    return listGrants(await this.storage.read(), query);
   }
 
   /** The audit trail, oldest first. */
   async listAudit(query: ListAuditQuery = {}): Promise<AuditPage> {
-    const size = pageSizeOf(query.pageSize, DEFAULT_AUDIT_PAGE_SIZE, MAX_AUDIT_PAGE_SIZE);
-    const after = query.pageToken ? decodeAuditCursor(query.pageToken) : 0;
-    const found = await this.storage.listAudit(after, query.capabilityId || undefined, size + 1);
-    const page = found.slice(0, size);
-    const more = found.length > size;
-    return { events: page.map(({ event }) => clone(AuditEventSchema, event)), nextPageToken: more ? encodeToken({ s: page[page.length - 1]!.sequence }) : "" };
+    return listAudit(this.storage, query);
   }
 
   /**

@@ -5,59 +5,24 @@
 // timed (its first bytes, headers, request body) and connections with nothing
 // in flight: a long server stream (Watch, ReadResult) is never cut for being
 // long, only when its client stops reading it.
-import { readFileSync } from "node:fs";
 import type http from "node:http";
 import http2 from "node:http2";
 import type net from "node:net";
 import type { Duplex, Writable } from "node:stream";
 import type { TLSSocket } from "node:tls";
 import type { Logger } from "../log.js";
+import { resolveLimits, type ConnectionLimitOptions, type ConnectionLimits } from "./connection-limit-defaults.js";
 
-export interface ConnectionLimitOptions {
-  /** Open connections at most (0: no cap). Default: 3/4 of the open-file limit, at most 10,000. */
-  maxConnections?: number;
-  /** From accept until the first request's headers are in (TLS handshake included); on a kept-alive HTTP/1.1 connection, from the next request's first byte. */
-  headerTimeoutMs?: number;
-  /** From a request's headers until its whole body is in. */
-  bodyTimeoutMs?: number;
-  /** How long a connection with no request in flight stays open. */
-  idleTimeoutMs?: number;
-  /** How long a response may be unable to write anything (its client stopped reading) before it is cut. */
-  writeTimeoutMs?: number;
-}
-
-export type ConnectionLimits = Required<ConnectionLimitOptions>;
-
-export const DEFAULT_HEADER_TIMEOUT_MS = 20_000;
-export const DEFAULT_BODY_TIMEOUT_MS = 60_000;
-export const DEFAULT_IDLE_TIMEOUT_MS = 60_000;
-export const DEFAULT_WRITE_TIMEOUT_MS = 60_000;
-export const MAX_CONNECTIONS_CEILING = 10_000;
-
-/**
- * The cap must sit below the open-file limit: a process out of descriptors
- * cannot accept the connection that would let it shed an old one. A quarter
- * stays free for the store, logs and outbound calls.
- */
-export function defaultMaxConnections(limitsFile = "/proc/self/limits"): number {
-  try {
-    const match = /^Max open files\s+(\d+)/m.exec(readFileSync(limitsFile, "utf8"));
-    if (match) return Math.max(16, Math.min(MAX_CONNECTIONS_CEILING, Math.floor(Number(match[1]) * 0.75)));
-  } catch {
-    // Not Linux: no cheap way to read the limit.
-  }
-  return MAX_CONNECTIONS_CEILING;
-}
-
-export function resolveLimits(options: ConnectionLimitOptions): ConnectionLimits {
-  return {
-    maxConnections: options.maxConnections ?? defaultMaxConnections(),
-    headerTimeoutMs: options.headerTimeoutMs ?? DEFAULT_HEADER_TIMEOUT_MS,
-    bodyTimeoutMs: options.bodyTimeoutMs ?? DEFAULT_BODY_TIMEOUT_MS,
-    idleTimeoutMs: options.idleTimeoutMs ?? DEFAULT_IDLE_TIMEOUT_MS,
-    writeTimeoutMs: options.writeTimeoutMs ?? DEFAULT_WRITE_TIMEOUT_MS,
-  };
-}
+export {
+  DEFAULT_BODY_TIMEOUT_MS,
+  DEFAULT_HEADER_TIMEOUT_MS,
+  DEFAULT_IDLE_TIMEOUT_MS,
+  DEFAULT_WRITE_TIMEOUT_MS,
+  defaultMaxConnections,
+  MAX_CONNECTIONS_CEILING,
+  resolveLimits,
+} from "./connection-limit-defaults.js";
+export type { ConnectionLimitOptions, ConnectionLimits } from "./connection-limit-defaults.js";
 
 type Request = http.IncomingMessage | http2.Http2ServerRequest;
 type Response = http.ServerResponse | http2.Http2ServerResponse;
