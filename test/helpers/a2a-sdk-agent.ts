@@ -2,7 +2,9 @@
 // its express app serving JSON-RPC (/a2a/jsonrpc), HTTP+JSON (/a2a/rest) and
 // the card (/.well-known/agent-card.json, optionally signed with an Ed25519
 // key published as a JWKS at /.well-known/jwks.json), and its gRPC server on
-// a second port. Three executors: one that completes, one that asks for
+// a second port (behind a TCP relay, so that a test can drop its
+// connections too). Each request's A2A-Version and Authorization headers are
+// recorded. Three executors: one that completes, one that asks for
 // input first, one that streams artifacts slowly (and can be cancelled).
 import * as grpc from "@grpc/grpc-js";
 import { generateAgentCardSignature, TaskState, Role, type AgentCard } from "@a2a-js/sdk";
@@ -11,7 +13,7 @@ import { agentCardHandler, jsonRpcHandler, restHandler, UserBuilder } from "@a2a
 import { A2AService, grpcService } from "@a2a-js/sdk/server/grpc";
 import express from "express";
 import { exportJWK, generateKeyPair, type JWK } from "jose";
-import type { AddressInfo, Socket } from "node:net";
+import { createConnection, createServer, type AddressInfo, type Socket } from "node:net";
 import type { Server } from "node:http";
 
 type Bus = ExecutionEventBus;
@@ -122,7 +124,9 @@ export interface SdkAgent {
   grpcAddress: string;
   /** The card's public signing key (when signed), as the JWKS serves it. */
   publicJwk?: JWK;
-  /** Drops every open HTTP connection (a dropped stream), leaving the server up. */
+  /** The A2A-Version and Authorization headers of each request, by binding. */
+  requests: Array<{ binding: "express" | "grpc"; version: string | undefined; authorization: string | undefined }>;
+  /** Drops every open connection (HTTP and gRPC: a dropped stream), leaving the servers up. */
   dropConnections(): void;
   close(): Promise<void>;
 }
@@ -153,7 +157,21 @@ export async function startSdkAgent(executor: AgentExecutor, options: SdkAgentOp
   const grpcPort: number = await new Promise((resolve, reject) =>
     grpcServer.bindAsync("127.0.0.1:0", grpc.ServerCredentials.createInsecure(), (error, port) => (error ? reject(error) : resolve(port))),
   );
-  const grpcAddress = `127.0.0.1:${grpcPort}`;
+  // The relay the card names for gRPC: its connections can be cut like the HTTP ones.
+  const relay = createServer((inbound) => {
+    const outbound = createConnection({ host: "127.0.0.1", port: grpcPort });
+    sockets.add(inbound);
+    inbound.on("close", () => sockets.delete(inbound));
+    inbound.pipe(outbound).pipe(inbound);
+    const end = () => {
+      inbound.destroy();
+      outbound.destroy();
+    };
+    inbound.on("error", end).on("close", end);
+    outbound.on("error", end).on("close", end);
+  });
+  await new Promise<void>((resolve) => relay.listen(0, "127.0.0.1", resolve));
+  const grpcAddress = `127.0.0.1:${(relay.address() as AddressInfo).port}`;
   const urls = { JSONRPC: `${url}/a2a/jsonrpc`, "HTTP+JSON": `${url}/a2a/rest`, GRPC: grpcAddress };
   const order = options.order ?? ["JSONRPC", "HTTP+JSON", "GRPC"];
   const baseCard: AgentCard = {
@@ -179,24 +197,36 @@ export async function startSdkAgent(executor: AgentExecutor, options: SdkAgentOp
     if (options.tamper) card = { ...card, description: "a description changed after signing" };
   }
   const handler = new DefaultRequestHandler(card, new InMemoryTaskStore(), executor);
+  const requests: SdkAgent["requests"] = [];
+  const header = (value: unknown) => (Array.isArray(value) ? String(value[0]) : typeof value === "string" ? value : undefined);
+  const expressUsers = async (req: express.Request) => {
+    requests.push({ binding: "express", version: header(req.headers["a2a-version"]), authorization: header(req.headers.authorization) });
+    return UserBuilder.noAuthentication();
+  };
+  const grpcUsers = async (call: { metadata: grpc.Metadata }) => {
+    requests.push({ binding: "grpc", version: header(call.metadata.get("a2a-version")[0]), authorization: header(call.metadata.get("authorization")[0]) });
+    return UserBuilder.noAuthentication();
+  };
   app.get("/.well-known/jwks.json", (_req, res) => {
     res.json({ keys: publicJwk ? [publicJwk] : [] });
   });
   app.use("/.well-known/agent-card.json", agentCardHandler({ agentCardProvider: async () => card }));
-  app.use("/a2a/jsonrpc", jsonRpcHandler({ requestHandler: handler, userBuilder: UserBuilder.noAuthentication }));
-  app.use("/a2a/rest", restHandler({ requestHandler: handler, userBuilder: UserBuilder.noAuthentication }));
-  grpcServer.addService(A2AService, grpcService({ requestHandler: handler, userBuilder: UserBuilder.noAuthentication }));
+  app.use("/a2a/jsonrpc", jsonRpcHandler({ requestHandler: handler, userBuilder: expressUsers }));
+  app.use("/a2a/rest", restHandler({ requestHandler: handler, userBuilder: expressUsers }));
+  grpcServer.addService(A2AService, grpcService({ requestHandler: handler, userBuilder: grpcUsers as never }));
   return {
     url,
     cardUrl: `${url}/.well-known/agent-card.json`,
     grpcAddress,
     publicJwk,
+    requests,
     dropConnections() {
       for (const socket of sockets) socket.destroy();
     },
     async close() {
       for (const socket of sockets) socket.destroy();
       await new Promise<void>((resolve) => http.close(() => resolve()));
+      await new Promise<void>((resolve) => relay.close(() => resolve()));
       grpcServer.forceShutdown();
     },
   };

@@ -136,11 +136,16 @@ export function stateOf(event: StreamResponse): TaskState | undefined {
   return undefined;
 }
 
-/** Whether the agent closes the stream after this event: a direct message, or a task that ended or waits for the client. */
+/**
+ * Whether the agent closes the stream after this event: a direct message, a
+ * task that ended, or a status update that ends it or waits for the client.
+ * (A follow-up's stream may begin with the task still input-required.)
+ */
 function endsStream(event: StreamResponse): boolean {
   if (event.payload.case === "message") return true;
   const state = stateOf(event);
-  return state !== undefined && (TERMINAL.has(state) || INTERRUPTED.has(state));
+  if (state === undefined) return false;
+  return TERMINAL.has(state) || (event.payload.case === "statusUpdate" && INTERRUPTED.has(state));
 }
 
 /** A part from shorthand: a string is a text part. */
@@ -305,15 +310,19 @@ export class A2AClient {
     let taskId = knownTaskId;
     let source = open;
     let resubscribing = false;
+    let lastState: TaskState | undefined;
     for (let attempt = 0; ; ) {
       let failure: A2AClientError | undefined;
       try {
         for await (const event of await source(await this.callOptions(signal))) {
           attempt = 0;
           taskId ??= taskIdOf(event);
+          lastState = stateOf(event) ?? lastState;
           yield event;
           if (endsStream(event)) return;
         }
+        // Closed by the agent where the task waits for the client: the stream is over, not dropped.
+        if (lastState !== undefined && INTERRUPTED.has(lastState)) return;
       } catch (error) {
         failure = asClientError(error, this.binding);
         if (signal?.aborted) throw failure;
