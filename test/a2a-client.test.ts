@@ -166,7 +166,7 @@ describe.each(BINDINGS)("our client against an @a2a-js/sdk agent over %s", (bind
     // After the drop the stream goes on from a resubscription, which starts with the task as it then is.
     expect(events.filter((e) => e.payload.case === "task").length).toBeGreaterThanOrEqual(2);
     expect(stateOf(events.at(-1)!)).toBe(TaskState.COMPLETED);
-    const final = await client.getTask(events[0]!.payload.value!.id as string);
+    const final = await client.getTask((events[0]!.payload.value as Task).id);
     expect(final.artifacts.map((a) => a.artifactId)).toEqual(["chunk-1", "chunk-2", "chunk-3", "chunk-4", "chunk-5"]);
   });
 });

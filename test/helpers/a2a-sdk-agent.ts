@@ -93,6 +93,26 @@ export const askingExecutor: AgentExecutor = {
   cancelTask,
 };
 
+/** Asks for a human decision first (input-required with a need_human data part); completes when approved, fails when rejected. */
+export const decidingExecutor: AgentExecutor = {
+  async execute(ctx, bus) {
+    publishTask(ctx, bus);
+    if (!ctx.task) {
+      const ask = { kind: "need_human", decisionId: "payment-1", options: [{ field: "amount", value: 100, prosCons: "within budget" }] };
+      status(ctx, bus, TaskState.TASK_STATE_INPUT_REQUIRED, "approve the payment?", dataPart(ask));
+      return;
+    }
+    const answer = inputOf(ctx) as { decision?: string; fields?: unknown; reason?: string };
+    if (answer?.decision === "reject") {
+      status(ctx, bus, TaskState.TASK_STATE_FAILED, `rejected: ${answer.reason ?? ""}`);
+      return;
+    }
+    artifact(ctx, bus, "payment", dataPart({ decision: answer?.decision, fields: answer?.fields }));
+    status(ctx, bus, TaskState.TASK_STATE_COMPLETED, "paid");
+  },
+  cancelTask,
+};
+
 /** Streams `count` text artifact chunks (default 3) `delayMs` apart (default 150), then completes; stops when cancelled. */
 export function streamingExecutor(): AgentExecutor {
   const cancelled = new Set<string>();

@@ -19,8 +19,9 @@ csv). Exit status: 0 when the task completed or is still under way, 1 when it
 failed, was rejected or cancelled (or the request was refused), 3 when it waits
 for information or a decision.
 
-${A2A_USAGE} To an A2A agent the payload goes as a data part (--text adds a
-text part), --type as the message's metadata.taskType (optional), and
+${A2A_USAGE}
+To an A2A agent the payload goes as a data part (--text adds a text part),
+--type (optional there) as the message's metadata.taskType, and
 --idempotency-key as its messageId.`;
 
 import { exitCodeFor } from "../exit-codes.js";
@@ -50,7 +51,6 @@ export async function submit(argv: string[]): Promise<number> {
     return 0;
   }
   const url = requirePositional(positionals, 0, "URL", submitUsage);
-  if (!values.type && !values.a2a) throw new UsageError(`--type is required\n\n${submitUsage}`);
   if (values.wait && values.watch) throw new UsageError(`--wait and --watch go one at a time\n\n${submitUsage}`);
   let payload: JsonObject;
   try {

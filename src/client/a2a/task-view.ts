@@ -130,7 +130,8 @@ export function taskView(task: A2ATask, taskType = ""): Task {
     view.result = { $typeName: "synapse.v1.TaskResult", outputType: "", output: output === undefined ? undefined : toValue(output) };
   }
   if (state === TaskState.FAILED) view.error = { $typeName: "synapse.v1.TaskError", code: ErrorCode.EXECUTION_FAILED, message: text || "the agent reports the task failed", recoverable: false };
-  if (state === TaskState.CANCELLED) view.error = { $typeName: "synapse.v1.TaskError", code: ErrorCode.TASK_CANCELLED, message: text || "cancelled", recoverable: false };
+  // A cancel's reason, when the agent gave one, is what a Synapse task's cancel error says.
+  if (state === TaskState.CANCELLED && text !== "") view.error = { $typeName: "synapse.v1.TaskError", code: ErrorCode.TASK_CANCELLED, message: text, recoverable: false };
   if (state === TaskState.REJECTED) {
     view.rejection = { $typeName: "synapse.v1.TaskRejectPayload", taskId: task.id, reason: { $typeName: "synapse.v1.Reason", code: ErrorCode.UNSPECIFIED, message: text || "the agent rejected the task" } };
   }
