@@ -41,6 +41,8 @@ afterAll(async () => {
 });
 
 const cli = (...args: string[]) => runCli(args, { env });
+/** Several runs of the command each: more than the default timeout on a busy machine. */
+const SEVERAL_RUNS = 90_000;
 const json = <T>(text: string) => JSON.parse(text) as T;
 
 describe.each([
@@ -71,7 +73,7 @@ describe.each([
     const status = await cli("status", completing.url, sent.taskId, "--binding", flag, "--json");
     expect(status.code).toBe(0);
     expect(json<TaskJson>(status.stdout)).toMatchObject({ taskId: sent.taskId, state: "TASK_STATE_COMPLETED", result: { output: { echo: { n: 1 } } } });
-  });
+  }, SEVERAL_RUNS);
 
   it("asks for information (exit 3), says how to answer, and completes after provide-info", async () => {
     const asked = await cli("submit", asking.url, "--binding", flag, "--payload", '{"q":"weather"}', "--wait");
@@ -89,7 +91,7 @@ describe.each([
     const task = json<{ reply: null; task: TaskJson }>(provided.stdout).task;
     expect(task.state).toBe("TASK_STATE_COMPLETED");
     expect(task.result?.output).toEqual({ answer: { city: "Bergen" }, forecast: "sunny" });
-  });
+  }, SEVERAL_RUNS);
 
   it("asks for a decision (exit 3); decide --approve completes it, --reject fails it (exit 1)", async () => {
     const asked = await cli("submit", deciding.url, "--binding", flag, "--payload", '{"pay":100}', "--wait");
@@ -108,7 +110,7 @@ describe.each([
     expect(rejected.code).toBe(1);
     expect(rejected.stdout).toContain("failed");
     expect(rejected.stdout).toContain("error: execution_failed: rejected: too much");
-  });
+  }, SEVERAL_RUNS);
 
   it("submits --watch: one line per event until the task completes, then the task", async () => {
     const watched = await cli("submit", streaming.url, "--binding", flag, "--payload", '{"count":3,"delayMs":40}', "--watch");
@@ -137,7 +139,7 @@ describe.each([
       ["event", 4, "a2a:artifact_update", "EXECUTING"],
       ["event", 5, "a2a:status_update", "COMPLETED"],
     ]);
-  });
+  }, SEVERAL_RUNS);
 
   it("watches a running task to its end, cancels another (exit 0), and shows the cancelled one", async () => {
     const running = await cli("submit", streaming.url, "--binding", flag, "--payload", '{"count":3,"delayMs":1200}');
@@ -160,7 +162,7 @@ describe.each([
     const refused = await cli("cancel", streaming.url, taskId, "--binding", flag);
     expect(refused.code).toBe(1);
     expect(refused.stderr).toContain("(TaskNotCancelable)");
-  });
+  }, SEVERAL_RUNS);
 
   it("reports an unknown task with A2A's TaskNotFound, exit 1", async () => {
     const missing = await cli("status", completing.url, "no-such-task", "--binding", flag);
@@ -195,7 +197,7 @@ describe("telling A2A agents from Synapse agents", () => {
     const synapseStatus = json<Record<string, unknown>>((await cli("status", served.url, synapseJson.taskId, "--json")).stdout);
     const a2aStatus = json<Record<string, unknown>>((await cli("status", completing.url, a2aJson.taskId, "--json")).stdout);
     expect(Object.keys(a2aStatus).filter((key) => key !== "a2a" && !(key in synapseStatus))).toEqual([]);
-  });
+  }, SEVERAL_RUNS);
 
   it("calls a Synapse agent over Synapse, and --a2a or a card URL over A2A", async () => {
     const plain = await cli("submit", served.url, "--type", "text_analysis", "--payload", '{"text":"x"}', "--json");
@@ -206,7 +208,7 @@ describe("telling A2A agents from Synapse agents", () => {
     expect(byCard.stderr).toContain('A2A agent "sdk test agent"');
     const forced = await cli("status", completing.url, "no-such-task", "--a2a");
     expect(forced.stderr).toContain("(TaskNotFound)");
-  });
+  }, SEVERAL_RUNS);
 
   it("says when the card is unsigned, and refuses a card changed after it was signed", async () => {
     const unsigned = await cli("submit", asking.url, "--payload", "{}");
@@ -220,7 +222,7 @@ describe("telling A2A agents from Synapse agents", () => {
     } finally {
       await tampered.close();
     }
-  });
+  }, SEVERAL_RUNS);
 
   it("names the URL's failure when it serves neither kind of agent", async () => {
     const nothing = await cli("status", "http://127.0.0.1:1", "some-task");

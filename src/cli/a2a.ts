@@ -51,7 +51,7 @@ interface TargetValues {
 export type Target = { kind: "synapse"; client: SynapseClient } | { kind: "a2a"; client: A2AClient };
 
 /** An A2A client for the agent at the URL, authenticated with --token, or with the user's key when the agent is also a Synapse agent. */
-export async function openA2AClient(url: string, values: TargetValues): Promise<A2AClient> {
+export async function openA2AClient(url: string, values: TargetValues, knownNotSynapse = false): Promise<A2AClient> {
   let bindings: A2ABinding[] | undefined;
   if (values.binding !== undefined) {
     const binding = BINDINGS[values.binding.toLowerCase()];
@@ -61,7 +61,7 @@ export async function openA2AClient(url: string, values: TargetValues): Promise<
   let auth: A2AAuth | undefined;
   if (values.token !== undefined) auth = { token: values.token };
   else {
-    const audience = await synapseAgentIdAt(url);
+    const audience = knownNotSynapse ? undefined : await synapseAgentIdAt(url);
     if (audience !== undefined) {
       const home = synapseHome(values.home);
       const { identity } = await loadOrCreateIdentity(home, existsSync(join(home, IDENTITY_FILE)) ? {} : { agentName: "synapse command line" });
@@ -84,7 +84,7 @@ export async function openTarget(url: string, values: TargetValues): Promise<Tar
     // A Synapse agent that answered with a protocol error (a key conflict, say) is a Synapse agent.
     if (!(error instanceof ConnectError) || findErrorDetail(error) !== undefined) throw error;
     try {
-      return { kind: "a2a", client: await openA2AClient(url, values) };
+      return { kind: "a2a", client: await openA2AClient(url, values, true) };
     } catch (a2aError) {
       if (a2aError instanceof A2AClientError && a2aError.kind === "CardInvalid") throw error;
       throw a2aError;

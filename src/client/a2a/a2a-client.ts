@@ -36,10 +36,14 @@ import type { A2ACallOptions, A2ATransport } from "./transport.js";
 
 /** How the client authenticates: a bearer token the caller has, or one of our EdDSA tokens made from an agent key. */
 export type A2AAuth =
-  | { token: string | (() => string | Promise<string>) }
+  | {
+      /** The token, or a function giving it for each call (to renew it). */
+      token: string | (() => string | Promise<string>);
+    }
   /** Tokens for `audience` (the agent id of the agent called; asked of its Synapse capabilities when omitted). */
   | { identity: { agentId: string; key: AgentKey }; audience?: string };
 
+/** What {@link A2AClient.connect} needs: the agent's URL, and how to choose, authenticate and resume. */
 export interface A2AClientOptions {
   /** The agent's URL: its base URL, or its card's URL. */
   url: string;
@@ -56,6 +60,7 @@ export interface A2AClientOptions {
   maxResubscribes?: number;
   /** The first wait before resubscribing, doubled each time; default 250 ms. */
   resubscribeDelayMs?: number;
+  /** The fetch the card, JSON-RPC and HTTP+JSON calls go through; default the global one. */
   fetch?: typeof fetch;
   /** Extra CA certificates (PEM) for https and gRPC over TLS. */
   ca?: string | Buffer;
@@ -76,6 +81,7 @@ export interface MessageInput {
   messageId?: string;
 }
 
+/** How SendMessage is asked: its configuration and metadata. */
 export interface SendOptions {
   /** Answer as soon as the task exists instead of when it ends or is interrupted. */
   returnImmediately?: boolean;
@@ -291,14 +297,17 @@ export class A2AClient {
     return this.follow(async (call) => this.transport.subscribeToTask({ $typeName: "lf.a2a.v1.SubscribeToTaskRequest", id: taskId, tenant: this.endpoint.tenant }, call), taskId, options.signal);
   }
 
+  /** GetTask: the task as it is now (with at most `historyLength` messages of history). */
   async getTask(taskId: string, options: { historyLength?: number; signal?: AbortSignal } = {}): Promise<Task> {
     return this.transport.getTask({ $typeName: "lf.a2a.v1.GetTaskRequest", id: taskId, tenant: this.endpoint.tenant, historyLength: options.historyLength }, await this.callOptions(options.signal));
   }
 
+  /** ListTasks: the caller's tasks, filtered and paged. */
   async listTasks(request: ListTasksFilter = {}, options: { signal?: AbortSignal } = {}): Promise<ListTasksResponse> {
     return this.transport.listTasks(create(ListTasksRequestSchema, { ...request, tenant: this.endpoint.tenant }), await this.callOptions(options.signal));
   }
 
+  /** CancelTask: the task as the cancel left it (TaskNotCancelable when it had ended). */
   async cancelTask(taskId: string, options: { metadata?: JsonObject; signal?: AbortSignal } = {}): Promise<Task> {
     return this.transport.cancelTask({ $typeName: "lf.a2a.v1.CancelTaskRequest", id: taskId, tenant: this.endpoint.tenant, metadata: options.metadata }, await this.callOptions(options.signal));
   }

@@ -73,6 +73,7 @@ async function keyFromJku(jku: string, kid: string | undefined, cardUrl: string,
   return keys.find((key) => kid === undefined || key.kid === kid);
 }
 
+/** What a card's signatures are checked with. */
 export interface VerifyCardOptions {
   /** The URL the card was read from (for `jku` keys on its origin). */
   cardUrl: string;
@@ -80,6 +81,7 @@ export interface VerifyCardOptions {
   keys?: CardKeyResolver;
   /** Follow a same-origin `jku` for keys the resolver does not know; default true. */
   followJku?: boolean;
+  /** The fetch a JWKS is read with; default the global one. */
   fetch?: typeof fetch;
 }
 

@@ -28,12 +28,15 @@ export function cardUrlFor(agentUrl: string): string {
   return new URL(WELL_KNOWN_CARD_PATH, url.origin).toString();
 }
 
+/** How a card is read and checked. */
 export interface ReadCardOptions {
   /** Keys trusted for card signatures (see {@link CardKeyResolver}). */
   cardKeys?: CardKeyResolver;
   /** Refuse a card that is unsigned or whose signature could not be checked; default false. */
   requireSignedCard?: boolean;
+  /** The fetch the card (and a same-origin JWKS) is read with; default the global one. */
   fetch?: typeof fetch;
+  /** Headers sent with the card request (credentials, say). */
   headers?: Record<string, string>;
   signal?: AbortSignal;
 }
