@@ -10,6 +10,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { TaskState, type StreamResponse, type Task } from "../gen/lf/a2a/v1/a2a_pb.js";
 import { TaskState as SynapseState } from "../gen/synapse/v1/payloads_pb.js";
 import { A2AClient, A2AClientError, canonicalJson, dataPart, readAgentCard, stateOf, taskView } from "../src/api/client.js";
+import { createIdentity, PinnedKeys, verifyToken } from "../src/api/index.js";
 import { askingExecutor, completingExecutor, startSdkAgent, streamingExecutor, type SdkAgent } from "./helpers/a2a-sdk-agent.js";
 
 const BINDINGS = ["GRPC", "JSONRPC", "HTTP+JSON"] as const;
@@ -168,6 +169,25 @@ describe.each(BINDINGS)("our client against an @a2a-js/sdk agent over %s", (bind
     expect(stateOf(events.at(-1)!)).toBe(TaskState.COMPLETED);
     const final = await client.getTask((events[0]!.payload.value as Task).id);
     expect(final.artifacts.map((a) => a.artifactId)).toEqual(["chunk-1", "chunk-2", "chunk-3", "chunk-4", "chunk-5"]);
+  });
+});
+
+describe("our EdDSA bearer tokens", () => {
+  it("sends a token made from the caller's key, for the audience given, that verifies", async () => {
+    const identity = createIdentity();
+    const client = await A2AClient.connect({ url: completing.url, bindings: ["JSONRPC"], auth: { identity, audience: "the-agent-called" } });
+    const before = completing.requests.length;
+    await client.sendMessage({ parts: ["hi"] });
+    const header = completing.requests.slice(before)[0]?.authorization ?? "";
+    expect(header).toMatch(/^Bearer ey/);
+    const caller = await verifyToken(header.slice("Bearer ".length), { audience: "the-agent-called", trust: PinnedKeys.inMemory({ firstUse: "any" }) });
+    expect(caller.agentId).toBe(identity.agentId);
+    await expect(verifyToken(header.slice("Bearer ".length), { audience: "another-agent", trust: PinnedKeys.inMemory({ firstUse: "any" }) })).rejects.toThrow();
+  });
+
+  it("refuses to make tokens without knowing whom they are for", async () => {
+    const error = await A2AClient.connect({ url: completing.url, auth: { identity: createIdentity() } }).catch((e: unknown) => e);
+    expect((error as A2AClientError).kind).toBe("Unauthenticated");
   });
 });
 

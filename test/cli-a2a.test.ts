@@ -224,6 +224,12 @@ describe("telling A2A agents from Synapse agents", () => {
     }
   }, SEVERAL_RUNS);
 
+  it("gives up a --wait after --timeout with a clear error, exit 1", async () => {
+    const waited = await cli("submit", streaming.url, "--payload", '{"count":5,"delayMs":1000}', "--wait", "--timeout", "1");
+    expect(waited.code).toBe(1);
+    expect(waited.stderr).toContain("no answer within 1 s");
+  });
+
   it("names the URL's failure when it serves neither kind of agent", async () => {
     const nothing = await cli("status", "http://127.0.0.1:1", "some-task");
     expect(nothing.code).toBe(1);

@@ -92,6 +92,17 @@ export async function openTarget(url: string, values: TargetValues): Promise<Tar
   }
 }
 
+/** A blocking SendMessage bounded by --timeout: its answer, or a clear error when none came in time. */
+async function sendWithin<T>(timeoutMs: number | undefined, send: (signal: AbortSignal | undefined) => Promise<T>): Promise<T> {
+  const signal = timeoutMs === undefined ? undefined : AbortSignal.timeout(timeoutMs);
+  try {
+    return await send(signal);
+  } catch (error) {
+    if (signal?.aborted) throw new A2AClientError("Unavailable", `no answer within ${Math.round(timeoutMs! / 1000)} s (the agent may still work on the message)`, {}, { cause: error });
+    throw error;
+  }
+}
+
 /** An A2A task as the JSON `synapse status --json` prints, plus the A2A task itself under `a2a`. */
 function a2aTaskJson(task: A2ATask, taskType = ""): JsonObject {
   return { ...(taskJson(taskView(task, taskType)) as JsonObject), a2a: toJson(A2ATaskSchema, task) };
@@ -176,7 +187,7 @@ export async function submitA2A(client: A2AClient, options: A2ASubmit): Promise<
     if (!options.json && taskId) for (const line of describeTask(taskView(await client.getTask(taskId), options.type ?? ""))) printLine(line);
     return exitCodeFor(state);
   }
-  const result = await client.sendMessage(input, { returnImmediately: !options.wait, signal: options.wait ? AbortSignal.timeout(options.timeoutMs) : undefined });
+  const result = await sendWithin(options.wait ? options.timeoutMs : undefined, (signal) => client.sendMessage(input, { returnImmediately: !options.wait, signal }));
   if (result.message !== undefined) {
     // The agent answered with a message and made no task.
     if (options.json) printJson({ taskId: "", reply: null, task: null, message: toJson(StreamResponseSchema, { $typeName: "lf.a2a.v1.StreamResponse", payload: { case: "message", value: result.message } }) });
@@ -216,7 +227,7 @@ export async function answerA2A(
   options: { wait?: boolean; timeoutMs: number; json?: boolean },
 ): Promise<number> {
   const task = await client.getTask(taskId, { historyLength: 0 });
-  const result = await client.reply(task, parts, { returnImmediately: !options.wait, signal: options.wait ? AbortSignal.timeout(options.timeoutMs) : undefined });
+  const result = await sendWithin(options.wait ? options.timeoutMs : undefined, (signal) => client.reply(task, parts, { returnImmediately: !options.wait, signal }));
   const answered = result.task ?? (await client.getTask(taskId, { historyLength: 0 }));
   if (options.json) printJson({ reply: null, task: a2aTaskJson(answered) });
   else for (const line of describeTask(taskView(answered))) printLine(line);
