@@ -9,7 +9,7 @@ import { ValueSchema } from "@bufbuild/protobuf/wkt";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { TaskState, type StreamResponse, type Task } from "../gen/lf/a2a/v1/a2a_pb.js";
 import { TaskState as SynapseState } from "../gen/synapse/v1/payloads_pb.js";
-import { A2AClient, A2AClientError, canonicalJson, dataPart, readAgentCard, stateOf, taskView } from "../src/api/client.js";
+import { A2AClient, A2AClientError, canonicalJson, cardUrlsFor, dataPart, readAgentCard, stateOf, taskView } from "../src/api/client.js";
 import { createIdentity, PinnedKeys, verifyToken } from "../src/api/index.js";
 import { askingExecutor, completingExecutor, startSdkAgent, streamingExecutor, type SdkAgent } from "./helpers/a2a-sdk-agent.js";
 
@@ -250,6 +250,15 @@ describe("the agent card's signature", () => {
     expect(client.cardSignature).toEqual({ status: "unsigned" });
     const error = await A2AClient.connect({ url: completing.url, requireSignedCard: true }).catch((e: unknown) => e);
     expect((error as A2AClientError).kind).toBe("CardUnverified");
+  });
+
+  it("looks for the card under the URL's path, then at its origin, or at the card URL given", async () => {
+    expect(cardUrlsFor("https://a.example/agents/x/")).toEqual(["https://a.example/agents/x/.well-known/agent-card.json", "https://a.example/.well-known/agent-card.json"]);
+    expect(cardUrlsFor("https://a.example")).toEqual(["https://a.example/.well-known/agent-card.json"]);
+    expect(cardUrlsFor("https://a.example/cards/x.json")).toEqual(["https://a.example/cards/x.json"]);
+    const underPath = await readAgentCard(`${completing.url}/a2a/`);
+    expect(underPath.cardUrl).toBe(completing.cardUrl);
+    expect(underPath.card.name).toBe("sdk test agent");
   });
 
   it("reports an unreachable card as CardInvalid", async () => {

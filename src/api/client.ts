@@ -76,7 +76,7 @@ export {
   type SendResult as A2ASendResult,
   type ListTasksFilter,
 } from "../client/a2a/a2a-client.js";
-export { readAgentCard, chooseInterface, cardUrlFor, A2A_VERSION, type A2ABinding, type ReadCard, type ReadCardOptions } from "../client/a2a/card.js";
+export { readAgentCard, chooseInterface, cardUrlsFor, A2A_VERSION, type A2ABinding, type ReadCard, type ReadCardOptions } from "../client/a2a/card.js";
 export { verifyCardSignatures, canonicalCardPayload, canonicalJson, type CardKey, type CardKeyResolver, type CardVerdict, type VerifyCardOptions } from "../client/a2a/card-signature.js";
 export { A2AClientError, type A2AErrorKind } from "../client/a2a/errors.js";
 export { taskView } from "../client/a2a/task-view.js";

@@ -21,14 +21,20 @@ export const DEFAULT_BINDINGS: readonly A2ABinding[] = ["GRPC", "JSONRPC", "HTTP
 /** The largest card read, in bytes. */
 const MAX_CARD_BYTES = 1024 * 1024;
 
-/** The card URL for an agent URL: the URL itself when it names a .json document, else the well-known path on its origin. */
-export function cardUrlFor(agentUrl: string): string {
+/**
+ * Where an agent URL's card may be: the URL itself when it names a .json
+ * document; else the well-known path under the URL's own path (agents served
+ * under a prefix), then at its origin (where the specification puts it).
+ */
+export function cardUrlsFor(agentUrl: string): string[] {
   const url = new URL(agentUrl);
-  if (url.pathname.endsWith(".json")) return url.toString();
-  return new URL(WELL_KNOWN_CARD_PATH, url.origin).toString();
+  if (url.pathname.endsWith(".json")) return [url.toString()];
+  const atOrigin = new URL(WELL_KNOWN_CARD_PATH, url.origin).toString();
+  const path = url.pathname.replace(/\/+$/, "");
+  if (path === "") return [atOrigin];
+  return [new URL(`${path}${WELL_KNOWN_CARD_PATH}`, url.origin).toString(), atOrigin];
 }
 
-/** How a card is read and checked. */
 export interface ReadCardOptions {
   /** Keys trusted for card signatures (see {@link CardKeyResolver}). */
   cardKeys?: CardKeyResolver;
@@ -55,19 +61,28 @@ export interface ReadCard {
  * AgentCard), `CardSignatureInvalid`, or `CardUnverified` with `requireSignedCard`.
  */
 export async function readAgentCard(agentUrl: string, options: ReadCardOptions = {}): Promise<ReadCard> {
-  const cardUrl = cardUrlFor(agentUrl);
+  const candidates = cardUrlsFor(agentUrl);
   const fetcher = options.fetch ?? fetch;
-  let response: Response;
-  try {
-    response = await fetcher(cardUrl, { headers: { Accept: "application/json", "A2A-Version": A2A_VERSION, ...options.headers }, signal: options.signal });
-  } catch (error) {
-    throw new A2AClientError("CardInvalid", `could not read the agent card at ${cardUrl}: ${(error as Error).message}`, {}, { cause: error });
-  }
-  if (!response.ok) {
+  let response: Response | undefined;
+  let cardUrl = candidates[0]!;
+  for (const candidate of candidates) {
+    cardUrl = candidate;
+    try {
+      response = await fetcher(cardUrl, { headers: { Accept: "application/json", "A2A-Version": A2A_VERSION, ...options.headers }, signal: options.signal });
+    } catch (error) {
+      throw new A2AClientError("CardInvalid", `could not read the agent card at ${cardUrl}: ${(error as Error).message}`, {}, { cause: error });
+    }
+    if (response.ok) break;
     await response.body?.cancel().catch(() => undefined);
-    throw new A2AClientError("CardInvalid", `the agent card at ${cardUrl} answered HTTP ${response.status}`, { code: response.status });
+    // Only a card that is not there sends us to the next place; any other refusal is the answer.
+    if (response.status !== 404) break;
   }
-  const text = await response.text();
+  if (!response!.ok) {
+    throw new A2AClientError("CardInvalid", `the agent card at ${cardUrl} answered HTTP ${response!.status}`, { code: response!.status });
+  }
+  const declared = Number(response!.headers.get("content-length"));
+  if (declared > MAX_CARD_BYTES) throw new A2AClientError("CardInvalid", `the agent card at ${cardUrl} is larger than ${MAX_CARD_BYTES} bytes`);
+  const text = await response!.text();
   if (text.length > MAX_CARD_BYTES) throw new A2AClientError("CardInvalid", `the agent card at ${cardUrl} is larger than ${MAX_CARD_BYTES} bytes`);
   let card: AgentCard;
   try {
