@@ -35,6 +35,7 @@ export function cardUrlsFor(agentUrl: string): string[] {
   return [new URL(`${path}${WELL_KNOWN_CARD_PATH}`, url.origin).toString(), atOrigin];
 }
 
+/** How a card is read and checked. */
 export interface ReadCardOptions {
   /** Keys trusted for card signatures (see {@link CardKeyResolver}). */
   cardKeys?: CardKeyResolver;
