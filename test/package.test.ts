@@ -29,7 +29,7 @@ describe("exports map", () => {
   it("resolves each entry point by its public specifier", async () => {
     const out = await node(`
       const names = {};
-      for (const specifier of ["synapse-connect", "synapse-connect/server", "synapse-connect/client", "synapse-connect/proto"]) {
+      for (const specifier of ["synapse-connect", "synapse-connect/server", "synapse-connect/client", "synapse-connect/proto", "synapse-connect/a2a-proto"]) {
         names[specifier] = Object.keys(await import(specifier)).sort();
       }
       console.log(JSON.stringify(names));
@@ -37,7 +37,8 @@ describe("exports map", () => {
     const names = JSON.parse(out) as Record<string, string[]>;
     expect(names["synapse-connect"]).toEqual(expect.arrayContaining(["createIdentity", "sealEnvelope", "openEnvelope", "keyIdOf", "issueToken", "verifyToken", "PinnedKeys", "TaskState", "uuidV7"]));
     expect(names["synapse-connect/server"]).toEqual(expect.arrayContaining(["serveAgent", "createAgent", "openStore", "TaskFailure"]));
-    expect(names["synapse-connect/client"]).toEqual(expect.arrayContaining(["SynapseClient", "taskOutput", "messageToJson"]));
+    expect(names["synapse-connect/client"]).toEqual(expect.arrayContaining(["SynapseClient", "taskOutput", "messageToJson", "A2AClient", "A2AClientError", "readAgentCard"]));
+    expect(names["synapse-connect/a2a-proto"]).toEqual(expect.arrayContaining(["A2AService", "AgentCardSchema", "SendMessageRequestSchema", "TaskState"]));
     expect(names["synapse-connect/proto"]).toEqual(expect.arrayContaining(["P2PService", "CapabilitiesService", "RegistryService", "EnvelopeSchema", "TaskSchema"]));
     // Internal assembly stays internal.
     expect(names["synapse-connect/server"]).not.toContain("startServer");
@@ -67,7 +68,7 @@ describe("exports map", () => {
     const { stdout } = await run("npm", ["pack", "--dry-run", "--json", "--ignore-scripts"], { cwd: root });
     const [pack] = JSON.parse(stdout) as Array<{ size: number; unpackedSize: number; files: Array<{ path: string }> }>;
     const files = pack!.files.map((file) => file.path);
-    for (const name of ["server", "client", "proto", "index"]) {
+    for (const name of ["server", "client", "proto", "a2a-proto", "index"]) {
       expect(files).toContain(`dist/src/api/${name}.js`);
       expect(files).toContain(`dist/src/api/${name}.d.ts`);
     }

@@ -5,7 +5,8 @@
  * declared, and checked against the task state machine.
  * {@link uploadFile} uploads a file for a task to name, and
  * {@link GroupClient} is a member's or coordinator's side of a group of
- * agents (A2N) at its host.
+ * agents (A2N) at its host. {@link A2AClient} calls any A2A v1.0 agent
+ * (docs/A2A-CLIENT.md).
  *
  * @example
  * ```ts
@@ -59,6 +60,26 @@ export {
   type BallotInput,
   type VerifiedGroupEvent,
 } from "../client/group-client.js";
+export {
+  A2AClient,
+  dataPart,
+  toPart,
+  taskIdOf,
+  stateOf,
+  isTerminalA2AState,
+  isInterruptedA2AState,
+  type A2AClientOptions,
+  type A2AAuth,
+  type MessageInput,
+  type PartInput,
+  type SendOptions as A2ASendOptions,
+  type SendResult as A2ASendResult,
+  type ListTasksFilter,
+} from "../client/a2a/a2a-client.js";
+export { readAgentCard, chooseInterface, cardUrlsFor, A2A_VERSION, type A2ABinding, type ReadCard, type ReadCardOptions } from "../client/a2a/card.js";
+export { verifyCardSignatures, canonicalCardPayload, canonicalJson, type CardKey, type CardKeyResolver, type CardVerdict, type VerifyCardOptions } from "../client/a2a/card-signature.js";
+export { A2AClientError, type A2AErrorKind } from "../client/a2a/errors.js";
+export { taskView } from "../client/a2a/task-view.js";
 export type { CallbackInbox, InboxEvent, ExpectedExecutor } from "../agent/inbox.js";
 export type { StoredEvent } from "../store/store.js";
 export type { Task } from "../../gen/synapse/v1/p2p_pb.js";

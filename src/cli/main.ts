@@ -1,6 +1,7 @@
 #!/usr/bin/env node
 // The `synapse` command: dispatches to one module per subcommand.
 import { ConnectError } from "@connectrpc/connect";
+import { A2AClientError } from "../client/a2a/errors.js";
 import { findErrorDetail } from "../protocol/errors.js";
 import { UsageError } from "./args.js";
 import { commands } from "./commands/index.js";
@@ -48,6 +49,11 @@ main(process.argv.slice(2)).then(
       const detail = findErrorDetail(error);
       const code = detail ? ` (${detail.protocolCode})` : "";
       process.stderr.write(`synapse: ${error.message}${code}\n`);
+      process.exitCode = 1;
+      return;
+    }
+    if (error instanceof A2AClientError) {
+      process.stderr.write(`synapse: ${error.message} (${error.kind})\n`);
       process.exitCode = 1;
       return;
     }

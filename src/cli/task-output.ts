@@ -40,7 +40,7 @@ function deciders(task: Task): string[] {
 
 /** A few readable lines about a task, with the commands that answer it when the reader may. */
 export function describeTask(task: Task, reader: Reader): string[] {
-  const lines = [`task ${task.taskId} (${task.taskType}): ${stateName(task.state)}, ${task.progress}%${task.statusMessage ? ` - ${task.statusMessage}` : ""}`];
+  const lines = [`task ${task.taskId}${task.taskType ? ` (${task.taskType})` : ""}: ${stateName(task.state)}, ${task.progress}%${task.statusMessage ? ` - ${task.statusMessage}` : ""}`];
   if (task.state === TaskState.INFO_NEEDED && task.pendingInfo) {
     lines.push(`needs information: ${task.pendingInfo.question}`);
     for (const field of task.pendingInfo.missingFields) {
@@ -87,8 +87,12 @@ export function describeReply(message: VerifiedMessage): string {
 export function describeEvent(sequence: number, message: VerifiedMessage, state: TaskState): string {
   const payload = messageTypeInfo(message.type) ? (toJson(messageTypeInfo(message.type)!.payloadSchema, message.payload as never) as Record<string, JsonValue>) : {};
   const detail = typeof payload.message === "string" ? payload.message : typeof payload.summary === "string" ? payload.summary : "";
-  const progress = typeof payload.progress === "number" ? ` ${payload.progress}%` : "";
-  return `#${sequence} ${wireName(message.type)} -> ${stateName(state)}${progress}${detail ? ` ${detail}` : ""}`;
+  return eventLine(sequence, wireName(message.type), state, typeof payload.progress === "number" ? payload.progress : undefined, detail);
+}
+
+/** The line of one event: its sequence, type, the state it leads to, progress and what it says. */
+export function eventLine(sequence: number, type: string, state: TaskState, progress: number | undefined, detail: string): string {
+  return `#${sequence} ${type} -> ${stateName(state)}${progress === undefined ? "" : ` ${progress}%`}${detail ? ` ${detail}` : ""}`;
 }
 
 /** A one-line progress bar for terminals. */

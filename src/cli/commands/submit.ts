@@ -1,15 +1,15 @@
 // `synapse submit URL --type T --payload JSON [--wait | --watch]`
 import type { JsonObject } from "@bufbuild/protobuf";
-import { TaskState } from "../../../gen/synapse/v1/payloads_pb.js";
-import { isTerminal } from "../../protocol/state-machine.js";
 import { integerOption, parse, requirePositional, UsageError } from "../args.js";
-import { clientOptions, openClient, parseUploads } from "../client.js";
+import { a2aOptions, A2A_USAGE, openTarget, submitA2A } from "../a2a.js";
+import { clientOptions, parseUploads } from "../client.js";
 import { follow } from "../follow.js";
 import { printJson, printLine } from "../output.js";
 import { describeTask, messageJson, taskJson } from "../task-output.js";
 
 export const submitUsage = `usage: synapse submit URL --type TASK_TYPE --payload JSON [--wait [--timeout SECONDS] | --watch]
                       [--upload NAME=SHA256:SIZE]... [--task-id ID] [--idempotency-key KEY] [--home DIR] [--protocol P] [--json]
+                      [--a2a] [--binding B] [--token T] [--text TEXT]
 
 Sends a signed p2p:task_request. --wait holds the reply until the task ends or
 needs information or a decision (default timeout 300 s); --watch follows its
@@ -17,30 +17,24 @@ events. --upload names a file uploaded before for the handler, under NAME
 (data_analysis reads one named csv): \`synapse upload URL FILE --name NAME\`
 prints NAME=SHA256:SIZE as it goes here. Exit status: 0 when the task completed
 or is still under way, 1 when it failed, was rejected or cancelled (or the
-request was refused), 3 when it waits for information or a decision.`;
+request was refused), 3 when it waits for information or a decision.
 
-/** States in which a task waits for its requester: information or a human decision. */
-const WAITING_FOR_YOU = new Set([TaskState.INFO_NEEDED, TaskState.NEED_HUMAN, TaskState.HUMAN_DECIDING]);
+${A2A_USAGE}
+To an A2A agent the payload goes as a data part (--text adds a text part),
+--type (optional there) as the message's metadata.taskType, and
+--idempotency-key as its messageId.`;
 
-/**
- * The exit status of a command that shows a task, by the state it shows:
- * 0 completed or still under way, 1 failed, rejected or cancelled (a human's
- * rejection included: the task fails next), 3 waiting for its requester.
- * (`cancel` is the one exception: a task it cancelled is what was asked for, 0.)
- */
-export function exitCodeFor(state: TaskState | undefined): number {
-  if (state === undefined) return 0;
-  if (WAITING_FOR_YOU.has(state)) return 3;
-  if (state === TaskState.HUMAN_REJECTED) return 1;
-  if (!isTerminal(state)) return 0;
-  return state === TaskState.COMPLETED ? 0 : 1;
-}
+import { exitCodeFor } from "../exit-codes.js";
+
+export { exitCodeFor };
 
 export async function submit(argv: string[]): Promise<number> {
   const { values, positionals } = parse(
     argv,
     {
       ...clientOptions,
+      ...a2aOptions,
+      text: { type: "string" },
       type: { type: "string" },
       payload: { type: "string" },
       wait: { type: "boolean" },
@@ -57,7 +51,6 @@ export async function submit(argv: string[]): Promise<number> {
     return 0;
   }
   const url = requirePositional(positionals, 0, "URL", submitUsage);
-  if (!values.type) throw new UsageError(`--type is required\n\n${submitUsage}`);
   if (values.wait && values.watch) throw new UsageError(`--wait and --watch go one at a time\n\n${submitUsage}`);
   let payload: JsonObject;
   try {
@@ -67,8 +60,25 @@ export async function submit(argv: string[]): Promise<number> {
   }
   if (typeof payload !== "object" || payload === null || Array.isArray(payload)) throw new UsageError("--payload must be a JSON object");
   const uploads = parseUploads(values.upload);
-  const client = await openClient(url, values);
+  const target = await openTarget(url, values);
   const waitMs = values.wait ? (integerOption(values.timeout, "--timeout") ?? 300) * 1000 : undefined;
+  if (target.kind === "a2a") {
+    if (values["task-id"] !== undefined) throw new UsageError("--task-id: an A2A agent chooses its tasks' ids");
+    if (uploads.length > 0) throw new UsageError("--upload: uploads are Synapse's; send files to an A2A agent as parts");
+    return submitA2A(target.client, {
+      type: values.type,
+      payload,
+      text: values.text,
+      wait: values.wait,
+      watch: values.watch,
+      timeoutMs: waitMs ?? 300_000,
+      idempotencyKey: values["idempotency-key"],
+      json: values.json,
+    });
+  }
+  if (!values.type) throw new UsageError(`--type is required\n\n${submitUsage}`);
+  if (values.text !== undefined) throw new UsageError("--text is for A2A agents; put the text in --payload");
+  const client = target.client;
   const sent = await client.submit(values.type, payload, { taskId: values["task-id"], idempotencyKey: values["idempotency-key"], waitMs, uploads });
   if (values.watch) {
     if (values.json) printJson({ taskId: sent.taskId, reply: sent.reply ? messageJson(sent.reply) : null });
