@@ -7,3 +7,11 @@ export class StoreOpenError extends Error {
     this.name = "StoreOpenError";
   }
 }
+
+/** The store is held by another running process (a second `synapse serve` on one data dir). */
+export class StoreInUseError extends StoreOpenError {
+  constructor(message: string) {
+    super(message);
+    this.name = "StoreInUseError";
+  }
+}

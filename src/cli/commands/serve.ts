@@ -12,13 +12,13 @@ import { joinRegistry } from "../../registry/join.js";
 import { Registry } from "../../registry/registry.js";
 import { DirectoryTrust, RegistryTrust } from "../../registry/registry-trust.js";
 import { REFERENCE_TASK_TYPES } from "../../agent/reference/task-types.js";
-import { loadOrCreateIdentity, PINNED_KEYS_FILE } from "../../agent/identity.js";
+import { loadOrCreateIdentity, PINNED_KEYS_FILE, type AgentIdentity } from "../../agent/identity.js";
 import { createLogger, type Logger } from "../../log.js";
 import { OutboundPolicy } from "../../net/outbound-policy.js";
 import { installTracing, otlpTracesUrl } from "../../observability/tracing.js";
 import { startServer } from "../../server/server.js";
 import { readPinFile } from "../../store/file-pins.js";
-import { openStorage } from "../../store/open.js";
+import { openStorage, parseStoreSpec } from "../../store/open.js";
 import type { PinStore } from "../../store/pins.js";
 import type { Storage } from "../../store/storage.js";
 import { durationOption, integerOption, parse, UsageError } from "../args.js";
@@ -54,6 +54,15 @@ async function importPinFile(dataDir: string, pins: PinStore, logger: Logger): P
   for (const pin of found) await pins.pin(pin);
   await rename(path, `${path}.imported`);
   logger.info({ pins: found.length, from: path }, "moved pinned keys into the store");
+}
+
+/** A file a flag names, read before anything is created; one that cannot be read is a usage error. */
+async function flagFile<T>(flag: string, path: string, read: (path: string) => Promise<T>): Promise<T> {
+  try {
+    return await read(path);
+  } catch (error) {
+    throw new UsageError(`${flag}: ${(error as Error).message}`);
+  }
 }
 
 /** `{ [key]: value }` when the value was given, else nothing (so defaults stay). */
@@ -139,29 +148,23 @@ export async function serve(argv: string[]): Promise<number> {
     throw new UsageError(`--otlp-endpoint (or OTEL_EXPORTER_OTLP_ENDPOINT) must be a URL such as http://127.0.0.1:4318\n\n${serveUsage}`);
   }
   boundHeapGrowth(integerOption(values["heap-growth"], "--heap-growth") ?? DEFAULT_HEAP_GROWTH_PERCENT);
-  const logger = createLogger({ level: values["log-level"] });
+  let logger: Logger;
+  try {
+    logger = createLogger({ level: values["log-level"] });
+  } catch {
+    throw new UsageError(`--log-level must be trace, debug, info, warn, error, fatal or silent, got ${JSON.stringify(values["log-level"] ?? process.env.SYNAPSE_LOG_LEVEL)}\n\n${serveUsage}`);
+  }
   let outbound: OutboundPolicy;
   try {
     outbound = new OutboundPolicy({ allow: values["allow-outbound"] ?? [] });
   } catch (error) {
     throw new UsageError(`${(error as Error).message}\n\n${serveUsage}`);
   }
-  const dataDir = resolve(values["data-dir"] ?? process.env.SYNAPSE_DATA_DIR ?? ".synapse");
-  const { identity, created } = await loadOrCreateIdentity(dataDir, {
-    agentId: values["agent-id"],
-    agentName: values["agent-name"],
-    systemId: values["system-id"],
-  });
-  if (created) logger.info({ data_dir: dataDir, key_id: identity.key.keyId }, "created a new agent identity");
-  const defaults = defaultAgentCapabilities();
+  // Every flag is checked before anything is created or opened: a typo leaves no identity and no store behind.
   const escalation = escalationPolicy(durationOption(values["escalate-after"], "--escalate-after"), values["escalation-contact"], serveUsage);
-  const capabilities = defaultAgentCapabilities({
-    agentName: identity.agentName,
-    supportedTaskTypes: REFERENCE_TASK_TYPES.map((taskType) => (escalation ? { ...taskType, escalation } : taskType)),
-    maxFileSize: BigInt(integerOption(values["max-file-size"], "--max-file-size") ?? DEFAULT_MAX_FILE_SIZE),
-    maxConcurrentTasks: integerOption(values["max-concurrent-tasks"], "--max-concurrent-tasks") ?? defaults.maxConcurrentTasks,
-    maxTaskDurationSeconds: integerOption(values["max-task-duration"], "--max-task-duration") ?? defaults.maxTaskDurationSeconds,
-  });
+  const maxFileSize = integerOption(values["max-file-size"], "--max-file-size");
+  const maxConcurrentTasks = integerOption(values["max-concurrent-tasks"], "--max-concurrent-tasks");
+  const maxTaskDurationSeconds = integerOption(values["max-task-duration"], "--max-task-duration");
   type SecondsFlag = "task-timeout" | "heartbeat-interval" | "clock-skew" | "lease" | "run-lease" | "header-timeout" | "body-timeout" | "idle-timeout" | "write-timeout";
   const seconds = (name: SecondsFlag) => {
     const value = integerOption(values[name], `--${name}`);
@@ -172,6 +175,18 @@ export async function serve(argv: string[]): Promise<number> {
   const heartbeatIntervalMs = seconds("heartbeat-interval");
   if (taskTimeoutMs !== undefined) config.taskTimeoutMs = taskTimeoutMs;
   if (heartbeatIntervalMs !== undefined) config.heartbeatIntervalMs = heartbeatIntervalMs;
+  const clockSkewMs = seconds("clock-skew");
+  const registryLeaseMs = seconds("lease");
+  const runLeaseMs = seconds("run-lease");
+  const listenOptions = {
+    host: values.host ?? process.env.HOST ?? "127.0.0.1",
+    port: integerOption(values.port ?? process.env.PORT, "--port") ?? 8080,
+    maxConnections: integerOption(values["max-connections"], "--max-connections"),
+    headerTimeoutMs: seconds("header-timeout"),
+    bodyTimeoutMs: seconds("body-timeout"),
+    idleTimeoutMs: seconds("idle-timeout"),
+    writeTimeoutMs: seconds("write-timeout"),
+  };
   const fsync = values.fsync;
   if (fsync !== undefined && fsync !== "full" && fsync !== "normal") throw new UsageError(`--fsync must be full or normal\n\n${serveUsage}`);
   const retentionMs = durationOption(values.retention, "--retention");
@@ -180,14 +195,43 @@ export async function serve(argv: string[]): Promise<number> {
     ...optional("quotaBytes", integerOption(values["upload-quota"], "--upload-quota")),
     ...optional("keepUnusedMs", durationOption(values["upload-ttl"], "--upload-ttl")),
   };
+  const storeSpec = values.store ?? process.env.SYNAPSE_STORE;
+  try {
+    parseStoreSpec(storeSpec);
+  } catch (error) {
+    throw new UsageError(`${(error as Error).message}\n\n${serveUsage}`);
+  }
+  const tlsCert = values["tls-cert"];
+  const tlsKey = values["tls-key"];
   const tls =
-    values["tls-cert"] && values["tls-key"]
-      ? { cert: await readFile(values["tls-cert"]), key: await readFile(values["tls-key"]) }
+    tlsCert !== undefined && tlsKey !== undefined
+      ? { cert: await flagFile("--tls-cert", tlsCert, readFile), key: await flagFile("--tls-key", tlsKey, readFile) }
       : undefined;
   // The operator's bindings of ids to keys: trusted by the agent, and the names its registry lets those keys register.
-  const trustStore = values["trust-store"] === undefined ? undefined : await TrustStore.load(values["trust-store"]);
-  const storage: Storage = await openStorage(values.store ?? process.env.SYNAPSE_STORE, { dataDir, fsync, logger });
+  const trustStorePath = values["trust-store"];
+  const trustStore = trustStorePath === undefined ? undefined : await flagFile("--trust-store", trustStorePath, (path) => TrustStore.load(path));
+
+  const dataDir = resolve(values["data-dir"] ?? process.env.SYNAPSE_DATA_DIR ?? ".synapse");
+  // The store first: a data dir another server holds is refused before its identity files are touched.
+  const storage: Storage = await openStorage(storeSpec, { dataDir, fsync, logger });
+  let identity: AgentIdentity;
+  try {
+    const loaded = await loadOrCreateIdentity(dataDir, { agentId: values["agent-id"], agentName: values["agent-name"], systemId: values["system-id"] });
+    identity = loaded.identity;
+    if (loaded.created) logger.info({ data_dir: dataDir, key_id: identity.key.keyId }, "created a new agent identity");
+  } catch (error) {
+    await storage.close();
+    throw error;
+  }
   logger.info({ store: storage.kind, location: storage.location }, "state store open");
+  const defaults = defaultAgentCapabilities();
+  const capabilities = defaultAgentCapabilities({
+    agentName: identity.agentName,
+    supportedTaskTypes: REFERENCE_TASK_TYPES.map((taskType) => (escalation ? { ...taskType, escalation } : taskType)),
+    maxFileSize: BigInt(maxFileSize ?? DEFAULT_MAX_FILE_SIZE),
+    maxConcurrentTasks: maxConcurrentTasks ?? defaults.maxConcurrentTasks,
+    maxTaskDurationSeconds: maxTaskDurationSeconds ?? defaults.maxTaskDurationSeconds,
+  });
   const tracing = tracesUrl === undefined ? undefined : await installTracing({ url: tracesUrl, attributes: { "synapse.agent.id": identity.agentId } });
   if (tracing !== undefined) logger.info({ otlp_traces_url: tracing.url }, "exporting traces");
   try {
@@ -203,9 +247,9 @@ export async function serve(argv: string[]): Promise<number> {
       uploads: storage.uploads,
       uploadLimits,
       config,
-      clockSkewMs: seconds("clock-skew"),
+      clockSkewMs,
       retentionMs,
-      leaseMs: seconds("run-lease"),
+      leaseMs: runLeaseMs,
       logger,
       outbound,
       operators,
@@ -217,7 +261,7 @@ export async function serve(argv: string[]): Promise<number> {
       ? new Registry({
           logger,
           clockSkewMs: agent.clockSkewMs,
-          leaseMs: seconds("lease"),
+          leaseMs: registryLeaseMs,
           admins,
           outbound,
           bindings: trustStore,
@@ -232,15 +276,9 @@ export async function serve(argv: string[]): Promise<number> {
       agent,
       registry,
       groups,
-      host: values.host ?? process.env.HOST ?? "127.0.0.1",
-      port: integerOption(values.port ?? process.env.PORT, "--port") ?? 8080,
+      ...listenOptions,
       tls,
       logger,
-      maxConnections: integerOption(values["max-connections"], "--max-connections"),
-      headerTimeoutMs: seconds("header-timeout"),
-      bodyTimeoutMs: seconds("body-timeout"),
-      idleTimeoutMs: seconds("idle-timeout"),
-      writeTimeoutMs: seconds("write-timeout"),
       metrics: !values["no-metrics"],
     });
     await serveUntilSignalled(server, registry !== undefined, values.join, values["advertise-url"], identity, agent.provider, logger);
