@@ -24,6 +24,7 @@ import type { Storage } from "../../store/storage.js";
 import { durationOption, integerOption, parse, UsageError } from "../args.js";
 import { escalationPolicy } from "../escalation-options.js";
 import { boundHeapGrowth, DEFAULT_HEAP_GROWTH_PERCENT } from "../heap.js";
+import { startedByNpm, whenParentExits } from "../parent-watch.js";
 import { serveUsage } from "./serve-usage.js";
 
 /**
@@ -302,17 +303,25 @@ async function serveUntilSignalled(
   // Signals are heard from the moment the URL is printed: a supervisor may stop the agent at once.
   let membership: Awaited<ReturnType<typeof joinRegistry>> | undefined;
   let stopping: Promise<void> | undefined;
+  let unwatchParent = () => {};
   const stopped = new Promise<void>((done) => {
     const stop = (signal: NodeJS.Signals) => {
       logger.info({ signal }, "signal received");
       process.off("SIGTERM", stop);
       process.off("SIGINT", stop);
+      unwatchParent();
       stopping = Promise.resolve(membership?.leave())
         .then(() => server.close())
         .then(done, done);
     };
     process.on("SIGTERM", stop);
     process.on("SIGINT", stop);
+    if (startedByNpm()) {
+      unwatchParent = whenParentExits(() => {
+        logger.info("the npm process that started this server has exited; stopping as on SIGTERM");
+        stop("SIGTERM");
+      });
+    }
   });
   process.stdout.write(`synapse agent ${identity.agentId} listening on ${server.url}${isRegistry ? " (registry)" : ""}\n`);
   if (join) {
