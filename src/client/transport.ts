@@ -1,6 +1,7 @@
 // Transports for talking to a Synapse server in any of its protocols.
 import type { Transport } from "@connectrpc/connect";
 import { createConnectTransport, createGrpcTransport, createGrpcWebTransport } from "@connectrpc/connect-node";
+import { refusedStreamsAreUnavailable } from "./refused-streams.js";
 
 /** The RPC protocols every Synapse server speaks on one port. */
 export type ProtocolName = "connect" | "grpc" | "grpc-web";
@@ -23,13 +24,14 @@ export function createTransport(baseUrl: string, options: TransportOptions = {})
   const protocol = options.protocol ?? "connect";
   const nodeOptions = options.ca ? { ca: options.ca } : undefined;
   const httpVersion = options.httpVersion ?? (baseUrl.startsWith("https:") ? "2" : "1.1");
+  const interceptors = [refusedStreamsAreUnavailable];
   switch (protocol) {
     case "grpc":
-      return createGrpcTransport({ baseUrl, nodeOptions });
+      return createGrpcTransport({ baseUrl, nodeOptions, interceptors });
     case "grpc-web":
-      return createGrpcWebTransport({ baseUrl, httpVersion, useBinaryFormat: options.binary ?? true, nodeOptions });
+      return createGrpcWebTransport({ baseUrl, httpVersion, useBinaryFormat: options.binary ?? true, nodeOptions, interceptors });
     case "connect":
-      return createConnectTransport({ baseUrl, httpVersion, useBinaryFormat: options.binary ?? false, nodeOptions });
+      return createConnectTransport({ baseUrl, httpVersion, useBinaryFormat: options.binary ?? false, nodeOptions, interceptors });
   }
 }
 
