@@ -33,6 +33,11 @@ async function refusingFront(upstreamUrl: string): Promise<RefusingFront> {
   let refuseWatches = false;
   const sends: Buffer[] = [];
   const server = http2.createServer();
+  const sessions = new Set<http2.ServerHttp2Session>();
+  server.on("session", (session) => {
+    sessions.add(session);
+    session.once("close", () => sessions.delete(session));
+  });
   server.on("stream", (stream, headers) => {
     stream.on("error", () => {});
     const path = String(headers[":path"]);
@@ -76,7 +81,9 @@ async function refusingFront(upstreamUrl: string): Promise<RefusingFront> {
       refuseWatches = options.watches ?? false;
     },
     close: async () => {
-      upstream.close();
+      // Clients keep their sessions open: end them, or close would wait for them.
+      for (const session of sessions) session.destroy();
+      upstream.destroy();
       await new Promise<void>((resolve) => server.close(() => resolve()));
     },
   };
