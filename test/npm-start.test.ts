@@ -4,7 +4,9 @@
 // (a server started by npm stops once that parent has gone). In each case
 // the server shuts down gracefully, its process is gone and its port closed.
 import { execFile, spawn, type ChildProcess } from "node:child_process";
+import { cp, mkdir, mkdtemp, rm } from "node:fs/promises";
 import net from "node:net";
+import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { promisify } from "node:util";
 import { describe, expect, it } from "vitest";
@@ -21,10 +23,25 @@ interface Wrapped {
   exited: Promise<number | null>;
 }
 
+/**
+ * What `npm start` builds from, copied into test-artifacts/ (it finds the
+ * project's node_modules from there): its build then writes the copy's
+ * dist/, not the one the other tests are running.
+ */
+async function projectCopy(): Promise<string> {
+  await mkdir(join(ROOT, "test-artifacts"), { recursive: true });
+  const copy = await mkdtemp(join(ROOT, "test-artifacts", "npm-start-"));
+  for (const path of ["package.json", "tsconfig.json", "tsconfig.build.json", "src", "gen", "bench", "scripts", "test/fixtures"]) {
+    await mkdir(join(copy, path, ".."), { recursive: true });
+    await cp(join(ROOT, path), join(copy, path), { recursive: true });
+  }
+  return copy;
+}
+
 /** Spawns a wrapper whose output will carry the server's listening line, and waits for that line. */
-function startWrapped(command: string, args: string[], env: NodeJS.ProcessEnv): Promise<Wrapped> {
+function startWrapped(command: string, args: string[], env: NodeJS.ProcessEnv, cwd = ROOT): Promise<Wrapped> {
   return new Promise((resolve, reject) => {
-    const wrapper = spawn(command, args, { cwd: ROOT, env: { ...process.env, ...env }, stdio: ["ignore", "pipe", "pipe"] });
+    const wrapper = spawn(command, args, { cwd, env: { ...process.env, ...env }, stdio: ["ignore", "pipe", "pipe"] });
     let output = "";
     const exited = new Promise<number | null>((done) => wrapper.once("exit", (code) => done(code)));
     const collect = (d: Buffer) => {
@@ -81,19 +98,24 @@ function portRefuses(url: string): Promise<boolean> {
 describe("SIGTERM to the process that runs the server", () => {
   it("npm start: the signal sent to npm shuts the server down gracefully", async () => {
     const dataDir = await tempDir();
-    // npm start builds first: that takes a while on a busy machine.
-    const started = await startWrapped("npm", ["start", "--", "--port", "0", "--data-dir", dataDir, "--log-level", "info"], {});
-    const server = await serverPid(started.wrapper.pid!);
+    const project = await projectCopy();
     try {
-      expect(alive(server)).toBe(true);
-      started.wrapper.kill("SIGTERM");
-      expect(await gone(server, 15_000)).toBe(true);
-      await started.exited;
-      expect(await portRefuses(started.url)).toBe(true);
-      expect(started.output()).toContain('"signal":"SIGTERM","msg":"signal received"');
-      expect(started.output()).toContain('"msg":"stopped"');
+      // npm start builds first: that takes a while on a busy machine.
+      const started = await startWrapped("npm", ["start", "--", "--port", "0", "--data-dir", dataDir, "--log-level", "info"], {}, project);
+      const server = await serverPid(started.wrapper.pid!);
+      try {
+        expect(alive(server)).toBe(true);
+        started.wrapper.kill("SIGTERM");
+        expect(await gone(server, 15_000)).toBe(true);
+        await started.exited;
+        expect(await portRefuses(started.url)).toBe(true);
+        expect(started.output()).toContain('"signal":"SIGTERM","msg":"signal received"');
+        expect(started.output()).toContain('"msg":"stopped"');
+      } finally {
+        stopLeftOver(server);
+      }
     } finally {
-      stopLeftOver(server);
+      await rm(project, { recursive: true, force: true });
     }
   }, 240_000);
 
