@@ -24,6 +24,8 @@ const BAD_FLAGS: Array<{ args: string[]; says: string }> = [
   { args: ["--port", "0", "--tls-cert", "/nonexistent/cert.pem", "--tls-key", "/nonexistent/key.pem"], says: "--tls-cert: ENOENT" },
   { args: ["--port", "0", "--trust-store", "/nonexistent/trust.json"], says: "--trust-store: ENOENT" },
   { args: ["--port", "0", "--prot", "0"], says: "Unknown option '--prot'" },
+  { args: ["--port", "0", "--join", "registry.example:8080"], says: "--join must be an http:// or https:// URL" },
+  { args: ["--port", "0", "--trust-registry", "notaurl"], says: "--trust-registry must be an http:// or https:// URL" },
 ];
 
 /** Runs `check` for every bad flag, a few processes at a time. */

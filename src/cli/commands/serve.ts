@@ -21,7 +21,7 @@ import { readPinFile } from "../../store/file-pins.js";
 import { openStorage, parseStoreSpec } from "../../store/open.js";
 import type { PinStore } from "../../store/pins.js";
 import type { Storage } from "../../store/storage.js";
-import { durationOption, integerOption, parse, UsageError } from "../args.js";
+import { durationOption, integerOption, parse, urlOption, UsageError } from "../args.js";
 import { escalationPolicy } from "../escalation-options.js";
 import { boundHeapGrowth, DEFAULT_HEAP_GROWTH_PERCENT } from "../heap.js";
 import { startedByNpm, whenParentExits } from "../parent-watch.js";
@@ -162,6 +162,7 @@ export async function serve(argv: string[]): Promise<number> {
     throw new UsageError(`${(error as Error).message}\n\n${serveUsage}`);
   }
   // Every flag is checked before anything is created or opened: a typo leaves no identity and no store behind.
+  for (const flag of ["join", "trust-registry", "advertise-url"] as const) urlOption(values[flag], `--${flag}`);
   const escalation = escalationPolicy(durationOption(values["escalate-after"], "--escalate-after"), values["escalation-contact"], serveUsage);
   const maxFileSize = integerOption(values["max-file-size"], "--max-file-size");
   const maxConcurrentTasks = integerOption(values["max-concurrent-tasks"], "--max-concurrent-tasks");
