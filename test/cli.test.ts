@@ -1,6 +1,6 @@
 // The `synapse` command through a real process: serve, keygen,
 // capabilities, decode.
-import { readFile, stat } from "node:fs/promises";
+import { readdir, readFile, stat } from "node:fs/promises";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { expectProtoJsonNames, runCli, startServe } from "./helpers/cli.js";
@@ -34,9 +34,11 @@ describe("synapse serve", () => {
   });
 
   it("refuses bad flags with a usage error", async () => {
-    const result = await runCli(["serve", "--port", "eighty"]);
+    const dataDir = await tempDir();
+    const result = await runCli(["serve", "--port", "eighty", "--data-dir", dataDir]);
     expect(result.code).toBe(2);
     expect(result.stderr).toContain("--port must be a non-negative integer");
+    expect(await readdir(dataDir)).toEqual([]);
   });
 });
 

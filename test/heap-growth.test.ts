@@ -5,6 +5,7 @@ import { execFile } from "node:child_process";
 import { promisify } from "node:util";
 import { describe, expect, it } from "vitest";
 import { runCli } from "./helpers/cli.js";
+import { tempDir } from "./helpers/server.js";
 
 const run = promisify(execFile);
 const HEAP = new URL("../dist/src/cli/heap.js", import.meta.url).href;
@@ -40,7 +41,7 @@ describe("--heap-growth", () => {
   }, 120_000);
 
   it("refuses a value that is not a percentage", async () => {
-    const result = await runCli(["serve", "--heap-growth", "ten"]);
+    const result = await runCli(["serve", "--port", "0", "--data-dir", await tempDir(), "--heap-growth", "ten"]);
     expect(result.code).toBe(2);
     expect(result.stderr).toContain("--heap-growth must be a non-negative integer");
   });

@@ -6,6 +6,7 @@ import { createClient } from "@connectrpc/connect";
 import { createConnectTransport, createGrpcTransport } from "@connectrpc/connect-node";
 import { spawn, type ChildProcess } from "node:child_process";
 import http2 from "node:http2";
+import { readdir } from "node:fs/promises";
 import type net from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { CapabilitiesService } from "../gen/synapse/v1/capabilities_pb.js";
@@ -157,8 +158,10 @@ describe("synapse serve connection flags", () => {
   it("documents the flags and refuses a bad value", async () => {
     const help = await runCli(["serve", "--help"]);
     for (const flag of ["--max-connections", "--header-timeout", "--body-timeout", "--idle-timeout", "--write-timeout"]) expect(help.stdout).toContain(flag);
-    const bad = await runCli(["serve", "--idle-timeout", "soon"]);
+    const dataDir = await tempDir();
+    const bad = await runCli(["serve", "--port", "0", "--data-dir", dataDir, "--idle-timeout", "soon"]);
     expect(bad.code).toBe(2);
     expect(bad.stderr).toContain("--idle-timeout must be a non-negative integer");
+    expect(await readdir(dataDir)).toEqual([]);
   });
 });

@@ -58,7 +58,7 @@ describe("opening a SQLite store", () => {
     const first = await startServe(["--data-dir", dir]);
     try {
       const second = await runCli(["serve", "--port", "0", "--data-dir", dir]);
-      expect(second.code).toBe(1);
+      expect(second.code).toBe(4);
       expect(second.stderr).toContain(`${join(dir, "synapse.db")} is in use by another process`);
       expect(second.stderr).toContain("--data-dir");
     } finally {

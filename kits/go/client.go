@@ -56,6 +56,12 @@ type ClientOptions struct {
 	// (default 500 ms).
 	MaxRetries     int
 	RetryBaseDelay time.Duration
+	// SendRetries bounds how often Send sends the same envelope again after
+	// UNAVAILABLE (a server shutting down, a stream it refused, or one that
+	// cannot be reached), with the RetryBaseDelay backoff (default 3; -1:
+	// never). Send is idempotent by message id: a message the executor
+	// already processed gets its stored reply and has no second effect.
+	SendRetries int
 }
 
 // Client is a requester talking to one executor over gRPC: it seals every
@@ -72,6 +78,7 @@ type Client struct {
 	trust   *TrustStore
 	retries int
 	delay   time.Duration
+	resends int
 
 	mu      sync.Mutex
 	token   string
@@ -103,12 +110,19 @@ func NewClient(ctx context.Context, conn grpc.ClientConnInterface, id *Identity,
 		trust:   NewTrustStore(executor),
 		retries: opts.MaxRetries,
 		delay:   opts.RetryBaseDelay,
+		resends: opts.SendRetries,
 	}
 	if c.retries <= 0 {
 		c.retries = 5
 	}
 	if c.delay <= 0 {
 		c.delay = 500 * time.Millisecond
+	}
+	switch {
+	case c.resends == 0:
+		c.resends = 3
+	case c.resends < 0:
+		c.resends = 0
 	}
 	return c, nil
 }
@@ -146,13 +160,14 @@ type SendResult struct {
 
 // Send delivers one sealed envelope; a positive wait holds the answer until
 // the task is terminal or waits for input, or wait has passed. The reply is
-// verified before it is returned.
+// verified before it is returned. After UNAVAILABLE it sends the same
+// envelope again, at most SendRetries times.
 func (c *Client) Send(ctx context.Context, env *synapsev1.Envelope, wait time.Duration) (*SendResult, error) {
 	req := &synapsev1.SendRequest{Envelope: env}
 	if wait > 0 {
 		req.Wait = durationpb.New(wait)
 	}
-	resp, err := c.p2p.Send(ctx, req)
+	resp, err := c.sendAgain(ctx, req)
 	if err != nil {
 		return nil, err
 	}
@@ -166,6 +181,20 @@ func (c *Client) Send(ctx context.Context, env *synapsev1.Envelope, wait time.Du
 		}
 	}
 	return out, nil
+}
+
+// sendAgain makes the Send call, again after UNAVAILABLE (with backoff), at
+// most c.resends more times.
+func (c *Client) sendAgain(ctx context.Context, req *synapsev1.SendRequest) (*synapsev1.SendResponse, error) {
+	for attempt := 1; ; attempt++ {
+		resp, err := c.p2p.Send(ctx, req)
+		if err == nil || status.Code(err) != codes.Unavailable || attempt > c.resends {
+			return resp, err
+		}
+		if err := c.backoff(ctx, attempt); err != nil {
+			return nil, err
+		}
+	}
 }
 
 // SubmitOptions tune Submit; the zero value submits and answers at once.

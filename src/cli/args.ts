@@ -42,3 +42,16 @@ export function durationOption(value: string | undefined, name: string): number 
   if (match === null) throw new UsageError(`${name} must be a duration such as 90s, 15m, 12h or 7d, got ${JSON.stringify(value)}`);
   return Math.round(Number(match[1]) * UNITS[match[2] ?? "s"]!);
 }
+
+/** An http:// or https:// URL (an agent's or a registry's base URL). */
+export function urlOption(value: string | undefined, name: string): string | undefined {
+  if (value === undefined) return undefined;
+  let protocol: string | undefined;
+  try {
+    protocol = new URL(value).protocol;
+  } catch {
+    protocol = undefined;
+  }
+  if (protocol !== "http:" && protocol !== "https:") throw new UsageError(`${name} must be an http:// or https:// URL, got ${JSON.stringify(value)}`);
+  return value;
+}

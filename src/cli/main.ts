@@ -3,6 +3,7 @@
 import { ConnectError } from "@connectrpc/connect";
 import { A2AClientError } from "../client/a2a/errors.js";
 import { findErrorDetail } from "../protocol/errors.js";
+import { StoreInUseError } from "../store/errors.js";
 import { UsageError } from "./args.js";
 import { commands } from "./commands/index.js";
 
@@ -58,6 +59,7 @@ main(process.argv.slice(2)).then(
       return;
     }
     process.stderr.write(`synapse: ${error instanceof Error ? error.message : String(error)}\n`);
-    process.exitCode = 1;
+    // A data dir another running server holds has its own status: a script can tell it from a failed start.
+    process.exitCode = error instanceof StoreInUseError ? 4 : 1;
   },
 );

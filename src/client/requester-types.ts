@@ -38,6 +38,13 @@ export interface ClientOptions {
   maxRetries?: number;
   /** The first retry waits this long, each next one twice as long; default 500 ms. */
   retryBaseDelayMs?: number;
+  /**
+   * Retries of a Send that failed UNAVAILABLE (the server was shutting down,
+   * refused the stream, or could not be reached), with the backoff above;
+   * default 3. The same envelope is sent again: a Send is idempotent by
+   * message id, so a message already processed gets its reply again.
+   */
+  sendRetries?: number;
 }
 
 /** A signed message from the executor, verified. */

@@ -12,7 +12,7 @@ import { createHash } from "node:crypto";
 import { CapabilitiesService, type AgentCapabilities } from "../../gen/synapse/v1/capabilities_pb.js";
 import { MessageType, type Envelope } from "../../gen/synapse/v1/envelope_pb.js";
 import { ErrorCode } from "../../gen/synapse/v1/errors_pb.js";
-import { P2PService, type Task, type TaskEvent } from "../../gen/synapse/v1/p2p_pb.js";
+import { P2PService, type SendResponse, type Task, type TaskEvent } from "../../gen/synapse/v1/p2p_pb.js";
 import {
   DecisionAction,
   HumanDecisionPayloadSchema,
@@ -63,6 +63,7 @@ export class SynapseClient {
   private readonly p2p: Client<typeof P2PService>;
   private readonly maxRetries: number;
   private readonly retryBaseDelayMs: number;
+  private readonly sendRetries: number;
   private cachedToken: { token: string; renewAtMs: number } | undefined;
   /** The trace, session and correlation ids of the tasks this client submitted (the latest ones). */
   private readonly taskIds = new RememberedTaskIds();
@@ -82,6 +83,7 @@ export class SynapseClient {
     this.p2p = createClient(P2PService, options.rpcTransport ?? createTransport(options.baseUrl, options.transport));
     this.maxRetries = options.maxRetries ?? 5;
     this.retryBaseDelayMs = options.retryBaseDelayMs ?? 500;
+    this.sendRetries = options.sendRetries ?? 3;
   }
 
   /** Learns the executor's identity (GetCapabilities) and checks its key against the trust policy. */
@@ -187,7 +189,19 @@ export class SynapseClient {
 
   /** sendEnvelope, with HTTP headers (the traceparent of a client span). */
   private async send(envelope: Envelope, waitMs: number | undefined, receiver: string | undefined, headers?: Record<string, string>): Promise<SendResult> {
-    const response = await this.p2p.send({ envelope, wait: waitMs === undefined ? undefined : durationFromMs(waitMs) }, { headers });
+    const request = { envelope, wait: waitMs === undefined ? undefined : durationFromMs(waitMs) };
+    let response: SendResponse;
+    for (let attempt = 1; ; attempt++) {
+      try {
+        response = await this.p2p.send(request, { headers });
+        break;
+      } catch (error) {
+        // The same envelope again is safe: a processed one gets its stored reply, with no second effect (§5.3).
+        const connectError = ConnectError.from(error);
+        if (connectError.code !== Code.Unavailable || attempt > this.sendRetries) throw connectError;
+        await this.backoff(attempt);
+      }
+    }
     // A reply that is a task event is addressed to the task's requester, who may be another agent for a contact.
     const reply = response.reply?.envelope ? await this.verify(response.reply.envelope, { receiver }) : undefined;
     return { reply, task: response.task };

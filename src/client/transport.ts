@@ -2,6 +2,7 @@
 import type { Transport } from "@connectrpc/connect";
 import { createConnectTransport, createGrpcTransport, createGrpcWebTransport } from "@connectrpc/connect-node";
 import { untrustedCertificates } from "./tls-errors.js";
+import { refusedStreamsAreUnavailable } from "./refused-streams.js";
 
 /** The RPC protocols every Synapse server speaks on one port. */
 export type ProtocolName = "connect" | "grpc" | "grpc-web";
@@ -24,8 +25,8 @@ export function createTransport(baseUrl: string, options: TransportOptions = {})
   const protocol = options.protocol ?? "connect";
   const nodeOptions = options.ca ? { ca: options.ca } : undefined;
   const httpVersion = options.httpVersion ?? (baseUrl.startsWith("https:") ? "2" : "1.1");
-  // An untrusted certificate is UNAVAILABLE with a hint, not INTERNAL.
-  const interceptors = [untrustedCertificates];
+  // An untrusted certificate and a refused HTTP/2 stream are UNAVAILABLE (with a hint / safe to retry), not INTERNAL.
+  const interceptors = [untrustedCertificates, refusedStreamsAreUnavailable];
   switch (protocol) {
     case "grpc":
       return createGrpcTransport({ baseUrl, nodeOptions, interceptors });

@@ -189,6 +189,15 @@ export class TrustChain implements TrustPolicy {
       const verdict = await source.check(agentId, keyId, publicKey);
       if (verdict.kind !== "unknown") return verdict;
     }
+    // Nobody knows the sender: a source that answered from memory looks again before it is refused.
+    return this.recheck(agentId, keyId, publicKey);
+  }
+
+  async recheck(agentId: string, keyId: string, publicKey: Uint8Array): Promise<TrustVerdict> {
+    for (const source of this.sources) {
+      const verdict = (await source.recheck?.(agentId, keyId, publicKey)) ?? { kind: "unknown" };
+      if (verdict.kind !== "unknown") return verdict;
+    }
     return { kind: "unknown" };
   }
 

@@ -26,6 +26,12 @@ export interface TrustPolicy {
   publicKeyFor(keyId: string): Uint8Array | undefined | Promise<Uint8Array | undefined>;
   /** Whether the key may speak for the agent. Called after the signature verifies. */
   check(agentId: string, keyId: string, publicKey: Uint8Array): TrustVerdict | Promise<TrustVerdict>;
+  /**
+   * Asked when every source of a chain answered "unknown", so the message
+   * would be refused: a source that answered from a cache (a registry's "not
+   * registered") may look again. Optional.
+   */
+  recheck?(agentId: string, keyId: string, publicKey: Uint8Array): TrustVerdict | Promise<TrustVerdict>;
   /** Called once a message from the agent has passed every check (pinning records here). */
   accepted?(agentId: string, keyId: string, publicKey: Uint8Array): void | Promise<void>;
   /**

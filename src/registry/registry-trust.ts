@@ -1,6 +1,9 @@
 // A registry as a trust source: the key a registry holds for an agent id
 // is trusted for it. Lookups are cached briefly; an agent the registry does
-// not know is "unknown", so the next source (pinning, say) decides.
+// not know is "unknown", so the next source (pinning, say) decides. When no
+// source knows the sender and its message would be refused, a cached "not
+// registered" is asked again (the owner may have registered since), at a
+// bounded rate, so that a flood of unknown senders cannot hammer the registry.
 import { Code, ConnectError, createClient, type Client } from "@connectrpc/connect";
 import { RegistryService } from "../../gen/synapse/v1/registry_pb.js";
 import { createTransport } from "../client/transport.js";
@@ -31,27 +34,39 @@ interface Known {
   /** The key the registry holds for the id; undefined: not registered there. */
   keyId: string | undefined;
   publicKey?: Uint8Array;
+  /** When the registry answered. */
+  at: number;
   until: number;
 }
+
+/** An answer younger than this is the registry's current word: asking again would only repeat it. */
+const JUST_ASKED_MS = 100;
 
 /**
  * A remote registry's directory, asked over RPC. What it answered is kept for
  * `ttlMs`, for at most `maxEntries` agent ids (expired answers go first, then
  * the oldest): senders with made-up ids must not grow the cache without bound.
- * Concurrent lookups of one id share one call to the registry.
+ * Concurrent lookups of one id share one call to the registry. A kept "not
+ * registered" decides nothing on its own: {@link recheck} asks again, at most
+ * `recheckPerSecond` times a second across all ids.
  */
 export class RegistryTrust implements TrustPolicy {
   private readonly client: Client<typeof RegistryService>;
   private readonly known = new Map<string, Known>();
   private readonly byKeyId = new Map<string, { agentId: string; publicKey: Uint8Array }>();
   private readonly asking = new Map<string, Promise<string | undefined>>();
+  /** Rechecks allowed now (a token bucket refilled at recheckPerSecond, holding at most that many). */
+  private recheckTokens: number;
+  private recheckRefilledAt = Date.now();
 
   constructor(
     registryUrl: string,
     private readonly ttlMs = 10_000,
     private readonly maxEntries = 10_000,
+    private readonly recheckPerSecond = 20,
   ) {
     this.client = createClient(RegistryService, createTransport(registryUrl));
+    this.recheckTokens = recheckPerSecond;
   }
 
   /** Agent ids whose answer is held now. */
@@ -68,6 +83,30 @@ export class RegistryTrust implements TrustPolicy {
     const known = await this.lookup(agentId);
     if (known === undefined) return { kind: "unknown" };
     return known === keyId ? { kind: "trusted" } : { kind: "conflict", expectedKeyId: known };
+  }
+
+  /**
+   * Asked when no trust source knows the sender: a "not registered" held from
+   * an earlier lookup is asked again, since the agent may have registered
+   * since (one call per id at a time, and at most recheckPerSecond a second).
+   */
+  async recheck(agentId: string, keyId: string): Promise<TrustVerdict> {
+    const cached = this.known.get(agentId);
+    if (!this.fresh(cached) || cached.keyId !== undefined || Date.now() - cached.at < JUST_ASKED_MS) return { kind: "unknown" };
+    if (!this.asking.has(agentId)) {
+      if (!this.takeRecheckToken()) return { kind: "unknown" };
+      this.forget(agentId);
+    }
+    return this.check(agentId, keyId);
+  }
+
+  private takeRecheckToken(): boolean {
+    const now = Date.now();
+    this.recheckTokens = Math.min(this.recheckPerSecond, this.recheckTokens + ((now - this.recheckRefilledAt) / 1000) * this.recheckPerSecond);
+    this.recheckRefilledAt = now;
+    if (this.recheckTokens < 1) return false;
+    this.recheckTokens -= 1;
+    return true;
   }
 
   private fresh(entry: Known | undefined): entry is Known {
@@ -89,11 +128,11 @@ export class RegistryTrust implements TrustPolicy {
     try {
       const { agent } = await this.client.getAgent({ agentId }, { timeoutMs: 3000 });
       const caps = agent?.capabilities;
-      this.remember(agentId, { keyId: caps?.keyId, publicKey: caps?.publicKey, until: Date.now() + this.ttlMs });
+      this.remember(agentId, { keyId: caps?.keyId, publicKey: caps?.publicKey, at: Date.now(), until: Date.now() + this.ttlMs });
       return caps?.keyId;
     } catch (error) {
       // Not registered: the registry has no opinion. Unreachable: neither.
-      if (ConnectError.from(error).code === Code.NotFound) this.remember(agentId, { keyId: undefined, until: Date.now() + this.ttlMs });
+      if (ConnectError.from(error).code === Code.NotFound) this.remember(agentId, { keyId: undefined, at: Date.now(), until: Date.now() + this.ttlMs });
       return undefined;
     }
   }

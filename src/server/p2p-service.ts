@@ -15,10 +15,14 @@ import {
   type Task,
   type WatchResponse,
 } from "../../gen/synapse/v1/p2p_pb.js";
+import { ErrorCode } from "../../gen/synapse/v1/errors_pb.js";
 import type { Agent } from "../agent/agent.js";
+import { RETRY_AFTER_SECONDS } from "../agent/intake.js";
 import { taskPageSize, type TaskReaderCaller, type WatchItem } from "../agent/reader.js";
 import { taskView } from "../agent/task-view.js";
 import { signedMessage } from "../envelope/view.js";
+import { protocolError } from "../protocol/errors.js";
+import { isTerminal, WAITING_STATES } from "../protocol/state-machine.js";
 import type { StoredEvent, StoredReply, TaskRecord } from "../store/store.js";
 import { authenticate } from "./auth.js";
 import { callAbortOf } from "./call-abort.js";
@@ -69,6 +73,14 @@ function sharedBinaryResponse<K extends object>(build: (from: K) => WatchRespons
  * @param replyLimit the largest message the server writes: replies showing a
  * task leave its request out rather than exceed it (see reply-fit.ts).
  */
+function waitCutByShutdown(): ConnectError {
+  return protocolError(
+    ErrorCode.AGENT_NOT_READY,
+    "the agent is shutting down before the task settled; the message was processed: send the same envelope again for its reply and the wait, or read the task",
+    { retryAfterSeconds: RETRY_AFTER_SECONDS },
+  );
+}
+
 export function p2pService(agent: Agent, draining: AbortSignal, replyLimit: number): ServiceImpl<typeof P2PService> {
   const maxWaitMs = () => agent.provider.getCapabilities().maxTaskDurationSeconds * 1000;
   const bearer = { audience: agent.identity.agentId, trust: agent.trust };
@@ -106,6 +118,8 @@ export function p2pService(agent: Agent, draining: AbortSignal, replyLimit: numb
       if (request.wait !== undefined && task !== undefined) {
         const waitMs = Math.min(Math.max(0, durationMs(request.wait)), maxWaitMs());
         task = (await agent.engine.waitForOutcome(task.taskId, waitMs, [callAbortOf(ctx), draining])) ?? task;
+        // A wait the shutdown cut short is no answer: the sender sends the same envelope again (it gets the same reply).
+        if (draining.aborted && !isTerminal(task.state) && !WAITING_STATES.has(task.state)) throw waitCutByShutdown();
       }
       const status = ctx.values.get(callStatusKey);
       if (status !== undefined) status.taskState = task?.state ?? outcome.state;

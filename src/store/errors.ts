@@ -52,3 +52,11 @@ export class StoreUnreachableError extends StoreOpenError {
     this.name = "StoreUnreachableError";
   }
 }
+
+/** The store is held by another running process (a second `synapse serve` on one data dir). */
+export class StoreInUseError extends StoreOpenError {
+  constructor(message: string) {
+    super(message);
+    this.name = "StoreInUseError";
+  }
+}

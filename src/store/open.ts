@@ -18,15 +18,30 @@ export interface OpenStorageOptions {
   logger?: Logger;
 }
 
-export async function openStorage(spec: string | undefined, options: OpenStorageOptions): Promise<Storage> {
+/** What a `--store` value names; a value that names no store throws StoreOpenError. */
+export type StoreSpec = { kind: "sqlite"; path?: string } | { kind: "memory" } | { kind: "postgres"; url: string };
+
+export function parseStoreSpec(spec: string | undefined): StoreSpec {
   const value = spec?.trim() ?? "";
-  if (value === "" || value === "sqlite") return sqliteStorage(join(options.dataDir, SQLITE_FILE), { fsync: options.fsync });
-  if (value === "memory") return memoryStorage();
+  if (value === "" || value === "sqlite") return { kind: "sqlite" };
+  if (value === "memory") return { kind: "memory" };
   if (value.startsWith("sqlite:")) {
     const path = value.slice("sqlite:".length).replace(/^\/\//, "");
     if (path === "") throw new StoreOpenError("--store sqlite:PATH needs a file path");
-    return sqliteStorage(path, { fsync: options.fsync });
+    return { kind: "sqlite", path };
   }
-  if (/^postgres(ql)?:\/\//.test(value)) return postgresStorage(value, { logger: options.logger });
+  if (/^postgres(ql)?:\/\//.test(value)) return { kind: "postgres", url: value };
   throw new StoreOpenError(`--store ${JSON.stringify(value)} is not a store: use sqlite (the default), sqlite:PATH, memory, or a postgres:// URL`);
+}
+
+export async function openStorage(spec: string | undefined, options: OpenStorageOptions): Promise<Storage> {
+  const parsed = parseStoreSpec(spec);
+  switch (parsed.kind) {
+    case "sqlite":
+      return sqliteStorage(parsed.path ?? join(options.dataDir, SQLITE_FILE), { fsync: options.fsync });
+    case "memory":
+      return memoryStorage();
+    case "postgres":
+      return postgresStorage(parsed.url, { logger: options.logger });
+  }
 }

@@ -10,9 +10,9 @@ export interface CliResult {
   stderr: string;
 }
 
-export function runCli(args: string[], options: { input?: string; env?: NodeJS.ProcessEnv } = {}): Promise<CliResult> {
+export function runCli(args: string[], options: { input?: string; env?: NodeJS.ProcessEnv; cwd?: string } = {}): Promise<CliResult> {
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [CLI, ...args], { env: { ...process.env, ...options.env } });
+    const child = spawn(process.execPath, [CLI, ...args], { env: { ...process.env, ...options.env }, cwd: options.cwd });
     let stdout = "";
     let stderr = "";
     child.stdout.on("data", (d: Buffer) => (stdout += d.toString()));
@@ -37,10 +37,10 @@ export interface ServeProcess {
 }
 
 /** Starts `synapse serve` on an ephemeral port and waits for its URL; `onStderr` hears its log lines meanwhile. */
-export function startServe(args: string[], env: NodeJS.ProcessEnv = {}, onStderr?: (text: string) => void): Promise<ServeProcess> {
+export function startServe(args: string[], env: NodeJS.ProcessEnv = {}, onStderr?: (text: string) => void, options: { cwd?: string } = {}): Promise<ServeProcess> {
   return new Promise((resolve, reject) => {
     const port = env.PORT === undefined ? ["--port", "0"] : [];
-    const child = spawn(process.execPath, [CLI, "serve", ...port, ...args], { env: { ...process.env, ...env } });
+    const child = spawn(process.execPath, [CLI, "serve", ...port, ...args], { env: { ...process.env, ...env }, cwd: options.cwd });
     let stdout = "";
     let stderr = "";
     const exited = new Promise<number | null>((done) => child.once("exit", (code) => done(code)));

@@ -12,7 +12,7 @@ import { joinRegistry } from "../../registry/join.js";
 import { Registry } from "../../registry/registry.js";
 import { DirectoryTrust, RegistryTrust } from "../../registry/registry-trust.js";
 import { REFERENCE_TASK_TYPES } from "../../agent/reference/task-types.js";
-import { loadOrCreateIdentity, PINNED_KEYS_FILE } from "../../agent/identity.js";
+import { loadOrCreateIdentity, PINNED_KEYS_FILE, type AgentIdentity } from "../../agent/identity.js";
 import { createLogger, type Logger } from "../../log.js";
 import { OutboundPolicy } from "../../net/outbound-policy.js";
 import { installTracing, otlpTracesUrl } from "../../observability/tracing.js";
@@ -20,12 +20,13 @@ import { startServer } from "../../server/server.js";
 import { readPinFile } from "../../store/file-pins.js";
 import { writeBackup } from "../../ops/backup.js";
 import { listenForControl } from "../../ops/control-socket.js";
-import { openStorage } from "../../store/open.js";
+import { openStorage, parseStoreSpec } from "../../store/open.js";
 import type { PinStore } from "../../store/pins.js";
 import type { Storage } from "../../store/storage.js";
-import { durationOption, integerOption, parse, UsageError } from "../args.js";
+import { durationOption, integerOption, parse, urlOption, UsageError } from "../args.js";
 import { escalationPolicy } from "../escalation-options.js";
 import { boundHeapGrowth, DEFAULT_HEAP_GROWTH_PERCENT } from "../heap.js";
+import { startedByNpm, whenParentExits } from "../parent-watch.js";
 import { openStorageWaiting } from "../store-wait.js";
 import { serveUsage } from "./serve-usage.js";
 
@@ -51,6 +52,15 @@ function trustPolicy(
 
 /** The task type of A2A messages that name none, when the agent has it (the reference agent does). */
 const DEFAULT_A2A_SKILL = "text_analysis";
+
+/** A file a flag names, read before anything is created; one that cannot be read is a usage error. */
+async function flagFile<T>(flag: string, path: string, read: (path: string) => Promise<T>): Promise<T> {
+  try {
+    return await read(path);
+  } catch (error) {
+    throw new UsageError(`${flag}: ${(error as Error).message}`);
+  }
+}
 
 /** Pins an older agent kept in pinned-keys.json move into the store, once. */
 async function importPinFile(dataDir: string, pins: PinStore, logger: Logger): Promise<void> {
@@ -162,30 +172,24 @@ export async function serve(argv: string[]): Promise<number> {
   }
   boundHeapGrowth(integerOption(values["heap-growth"], "--heap-growth") ?? DEFAULT_HEAP_GROWTH_PERCENT);
   const storeWaitMs = durationOption(values["store-wait"], "--store-wait");
-  const logger = createLogger({ level: values["log-level"] });
+  let logger: Logger;
+  try {
+    logger = createLogger({ level: values["log-level"] });
+  } catch {
+    throw new UsageError(`--log-level must be trace, debug, info, warn, error, fatal or silent, got ${JSON.stringify(values["log-level"] ?? process.env.SYNAPSE_LOG_LEVEL)}\n\n${serveUsage}`);
+  }
   let outbound: OutboundPolicy;
   try {
     outbound = new OutboundPolicy({ allow: values["allow-outbound"] ?? [] });
   } catch (error) {
     throw new UsageError(`${(error as Error).message}\n\n${serveUsage}`);
   }
-  const dataDir = resolve(values["data-dir"] ?? process.env.SYNAPSE_DATA_DIR ?? ".synapse");
-  const { identity, created } = await loadOrCreateIdentity(dataDir, {
-    agentId: values["agent-id"],
-    agentName: values["agent-name"],
-    defaultAgentName: "Synapse reference agent",
-    systemId: values["system-id"],
-  });
-  if (created) logger.info({ data_dir: dataDir, key_id: identity.key.keyId }, "created a new agent identity");
-  const defaults = defaultAgentCapabilities();
+  // Every flag is checked before anything is created or opened: a typo leaves no identity and no store behind.
+  for (const flag of ["join", "trust-registry", "advertise-url"] as const) urlOption(values[flag], `--${flag}`);
   const escalation = escalationPolicy(durationOption(values["escalate-after"], "--escalate-after"), values["escalation-contact"], serveUsage);
-  const capabilities = defaultAgentCapabilities({
-    agentName: identity.agentName,
-    supportedTaskTypes: REFERENCE_TASK_TYPES.map((taskType) => (escalation ? { ...taskType, escalation } : taskType)),
-    maxFileSize: BigInt(integerOption(values["max-file-size"], "--max-file-size") ?? DEFAULT_MAX_FILE_SIZE),
-    maxConcurrentTasks: integerOption(values["max-concurrent-tasks"], "--max-concurrent-tasks") ?? defaults.maxConcurrentTasks,
-    maxTaskDurationSeconds: integerOption(values["max-task-duration"], "--max-task-duration") ?? defaults.maxTaskDurationSeconds,
-  });
+  const maxFileSize = integerOption(values["max-file-size"], "--max-file-size");
+  const maxConcurrentTasks = integerOption(values["max-concurrent-tasks"], "--max-concurrent-tasks");
+  const maxTaskDurationSeconds = integerOption(values["max-task-duration"], "--max-task-duration");
   type SecondsFlag = "task-timeout" | "heartbeat-interval" | "clock-skew" | "lease" | "run-lease" | "header-timeout" | "body-timeout" | "idle-timeout" | "write-timeout";
   const seconds = (name: SecondsFlag) => {
     const value = integerOption(values[name], `--${name}`);
@@ -196,9 +200,22 @@ export async function serve(argv: string[]): Promise<number> {
   const heartbeatIntervalMs = seconds("heartbeat-interval");
   if (taskTimeoutMs !== undefined) config.taskTimeoutMs = taskTimeoutMs;
   if (heartbeatIntervalMs !== undefined) config.heartbeatIntervalMs = heartbeatIntervalMs;
+  const clockSkewMs = seconds("clock-skew");
+  const registryLeaseMs = seconds("lease");
+  const runLeaseMs = seconds("run-lease");
+  const listenOptions = {
+    host: values.host ?? process.env.HOST ?? "127.0.0.1",
+    port: integerOption(values.port ?? process.env.PORT, "--port") ?? 8080,
+    maxConnections: integerOption(values["max-connections"], "--max-connections"),
+    headerTimeoutMs: seconds("header-timeout"),
+    bodyTimeoutMs: seconds("body-timeout"),
+    idleTimeoutMs: seconds("idle-timeout"),
+    writeTimeoutMs: seconds("write-timeout"),
+  };
   const fsync = values.fsync;
   if (fsync !== undefined && fsync !== "full" && fsync !== "normal") throw new UsageError(`--fsync must be full or normal\n\n${serveUsage}`);
   const retentionMs = durationOption(values.retention, "--retention");
+  const dataDir = resolve(values["data-dir"] ?? process.env.SYNAPSE_DATA_DIR ?? ".synapse");
   const uploadLimits = {
     ...optional("maxUploadBytes", integerOption(values["max-upload-size"], "--max-upload-size")),
     ...optional("quotaBytes", integerOption(values["upload-quota"], "--upload-quota")),
@@ -210,13 +227,49 @@ export async function serve(argv: string[]): Promise<number> {
     spacePath: dataDir,
     ...optional("keepUnusedMs", durationOption(values["upload-ttl"], "--upload-ttl")),
   };
+  const a2aSkill = values["a2a-skill"];
+  const taskTypes = REFERENCE_TASK_TYPES.map((taskType) => taskType.type);
+  if (a2aSkill !== undefined && !taskTypes.includes(a2aSkill)) throw new UsageError(`--a2a-skill takes one of ${taskTypes.join(", ")}, not ${JSON.stringify(a2aSkill)}\n\n${serveUsage}`);
+  const storeSpec = values.store ?? process.env.SYNAPSE_STORE;
+  try {
+    parseStoreSpec(storeSpec);
+  } catch (error) {
+    throw new UsageError(`${(error as Error).message}\n\n${serveUsage}`);
+  }
+  const tlsCert = values["tls-cert"];
+  const tlsKey = values["tls-key"];
   const tls =
-    values["tls-cert"] && values["tls-key"]
-      ? { cert: await readFile(values["tls-cert"]), key: await readFile(values["tls-key"]) }
+    tlsCert !== undefined && tlsKey !== undefined
+      ? { cert: await flagFile("--tls-cert", tlsCert, readFile), key: await flagFile("--tls-key", tlsKey, readFile) }
       : undefined;
   // The operator's bindings of ids to keys: trusted by the agent, and the names its registry lets those keys register.
-  const trustStore = values["trust-store"] === undefined ? undefined : await TrustStore.load(values["trust-store"]);
-  const storage: Storage = await openStorageWaiting(() => openStorage(values.store ?? process.env.SYNAPSE_STORE, { dataDir, fsync, logger }), storeWaitMs, logger);
+  const trustStorePath = values["trust-store"];
+  const trustStore = trustStorePath === undefined ? undefined : await flagFile("--trust-store", trustStorePath, (path) => TrustStore.load(path));
+
+  // The store first: a data dir another server holds is refused before its identity files are touched.
+  const storage: Storage = await openStorageWaiting(() => openStorage(storeSpec, { dataDir, fsync, logger }), storeWaitMs, logger);
+  let identity: AgentIdentity;
+  try {
+    const loaded = await loadOrCreateIdentity(dataDir, {
+      agentId: values["agent-id"],
+      agentName: values["agent-name"],
+      defaultAgentName: "Synapse reference agent",
+      systemId: values["system-id"],
+    });
+    identity = loaded.identity;
+    if (loaded.created) logger.info({ data_dir: dataDir, key_id: identity.key.keyId }, "created a new agent identity");
+  } catch (error) {
+    await storage.close();
+    throw error;
+  }
+  const defaults = defaultAgentCapabilities();
+  const capabilities = defaultAgentCapabilities({
+    agentName: identity.agentName,
+    supportedTaskTypes: REFERENCE_TASK_TYPES.map((taskType) => (escalation ? { ...taskType, escalation } : taskType)),
+    maxFileSize: BigInt(maxFileSize ?? DEFAULT_MAX_FILE_SIZE),
+    maxConcurrentTasks: maxConcurrentTasks ?? defaults.maxConcurrentTasks,
+    maxTaskDurationSeconds: maxTaskDurationSeconds ?? defaults.maxTaskDurationSeconds,
+  });
   logger.info({ store: storage.kind, location: storage.location }, "state store open");
   const tracing = tracesUrl === undefined ? undefined : await installTracing({ url: tracesUrl, attributes: { "synapse.agent.id": identity.agentId } });
   if (tracing !== undefined) logger.info({ otlp_traces_url: tracing.url }, "exporting traces");
@@ -233,9 +286,9 @@ export async function serve(argv: string[]): Promise<number> {
       uploads: storage.uploads,
       uploadLimits,
       config,
-      clockSkewMs: seconds("clock-skew"),
+      clockSkewMs,
       retentionMs,
-      leaseMs: seconds("run-lease"),
+      leaseMs: runLeaseMs,
       logger,
       outbound,
       operators,
@@ -247,7 +300,7 @@ export async function serve(argv: string[]): Promise<number> {
       ? new Registry({
           logger,
           clockSkewMs: agent.clockSkewMs,
-          leaseMs: seconds("lease"),
+          leaseMs: registryLeaseMs,
           admins,
           outbound,
           bindings: trustStore,
@@ -263,9 +316,6 @@ export async function serve(argv: string[]): Promise<number> {
     if (values["a2a-open"] && !values["no-a2a"]) {
       logger.warn("--a2a-open: A2A callers without credentials are admitted, all as one anonymous requester that reads and steers the others' anonymous tasks; for local use only");
     }
-    const a2aSkill = values["a2a-skill"];
-    const taskTypes = agent.provider.getCapabilities().supportedTaskTypes.map((taskType) => taskType.type);
-    if (a2aSkill !== undefined && !taskTypes.includes(a2aSkill)) throw new UsageError(`--a2a-skill takes one of ${taskTypes.join(", ")}, not ${JSON.stringify(a2aSkill)}\n\n${serveUsage}`);
     const server = await startServer({
       agent,
       registry,
@@ -273,15 +323,9 @@ export async function serve(argv: string[]): Promise<number> {
         ? undefined
         : { open: values["a2a-open"] === true, defaultSkill: a2aSkill ?? (taskTypes.includes(DEFAULT_A2A_SKILL) ? DEFAULT_A2A_SKILL : undefined), publicUrl: values["advertise-url"], pushStore: storage.a2aPush },
       groups,
-      host: values.host ?? process.env.HOST ?? "127.0.0.1",
-      port: integerOption(values.port ?? process.env.PORT, "--port") ?? 8080,
+      ...listenOptions,
       tls,
       logger,
-      maxConnections: integerOption(values["max-connections"], "--max-connections"),
-      headerTimeoutMs: seconds("header-timeout"),
-      bodyTimeoutMs: seconds("body-timeout"),
-      idleTimeoutMs: seconds("idle-timeout"),
-      writeTimeoutMs: seconds("write-timeout"),
       metrics: !values["no-metrics"],
     });
     // `synapse backup` asks through the data dir's control socket; the copy is taken while the server serves.
@@ -323,17 +367,25 @@ async function serveUntilSignalled(
   // Signals are heard from the moment the URL is printed: a supervisor may stop the agent at once.
   let membership: Awaited<ReturnType<typeof joinRegistry>> | undefined;
   let stopping: Promise<void> | undefined;
+  let unwatchParent = () => {};
   const stopped = new Promise<void>((done) => {
     const stop = (signal: NodeJS.Signals) => {
       logger.info({ signal }, "signal received");
       process.off("SIGTERM", stop);
       process.off("SIGINT", stop);
+      unwatchParent();
       stopping = Promise.resolve(membership?.leave())
         .then(() => server.close())
         .then(done, done);
     };
     process.on("SIGTERM", stop);
     process.on("SIGINT", stop);
+    if (startedByNpm()) {
+      unwatchParent = whenParentExits(() => {
+        logger.info("the npm process that started this server has exited; stopping as on SIGTERM");
+        stop("SIGTERM");
+      });
+    }
   });
   process.stdout.write(`synapse agent ${identity.agentId} listening on ${server.url}${isRegistry ? " (registry)" : ""}\n`);
   if (join) {

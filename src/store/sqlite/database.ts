@@ -5,7 +5,7 @@
 import Database from "better-sqlite3";
 import { mkdirSync } from "node:fs";
 import { dirname } from "node:path";
-import { StoreOpenError } from "../errors.js";
+import { StoreInUseError, StoreOpenError } from "../errors.js";
 import { SQLITE_MIGRATIONS, type Migration } from "./migrations.js";
 
 export type Fsync = "full" | "normal";
@@ -71,8 +71,8 @@ function isLocked(error: unknown): boolean {
   return code.startsWith("SQLITE_BUSY") || code.startsWith("SQLITE_LOCKED");
 }
 
-function inUse(path: string): StoreOpenError {
-  return new StoreOpenError(
+function inUse(path: string): StoreInUseError {
+  return new StoreInUseError(
     `${path} is in use by another process (SQLite lets one process hold it): stop the other synapse, or give this one its own --data-dir. ` +
       `Several instances of one agent share state through PostgreSQL (--store postgres://...).`,
   );

@@ -91,15 +91,20 @@ class Client:
 
     ``Client.connect(url, identity)`` learns the executor's identity with
     GetCapabilities (checking its key id is its key's thumbprint); pass
-    ``executor`` to insist on a key pinned earlier."""
+    ``executor`` to insist on a key pinned earlier. ``max_retries`` bounds the
+    resumptions of watch and read_result, ``send_retries`` how often send sends
+    the same envelope again after UNAVAILABLE (a server shutting down, a stream
+    it refused, or one that cannot be reached); both back off from
+    ``retry_base_delay`` seconds, doubling each time."""
 
     def __init__(self, channel: grpc.Channel, identity: Identity, *, executor: Peer | None = None,
-                 timeout: float = 30.0, max_retries: int = 5, retry_base_delay: float = 0.5) -> None:
+                 timeout: float = 30.0, max_retries: int = 5, retry_base_delay: float = 0.5, send_retries: int = 3) -> None:
         self.channel = channel
         self.identity = identity
         self.timeout = timeout
         self.max_retries = max_retries
         self.retry_base_delay = retry_base_delay
+        self.send_retries = send_retries
         caps, p2p = _stubs.capabilities(), _stubs.p2p()
         get_caps = _rpc(channel, "CapabilitiesService", "GetCapabilities", caps.GetCapabilitiesRequest, caps.GetCapabilitiesResponse)
         self.capabilities = get_caps(caps.GetCapabilitiesRequest(), timeout=timeout).capabilities
@@ -148,11 +153,23 @@ class Client:
 
     def send(self, envelope: Message, wait: float | None = None) -> SendResult:
         """Delivers one sealed envelope; ``wait`` (seconds) holds the answer until the task
-        is terminal or waits for input. The reply is verified before it is returned."""
+        is terminal or waits for input. The reply is verified before it is returned.
+        After UNAVAILABLE the same envelope is sent again (at most ``send_retries``
+        times): a Send is idempotent by message id, so a message the executor
+        already processed gets its stored reply and has no second effect."""
         request = _stubs.p2p().SendRequest(envelope=envelope)
         if wait:
             request.wait.CopyFrom(Duration(seconds=int(wait), nanos=int((wait % 1) * 1e9)))
-        response = self._send(request, timeout=self.timeout + (wait or 0))
+        attempt = 1
+        while True:
+            try:
+                response = self._send(request, timeout=self.timeout + (wait or 0))
+                break
+            except grpc.RpcError as error:
+                if error.code() != grpc.StatusCode.UNAVAILABLE or attempt > self.send_retries:
+                    raise
+            self._backoff(attempt)
+            attempt += 1
         reply = self.verify(response.reply.envelope) if response.reply.HasField("envelope") else None
         task = response.task if response.HasField("task") else None
         task_id = task.task_id if task is not None else (reply.header.task_id if reply else "")
