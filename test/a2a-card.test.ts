@@ -29,9 +29,13 @@ async function publicKeyFrom(jku: string, kid: string) {
 }
 
 describe("the A2A agent card", () => {
-  it("declares the gRPC interface served, what works, and the bearer scheme", () => {
+  it("declares every binding served, what works, and the bearer scheme", () => {
     const host = new URL(server.url).host;
-    expect(json.supportedInterfaces).toEqual([{ url: host, protocolBinding: "GRPC", protocolVersion: "1.0" }]);
+    expect(json.supportedInterfaces).toEqual([
+      { url: `${server.url}/a2a/jsonrpc`, protocolBinding: "JSONRPC", protocolVersion: "1.0" },
+      { url: `${server.url}/a2a/rest`, protocolBinding: "HTTP+JSON", protocolVersion: "1.0" },
+      { url: host, protocolBinding: "GRPC", protocolVersion: "1.0" },
+    ]);
     expect(json.capabilities).toMatchObject({ streaming: true, pushNotifications: true, extendedAgentCard: false });
     expect(json.securitySchemes).toMatchObject({ bearer: { httpAuthSecurityScheme: { scheme: "Bearer", bearerFormat: "JWT" } } });
     expect(json.securityRequirements).toEqual([{ schemes: { bearer: {} } }]);

@@ -81,7 +81,7 @@ describe.each([
     const taskId = /^task (\S+):/.exec(asked.stdout)![1]!;
     expect(asked.stdout).toContain("info_needed");
     expect(asked.stdout).toContain("needs information: which city?\n  city: the forecast needs a city\n");
-    expect(asked.stdout).toContain(`answer with: synapse provide-info URL ${taskId} --set city=VALUE`);
+    expect(asked.stdout).toContain(`answer with: synapse provide-info ${asking.url} ${taskId} --set city=VALUE`);
     const status = await cli("status", asking.url, taskId, "--binding", flag, "--json");
     expect(status.code).toBe(3);
     expect(json<TaskJson>(status.stdout).pendingInfo?.missingFields).toEqual([{ field: "city", reason: "the forecast needs a city" }]);
@@ -98,9 +98,9 @@ describe.each([
     expect(asked.code).toBe(3);
     const taskId = /^task (\S+):/.exec(asked.stdout)![1]!;
     expect(asked.stdout).toContain("need_human");
-    expect(asked.stdout).toContain("needs a human decision (level 1): approve the payment?");
+    expect(asked.stdout).toContain("needs a human decision (escalation level 1): approve the payment?");
     expect(asked.stdout).toContain('  option amount=100: within budget');
-    expect(asked.stdout).toContain(`decide with: synapse decide URL ${taskId} --approve | --reject [--note TEXT]`);
+    expect(asked.stdout).toContain(`decide with: synapse decide ${deciding.url} ${taskId} --approve | --modify --set KEY=VALUE | --reject [--note TEXT]`);
     const approved = await cli("decide", deciding.url, taskId, "--binding", flag, "--approve", "--set", "amount=90", "--wait", "--json");
     expect(approved.code).toBe(0);
     expect(json<{ task: TaskJson }>(approved.stdout).task.result?.output).toEqual({ decision: "approve", fields: { amount: 90 } });

@@ -58,7 +58,7 @@ describe("upload quota accounting", () => {
 
     // The quota is full: the next upload is refused before a byte is read, used_bytes without it.
     const full = await upload(new Uint8Array(1).fill(4));
-    expect(refusedWith(full)).toEqual({ used_bytes: 100 * KB, quota_bytes: QUOTA });
+    expect(refusedWith(full)).toMatchObject({ rule: "sender_quota", used_bytes: 100 * KB, quota_bytes: QUOTA });
   });
 
   it("needs room for a file sent again while it streams, and keeps it once", async () => {

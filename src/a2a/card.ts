@@ -5,6 +5,8 @@
 // card's RFC 8785 canonical form, made with the agent's Ed25519 key. The
 // public key is served as a JWK set at /.well-known/jwks.json (the
 // signature's jku); its kid is the key id Synapse uses everywhere.
+import { A2A_JSONRPC_PATH } from "./jsonrpc.js";
+import { A2A_REST_PATH } from "./rest.js";
 import { create, toJson, type JsonObject, type JsonValue } from "@bufbuild/protobuf";
 import { FlattenedSign } from "jose";
 import { AgentCardSchema, AgentCardSignatureSchema, type AgentCard } from "../../gen/lf/a2a/v1/a2a_pb.js";
@@ -14,8 +16,6 @@ import { publicJwk, type AgentKey } from "../crypto/keys.js";
 
 export const AGENT_CARD_PATH = "/.well-known/agent-card.json";
 export const JWKS_PATH = "/.well-known/jwks.json";
-export const JSONRPC_PATH = "/a2a/jsonrpc";
-export const REST_PATH = "/a2a/rest";
 export const A2A_PROTOCOL_VERSION = "1.0";
 /** The extension whose params give each skill's input and output JSON schema. */
 export const TASK_SCHEMAS_EXTENSION = "urn:synapse:a2a:task-schemas:v1";
@@ -44,7 +44,7 @@ const BEARER_DESCRIPTION =
   "An EdDSA (Ed25519) JWT, RFC 8037, signed with the caller's agent key: iss and sub the caller's agent id, aud this agent's id, kid the caller's key id " +
   "(RFC 7638 thumbprint), a jwk header with the public key, exp at most 5 minutes after iat. `synapse token` makes one.";
 
-const bindingPath: Record<A2ABinding, string> = { JSONRPC: JSONRPC_PATH, "HTTP+JSON": REST_PATH, GRPC: "" };
+const bindingPath: Record<A2ABinding, string> = { JSONRPC: A2A_JSONRPC_PATH, "HTTP+JSON": A2A_REST_PATH, GRPC: "" };
 
 /**
  * Where a binding is reached: the HTTP ones at their path; gRPC as the

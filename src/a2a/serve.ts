@@ -50,7 +50,8 @@ export function createA2AFace(agent: Agent, draining: AbortSignal, options: A2AS
   const sender = new A2APushSender(agent, pushStore, convertContextOf(agent), logger);
   void sender.start().catch((error: unknown) => logger.warn({ err: error }, "could not take up A2A push notifications"));
   const deps: A2AServiceDeps = { agent, draining, open: options.open === true, defaultSkill: options.defaultSkill, push: { agent, store: pushStore, sender } };
-  const bindings = options.bindings ?? ["GRPC"];
+  // Every binding this server answers: JSON-RPC and HTTP+JSON on the plain HTTP routes, gRPC on the router.
+  const bindings = options.bindings ?? ["JSONRPC", "HTTP+JSON", "GRPC"];
   let baseUrl = options.publicUrl?.replace(/\/+$/, "") ?? "";
   let card: Promise<AgentCard> | undefined;
   return {

@@ -32,7 +32,8 @@ import { describeTask, eventLine, taskJson } from "./task-output.js";
 /** The lines about an A2A task, with hints that name the agent as the user gave it (the user being the task's requester). */
 function describeA2ATask(client: A2AClient, task: Task): string[] {
   const url = client.cardUrl.replace(/\/\.well-known\/agent-card\.json$/, "");
-  return describeTask(task, { url, agentId: task.requester?.agentId ?? "" });
+  // The user asked this agent for the task, so the lines address it as the requester, whatever id the agent knows it by.
+  return describeTask(task, { url, agentId: task.requester?.agentId ?? "the requester" });
 }
 
 export const a2aOptions = {
