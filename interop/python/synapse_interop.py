@@ -4,7 +4,8 @@ the kit (synapse_kit) and the modules generated from proto/:
 runs the vector checks, the live checks against the server at URL, a gRPC-only
 agent that registers there and receives callbacks, and the kit's own agent
 serving a task to the kit's client and (with --cli) to the TypeScript command
-line. It prints "PASS <name>" or "FAIL <name>: <why>" for each check and exits
+line, and the A2A checks with the official a2a-sdk client against the
+server's A2A face (JSON-RPC and gRPC). It prints "PASS <name>" or "FAIL <name>: <why>" for each check and exits
 1 if any check failed (2 for a usage error)."""
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ def main(argv: list[str]) -> int:
     sys.path.insert(1, str(Path(__file__).resolve().parent))
 
     # Imported only now: they import the generated synapse.v1 modules.
+    import a2a_checks
     import agent_checks
     import live_checks
     import vector_checks
@@ -41,6 +43,7 @@ def main(argv: list[str]) -> int:
     live_checks.run(report, args.url)
     agent_checks.run(report, args.url)
     agent_checks.run_own_agent(report, args.cli)
+    a2a_checks.run(report, args.url)
     print(f"{report.passed} passed, {report.failed} failed", flush=True)
     return 1 if report.failed else 0
 

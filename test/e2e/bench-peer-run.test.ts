@@ -34,12 +34,14 @@ describe.skipIf(!hasGo)("npm run bench -- peer", () => {
     const report = JSON.parse(stdout);
     expect(report.config.synapse_serve_flags).toBe("--heap-growth 0");
 
-    const contenders = ["synapse-sqlite", "synapse-memory", "a2a-js"];
+    const contenders = ["synapse-sqlite", "synapse-memory", "synapse-a2a", "a2a-js"];
     expect(report.summary.map((row: { contender: string; protocol: string }) => `${row.contender}/${row.protocol}`)).toEqual([
       "synapse-sqlite/grpc",
       "synapse-sqlite/connect-json",
       "synapse-memory/grpc",
       "synapse-memory/connect-json",
+      "synapse-a2a/grpc",
+      "synapse-a2a/jsonrpc",
       "a2a-js/grpc",
       "a2a-js/jsonrpc",
     ]);
@@ -52,7 +54,7 @@ describe.skipIf(!hasGo)("npm run bench -- peer", () => {
       if (row.contender === "a2a-js") expect(row.rps_vs_peer).toBeNull();
       else expect(row.rps_vs_peer).toMatchObject({ median: expect.any(Number), min: expect.any(Number), max: expect.any(Number) });
     }
-    expect(report.turns).toHaveLength(6);
+    expect(report.turns).toHaveLength(8);
     for (const turn of report.turns) expect(turn).toMatchObject({ round: 1, errors: 0 });
 
     expect(report.floor.message_bytes).toBeGreaterThan(200);
@@ -65,7 +67,7 @@ describe.skipIf(!hasGo)("npm run bench -- peer", () => {
       expect(typeof row.kb_per_task).toBe("number");
     }
 
-    expect(report.payloads).toHaveLength(9);
+    expect(report.payloads).toHaveLength(12);
     expect(new Set(report.payloads.map((row: { text_bytes: number }) => row.text_bytes))).toEqual(new Set([1024, 65536, 1048576]));
     for (const row of report.payloads) {
       expect(row.requests, `${row.text_bytes} bytes to ${row.contender}`).toBeGreaterThan(0);
@@ -82,14 +84,24 @@ describe.skipIf(!hasGo)("npm run bench -- peer", () => {
     expect(report.fanout.send_ms).toBe(fanout.send_ms);
 
     // The bare unary call on each Synapse server (Health/Check): counted, and answered SERVING every time.
-    expect(report.bare_calls.map((call: { contender: string }) => call.contender)).toEqual(["synapse-sqlite", "synapse-memory"]);
+    expect(report.bare_calls.map((call: { contender: string }) => call.contender)).toEqual(["synapse-sqlite", "synapse-memory", "synapse-a2a"]);
     for (const call of report.bare_calls) {
       expect(call.calls, call.contender).toBeGreaterThan(0);
       expect(call.errors, call.contender).toBe(0);
       expect(call.server_cpu_us_per_call, call.contender).toBeGreaterThan(0);
     }
 
-    expect(report.targets.length).toBeGreaterThanOrEqual(12);
+    expect(report.targets.length).toBeGreaterThanOrEqual(18);
+    // The A2A face runs A2A-js's own workload: judged on tasks/s, server CPU per task and p99 against it, not on the signed workload's aims.
+    const a2aTargets = report.targets.map((check: { target: string }) => check.target).filter((target: string) => target.includes("(synapse-a2a"));
+    expect(a2aTargets).toEqual([
+      "A2A gRPC rps ratio >= 1.0 (synapse-a2a)",
+      "A2A JSON-RPC rps ratio >= 1.0 (synapse-a2a)",
+      "server CPU per A2A task <= A2A-js's (synapse-a2a, grpc)",
+      "server CPU per A2A task <= A2A-js's (synapse-a2a, jsonrpc)",
+      "p99 no worse than A2A-js grpc (synapse-a2a, grpc)",
+      "p99 no worse than A2A-js jsonrpc (synapse-a2a, jsonrpc)",
+    ]);
     expect(report.targets.filter((check: { target: string }) => check.target.startsWith("1 MiB text")).map((check: { target: string }) => check.target)).toEqual([
       "1 MiB text, gRPC tasks/s ratio >= 1.0 (synapse-sqlite)",
       "1 MiB text, gRPC tasks/s ratio >= 1.0 (synapse-memory)",
