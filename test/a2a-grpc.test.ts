@@ -18,6 +18,7 @@ import { TaskState as SynapseState } from "../gen/synapse/v1/payloads_pb.js";
 import type { TaskHandler } from "../src/agent/handler.js";
 import type { AgentIdentity } from "../src/agent/identity.js";
 import { issueToken } from "../src/crypto/tokens.js";
+import { verifies } from "./helpers/independent-verify.js";
 import { requesterIdentity, startTestServer, type TestServer } from "./helpers/server.js";
 
 const EXECUTOR = "executor_a2a_grpc";
@@ -241,6 +242,12 @@ describe("A2A over gRPC with the @a2a-js/sdk client", () => {
     expect(view?.state).toBe(SynapseState.COMPLETED);
     expect(view?.requester?.agentId).toBe(alice.agentId);
     expect(view?.taskType).toBe("echo");
+    // Its log is the executor's, every event signed with the agent's key, and says it ended completed.
+    const items = [];
+    for await (const item of p2p.watch({ taskId: task.id, fromSequence: 1n }, { headers: { authorization: `Bearer ${token}` } })) items.push(item);
+    const events = items.flatMap((item) => (item.kind.case === "event" ? [item.kind.value] : []));
+    expect(events.length).toBeGreaterThanOrEqual(2);
+    for (const event of events) expect(verifies(event.message!.envelope!, server.agent.identity.key.publicKey)).toBe(true);
   });
 
   it("refuses callers without a token (open mode is off)", async () => {
@@ -334,6 +341,24 @@ describe("A2A push notifications over gRPC", () => {
     } finally {
       await kept.close();
       await dropped.close();
+    }
+  });
+});
+
+describe("A2A open mode (--a2a-open)", () => {
+  it("admits callers without a token as one anonymous requester, and still holds a token to its checks", async () => {
+    const open = await startTestServer({ agentId: "executor_a2a_open", handlers, capabilities: { supportedTaskTypes: [taskType("echo", textInput)] }, a2a: { open: true } });
+    try {
+      const factory = new ClientFactory(ClientFactoryOptions.createFrom(ClientFactoryOptions.default, { transports: [new GrpcTransportFactory()] }));
+      const anonymous = await factory.createFromUrl(open.url);
+      const task = (await anonymous.sendMessage({ tenant: "", message: textMessage("no token"), configuration: undefined, metadata: undefined })) as Task;
+      expect(task.status?.state).toBe(TaskState.TASK_STATE_COMPLETED);
+      expect((await anonymous.getTask({ tenant: "", id: task.id, historyLength: 0 })).id).toBe(task.id);
+      // A token for another agent is refused, not taken as anonymous.
+      const wrong = { serviceParameters: { authorization: `Bearer ${await issueToken(alice.key, { agentId: alice.agentId, audience: "someone_else" })}` } };
+      expect((await refusal(anonymous.getTask({ tenant: "", id: task.id, historyLength: 0 }, wrong))).message).toMatch(/aud|audience|token/i);
+    } finally {
+      await open.close();
     }
   });
 });

@@ -7,6 +7,7 @@ import { Role, TaskState, type Message, type Part, type Task } from "@a2a-js/sdk
 import { ClientFactory, ClientFactoryOptions, type Client } from "@a2a-js/sdk/client";
 import { GrpcTransportFactory } from "@a2a-js/sdk/client/grpc";
 import { randomUUID } from "node:crypto";
+import http from "node:http";
 import { afterAll, describe, expect, it } from "vitest";
 import type { AgentIdentity } from "../src/agent/identity.js";
 import { issueToken } from "../src/crypto/tokens.js";
@@ -51,6 +52,21 @@ describe("A2A tasks through kill -9 of synapse serve", () => {
     for (const task of asking) expect(task.status?.state).toBe(TaskState.TASK_STATE_INPUT_REQUIRED);
     const gated = await send(message([part({ $case: "data", value: { text, require_approval: true } })]));
     expect(gated.status?.state).toBe(TaskState.TASK_STATE_INPUT_REQUIRED);
+    // A webhook for one of the waiting tasks: it hears input-required now, completed after the restart, each once.
+    const notified: string[] = [];
+    const hook = http.createServer((req, res) => {
+      let body = "";
+      req.on("data", (chunk: Buffer) => (body += chunk.toString()));
+      req.on("end", () => {
+        const state = (JSON.parse(body) as { statusUpdate?: { status?: { state?: string } } }).statusUpdate?.status?.state;
+        if (state !== undefined) notified.push(state);
+        res.writeHead(200).end();
+      });
+    });
+    await new Promise<void>((resolve) => hook.listen(0, "127.0.0.1", resolve));
+    const hookUrl = `http://127.0.0.1:${(hook.address() as { port: number }).port}/`;
+    const watched = asking[0]!;
+    await client.createTaskPushNotificationConfig({ tenant: "", id: "hook", taskId: watched.id, url: hookUrl, token: "", authentication: undefined }, await as(served.agentId));
     const firstMessage = message([part({ $case: "text", value: "counted after the crash" })]);
     const submitted = [await send(firstMessage, true)];
     for (let i = 0; i < 9; i++) submitted.push(await send(message([part({ $case: "text", value: `task ${i} in flight` })]), true));
@@ -78,5 +94,9 @@ describe("A2A tasks through kill -9 of synapse serve", () => {
     expect((await read(gated.id)).status?.state).toBe(TaskState.TASK_STATE_INPUT_REQUIRED);
     const approved = await send(message([part({ $case: "data", value: { decision: "approve" } })], { taskId: gated.id }));
     expect(approved.status?.state).toBe(TaskState.TASK_STATE_COMPLETED);
+    for (let i = 0; i < 100 && !notified.includes("TASK_STATE_COMPLETED"); i++) await new Promise((resolve) => setTimeout(resolve, 50));
+    hook.close();
+    expect(notified.filter((state) => state === "TASK_STATE_COMPLETED")).toHaveLength(1);
+    expect(new Set(notified).size).toBe(notified.length);
   }, 60_000);
 });
