@@ -140,12 +140,14 @@ async function serveStream(exchange: Exchange, call: RouteCall, json: JsonObject
 
 async function serve(req: HttpRequest, res: HttpResponse, options: A2ABindingOptions): Promise<void> {
   const url = new URL(req.url ?? "/", "http://localhost");
-  const match = matchRoute(url.pathname.slice(A2A_REST_PATH.length));
-  if (match === undefined) return plainRefusal(res, 404, Code.NotFound, `no A2A REST route is ${req.method} ${url.pathname.slice(0, 200)}`);
+  // The path as sent (URL would resolve dot segments and re-encode): its segments are decoded one by one.
+  const path = (req.url ?? "").split("?", 1)[0]!;
+  const match = matchRoute(path.slice(A2A_REST_PATH.length));
+  if (match === undefined) return plainRefusal(res, 404, Code.NotFound, `no A2A REST route is ${req.method} ${path.slice(0, 200)}`);
   const call = callOf(match, req.method ?? "");
   if (call === undefined) {
     const allowed = verbsOf(match).join(", ");
-    return plainRefusal(res, 405, Code.Unimplemented, `${url.pathname.slice(0, 200)} answers ${allowed}`, { Allow: allowed });
+    return plainRefusal(res, 405, Code.Unimplemented, `${path.slice(0, 200)} answers ${allowed}`, { Allow: allowed });
   }
   if (call.body && !isJsonContentType(req.headers["content-type"])) {
     closeIfBodyUnread(req, res);
