@@ -315,6 +315,7 @@ class RunContext implements TaskContext {
   readonly taskId: string;
   readonly taskType: string;
   readonly requester: TaskContext["requester"];
+  readonly requestMessageId: string;
   readonly attempt: number;
   payload: JsonObject;
   readonly progress: ContextActions["progress"];
@@ -335,6 +336,7 @@ class RunContext implements TaskContext {
     this.taskId = input.taskId;
     this.taskType = input.taskType;
     this.requester = input.requester;
+    this.requestMessageId = input.requestMessageId;
     this.attempt = input.attempt;
     this.payload = { ...input.payload };
     this.progress = actions.progress;

@@ -28,6 +28,12 @@ export interface TaskInput {
   payload: JsonObject;
   /** The agent that requested the task (verified by its signature). */
   requester: { agentId: string; systemId: string };
+  /**
+   * The id of the message that requested the task, as its requester chose
+   * it: the task request's header message_id, or for a task that came over
+   * A2A the A2A message's messageId.
+   */
+  requestMessageId: string;
 }
 
 /** What {@link TaskHandler.validateTask} decides before a task is confirmed. */
