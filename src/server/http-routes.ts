@@ -36,7 +36,8 @@ function a2aRoutes(options: HttpRoutesOptions): ((req: Parameters<RequestHandler
   const jsonRpc = jsonRpcHandler(bindingOptions);
   const rest = restHandler(bindingOptions);
   return (req, res, path) => {
-    if (path === A2A_JSONRPC_PATH) jsonRpc(req, res);
+    // The endpoint with a trailing slash too: clients that join a base URL with "/" post there.
+    if (path === A2A_JSONRPC_PATH || path === `${A2A_JSONRPC_PATH}/`) jsonRpc(req, res);
     else if (path === A2A_REST_PATH || path.startsWith(`${A2A_REST_PATH}/`)) rest(req, res);
     else return false;
     return true;
