@@ -31,6 +31,28 @@ async function run(task: TaskContext): Promise<TaskOutput> {
     return { output: answer, summary: "thanks" };
   }
   if (id.startsWith("tck-complete-task")) return { output: { text: "Hello from TCK" }, summary: "Hello from TCK" };
+  // Named outputs: the longest prefix first (tck-artifact-file-url before tck-artifact-file).
+  const text = (value: string): TaskOutput => ({ summary: "completed", artifacts: [{ name: "output", parts: [{ text: value }] }] });
+  if (id.startsWith("tck-artifact-file-url")) return { summary: "completed", artifacts: [{ name: "output", parts: [{ url: "https://example.com/output.txt", fileName: "output.txt", mediaType: "text/plain" }] }] };
+  if (id.startsWith("tck-artifact-file") || id.startsWith("tck-stream-artifact-file")) {
+    return { summary: "completed", artifacts: [{ name: "output", parts: [{ bytes: new TextEncoder().encode("tck"), fileName: "output.txt", mediaType: "text/plain" }] }] };
+  }
+  if (id.startsWith("tck-artifact-data")) return { summary: "completed", artifacts: [{ name: "output", parts: [{ data: { key: "value", count: 42 } }] }] };
+  if (id.startsWith("tck-artifact-text")) return text("Generated text content");
+  if (id.startsWith("tck-stream-002")) return { summary: "completed" };
+  const streamed: Array<[string, string]> = [
+    ["tck-stream-001", "Stream hello from TCK"],
+    ["tck-stream-003", "Stream task lifecycle"],
+    ["tck-stream-ordering-001", "Ordered output"],
+    ["tck-stream-artifact-text", "Streamed text content"],
+    ["tck-stream-artifact-chunked", "chunk-1 chunk-2"],
+  ];
+  for (const [prefix, value] of streamed) {
+    if (id.startsWith(prefix)) {
+      await task.progress(50, "working");
+      return text(value);
+    }
+  }
   return { output: { text: `Unhandled messageId prefix: ${id}` }, summary: "completed" };
 }
 

@@ -13,7 +13,8 @@ import { traceIdOf } from "../observability/trace-context.js";
 import type { CarriedIds } from "../store/store.js";
 import { toValue } from "../protocol/json-values.js";
 import type { HumanAnswer, HumanQuestion, MissingFieldSpec, TaskContext, TaskHandler, TaskInput, TaskOutput, TaskTrace, TaskUploads } from "./handler.js";
-import { TaskFailure } from "./handler.js";
+import { RESULT_ARTIFACTS_KEY, TaskFailure } from "./handler.js";
+import { artifactsJson } from "./result-artifacts.js";
 import type { TaskSchemas } from "./schemas.js";
 import { PreparedUploads } from "./uploads.js";
 
@@ -284,11 +285,17 @@ export class Execution {
         inline = undefined;
       }
     }
+    let metadata = output.metadata;
+    if (output.artifacts !== undefined && output.artifacts.length > 0) {
+      metadata = { ...metadata, [RESULT_ARTIFACTS_KEY]: artifactsJson(this.input.taskId, output.artifacts) };
+      const size = Buffer.byteLength(JSON.stringify(metadata));
+      if (size > this.limits.maxInlineOutputBytes) throw new TaskFailure(ErrorCode.OUTPUT_INVALID, `the result's artifacts take ${size} bytes, more than the ${this.limits.maxInlineOutputBytes} one message holds: return large files as a stream`);
+    }
     return {
       output: inline,
       outputType: output.outputType ?? "json",
       summary: output.summary ?? "",
-      metadata: output.metadata,
+      metadata,
       stream,
     };
   }

@@ -47,12 +47,14 @@ export type {
   HumanQuestion,
   HumanAnswer,
   ResultStreamSource,
+  ResultArtifact,
+  ResultPart,
   UploadedFile,
   TaskUploads,
   TaskTrace,
 } from "../agent/handler.js";
 export type { UploadLimits } from "../agent/uploads.js";
-export { TaskFailure } from "../agent/handler.js";
+export { TaskFailure, RESULT_ARTIFACTS_KEY } from "../agent/handler.js";
 export type { CallbackInbox, InboxEvent, ExpectedExecutor } from "../agent/inbox.js";
 export type { StoredEvent } from "../store/store.js";
 export { StoreOpenError } from "../store/errors.js";
