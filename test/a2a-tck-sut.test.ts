@@ -52,6 +52,15 @@ describe("the conformance kit's agent", () => {
     expect(card.securityRequirements ?? []).toEqual([]);
   });
 
+  it("serves the card with an ETag and Last-Modified, and answers a matching If-None-Match with 304", async () => {
+    const first = await fetch(`${url}/.well-known/agent-card.json`);
+    const etag = first.headers.get("etag");
+    expect(etag).toMatch(/^"[\w-]{22}"$/);
+    expect(Date.parse(first.headers.get("last-modified") ?? "")).toBeLessThanOrEqual(Date.now());
+    expect((await fetch(`${url}/.well-known/agent-card.json`, { headers: { "If-None-Match": etag! } })).status).toBe(304);
+    expect((await fetch(`${url}/.well-known/agent-card.json`, { headers: { "If-None-Match": '"other"' } })).status).toBe(200);
+  });
+
   it("answers JSON-RPC at the endpoint with a trailing slash, and its handler sees the messageId", async () => {
     const done = await rpc("/a2a/jsonrpc/", "SendMessage", message(`tck-complete-task-${randomUUID()}`));
     expect(done.status).toBe(200);
@@ -63,6 +72,33 @@ describe("the conformance kit's agent", () => {
     expect(rejected.body.result?.task?.status?.state).toBe("TASK_STATE_REJECTED");
     const waiting = await rpc("/a2a/jsonrpc/", "SendMessage", message(`tck-input-required-${randomUUID()}`));
     expect(waiting.body.result?.task?.status?.state).toBe("TASK_STATE_INPUT_REQUIRED");
+  });
+
+  it("returns the handler's artifacts (text, file bytes, file URL, data) and a direct reply as a Message", async () => {
+    const artifactsOf = async (prefix: string) => (await rpc("/a2a/jsonrpc", "SendMessage", message(`${prefix}-${randomUUID()}`))).body.result?.task?.artifacts as Array<{ parts: unknown[] }>;
+    expect((await artifactsOf("tck-artifact-text"))[0]!.parts).toEqual([{ text: "Generated text content" }]);
+    expect((await artifactsOf("tck-artifact-file"))[0]!.parts).toEqual([{ raw: Buffer.from("tck").toString("base64"), filename: "output.txt", mediaType: "text/plain" }]);
+    expect((await artifactsOf("tck-artifact-file-url"))[0]!.parts).toEqual([{ url: "https://example.com/output.txt", filename: "output.txt", mediaType: "text/plain" }]);
+    const data = await artifactsOf("tck-artifact-data");
+    expect(data).toHaveLength(1);
+    expect(data[0]!.parts).toEqual([{ data: { key: "value", count: 42 } }]);
+    const reply = (await rpc("/a2a/jsonrpc", "SendMessage", message(`tck-message-response-${randomUUID()}`))).body.result;
+    expect(reply?.task).toBeUndefined();
+    expect(reply?.message).toMatchObject({ role: "ROLE_AGENT", parts: [{ text: "Direct message response" }] });
+    // The task behind the reply is kept, with the reply marked in its result.
+    const kept = await fetch(`${url}/a2a/rest/tasks/${reply!.message!.taskId as string}`, { headers });
+    expect(((await kept.json()) as { status: { state: string } }).status.state).toBe("TASK_STATE_COMPLETED");
+  });
+
+  it("streams an artifact update before the completed status", async () => {
+    const response = await fetch(`${url}/a2a/rest/message:stream`, { method: "POST", headers, body: JSON.stringify(message(`tck-stream-001-${randomUUID()}`)) });
+    const events = (await response.text())
+      .split("\n")
+      .filter((line) => line.startsWith("data:"))
+      .map((line) => JSON.parse(line.slice(5)) as Record<string, any>);
+    const artifact = events.findIndex((event) => event.artifactUpdate !== undefined);
+    expect(events[artifact]!.artifactUpdate.artifact.parts).toEqual([{ text: "Stream hello from TCK" }]);
+    expect(events.slice(artifact + 1).map((event) => event.statusUpdate?.status?.state)).toEqual(["TASK_STATE_COMPLETED"]);
   });
 
   it("deletes a push notification config idempotently, over REST and JSON-RPC, but not on another's or no task", async () => {
