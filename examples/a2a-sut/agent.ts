@@ -31,6 +31,7 @@ async function run(task: TaskContext): Promise<TaskOutput> {
     return { output: answer, summary: "thanks" };
   }
   if (id.startsWith("tck-complete-task")) return { output: { text: "Hello from TCK" }, summary: "Hello from TCK" };
+  if (id.startsWith("tck-message-response")) return { summary: "Direct message response", directReply: true };
   // Named outputs: the longest prefix first (tck-artifact-file-url before tck-artifact-file).
   const text = (value: string): TaskOutput => ({ summary: "completed", artifacts: [{ name: "output", parts: [{ text: value }] }] });
   if (id.startsWith("tck-artifact-file-url")) return { summary: "completed", artifacts: [{ name: "output", parts: [{ url: "https://example.com/output.txt", fileName: "output.txt", mediaType: "text/plain" }] }] };

@@ -29,7 +29,7 @@ import {
 } from "../../gen/synapse/v1/payloads_pb.js";
 import { fromValue, toValue } from "../protocol/json-values.js";
 import type { StoredEvent, TaskAnswer, TaskRecord } from "../store/store.js";
-import { RESULT_ARTIFACTS_KEY } from "../agent/handler.js";
+import { RESULT_ARTIFACTS_KEY, RESULT_DIRECT_REPLY_KEY } from "../agent/handler.js";
 import { a2aMessageIdOf } from "./ids.js";
 import { a2aState } from "./states.js";
 
@@ -127,6 +127,19 @@ export function resultArtifacts(task: TaskRecord, streamBytes?: Uint8Array): Art
     artifacts.push(create(ArtifactSchema, { artifactId: `${task.taskId}-result`, name: "result", description: result.outputType ? `${task.taskType} result (${result.outputType})` : `${task.taskType} result`, parts }));
   }
   return artifacts;
+}
+
+/**
+ * A completed task whose handler gave a direct reply (TaskOutput.directReply),
+ * as the A2A Message a waiting SendMessage answers with: the summary as
+ * text, then its artifacts' parts. Undefined for any other task.
+ */
+export function directReplyMessage(task: TaskRecord): Message | undefined {
+  if (task.state !== TaskState.COMPLETED || task.result?.metadata?.[RESULT_DIRECT_REPLY_KEY] !== true) return undefined;
+  // A completed task's status message is its summary ("completed" when it gave none).
+  const summary = task.statusMessage;
+  const parts = [...(summary === "" ? [] : [text(summary)]), ...resultArtifacts(task).flatMap((artifact) => artifact.parts)];
+  return agentMessage(task, `${task.taskId}-reply`, parts.length > 0 ? parts : [text("done")]);
 }
 
 /** The agent's message for the task's current state: its question, its failure, or its last word. */

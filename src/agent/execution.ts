@@ -13,7 +13,7 @@ import { traceIdOf } from "../observability/trace-context.js";
 import type { CarriedIds } from "../store/store.js";
 import { toValue } from "../protocol/json-values.js";
 import type { HumanAnswer, HumanQuestion, MissingFieldSpec, TaskContext, TaskHandler, TaskInput, TaskOutput, TaskTrace, TaskUploads } from "./handler.js";
-import { RESULT_ARTIFACTS_KEY, TaskFailure } from "./handler.js";
+import { RESULT_ARTIFACTS_KEY, RESULT_DIRECT_REPLY_KEY, TaskFailure } from "./handler.js";
 import { artifactsJson } from "./result-artifacts.js";
 import type { TaskSchemas } from "./schemas.js";
 import { PreparedUploads } from "./uploads.js";
@@ -291,6 +291,7 @@ export class Execution {
       const size = Buffer.byteLength(JSON.stringify(metadata));
       if (size > this.limits.maxInlineOutputBytes) throw new TaskFailure(ErrorCode.OUTPUT_INVALID, `the result's artifacts take ${size} bytes, more than the ${this.limits.maxInlineOutputBytes} one message holds: return large files as a stream`);
     }
+    if (output.directReply === true) metadata = { ...metadata, [RESULT_DIRECT_REPLY_KEY]: true };
     return {
       output: inline,
       outputType: output.outputType ?? "json",

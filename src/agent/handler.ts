@@ -133,7 +133,18 @@ export interface TaskOutput {
   stream?: ResultStreamSource;
   /** Named outputs (text, data, files, links), kept in the signed result's metadata. */
   artifacts?: ResultArtifact[];
+  /**
+   * The result is a direct answer rather than the record of work done: an
+   * A2A client that waited for it (a blocking SendMessage) gets it as an
+   * A2A Message (the summary as text, then the artifacts' parts) instead
+   * of a Task. The task is kept as any other; recorded in the signed
+   * result's metadata under {@link RESULT_DIRECT_REPLY_KEY}. Default false.
+   */
+  directReply?: boolean;
 }
+
+/** The key of the result metadata that marks a {@link TaskOutput.directReply}. */
+export const RESULT_DIRECT_REPLY_KEY = "directReply";
 
 /**
  * The ids the task's request carried in its header, which every event of

@@ -54,7 +54,7 @@ export type {
   TaskTrace,
 } from "../agent/handler.js";
 export type { UploadLimits } from "../agent/uploads.js";
-export { TaskFailure, RESULT_ARTIFACTS_KEY } from "../agent/handler.js";
+export { TaskFailure, RESULT_ARTIFACTS_KEY, RESULT_DIRECT_REPLY_KEY } from "../agent/handler.js";
 export type { CallbackInbox, InboxEvent, ExpectedExecutor } from "../agent/inbox.js";
 export type { StoredEvent } from "../store/store.js";
 export { StoreOpenError } from "../store/errors.js";
