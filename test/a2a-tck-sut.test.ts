@@ -67,7 +67,13 @@ describe("the conformance kit's agent", () => {
     expect(done.body.result?.task?.status?.state).toBe("TASK_STATE_COMPLETED");
     expect(JSON.stringify(done.body.result?.task?.artifacts)).toContain("Hello from TCK");
     const other = await rpc("/a2a/jsonrpc", "SendMessage", message(`something-else-${randomUUID()}`));
-    expect(JSON.stringify(other.body.result?.task?.artifacts)).toContain("Unhandled messageId prefix: something-else-");
+    expect(other.body.result?.task?.artifacts?.[0]?.parts?.[0]?.text).toMatch(/^Hello World! Unhandled messageId prefix: something-else-/);
+    // Without waiting, such a task is seen working first, and can be cancelled.
+    const working = await rpc("/a2a/jsonrpc", "SendMessage", { ...message(`something-else-${randomUUID()}`), configuration: { returnImmediately: true } });
+    const workingId = working.body.result!.task!.id as string;
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    expect((await rpc("/a2a/jsonrpc", "GetTask", { id: workingId })).body.result?.status?.state).toBe("TASK_STATE_WORKING");
+    expect((await rpc("/a2a/jsonrpc", "CancelTask", { id: workingId })).body.result?.status?.state).toBe("TASK_STATE_CANCELED");
     const rejected = await rpc("/a2a/jsonrpc/", "SendMessage", message(`tck-reject-task-${randomUUID()}`));
     expect(rejected.body.result?.task?.status?.state).toBe("TASK_STATE_REJECTED");
     const waiting = await rpc("/a2a/jsonrpc/", "SendMessage", message(`tck-input-required-${randomUUID()}`));

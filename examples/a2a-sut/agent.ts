@@ -12,6 +12,8 @@ const { values } = parseArgs({ options: { port: { type: "string", default: "9999
 
 /** How long the resubscription scenario keeps its task working (twice the kit's stream wait). */
 const RESUBSCRIBE_WORK_MS = 4000;
+/** How long a message the kit names no behaviour for keeps its task working. */
+const DEFAULT_WORK_MS = 1500;
 
 const sleep = (ms: number, signal: AbortSignal) =>
   new Promise<void>((resolve) => {
@@ -54,7 +56,11 @@ async function run(task: TaskContext): Promise<TaskOutput> {
       return text(value);
     }
   }
-  return { output: { text: `Unhandled messageId prefix: ${id}` }, summary: "completed" };
+  // Any other message: a task that works for a while (long enough to be seen working, listed and
+  // cancelled), then answers with a text artifact.
+  await task.progress(50, "working");
+  await sleep(DEFAULT_WORK_MS, task.signal);
+  return { summary: "completed", artifacts: [{ name: "response", parts: [{ text: `Hello World! Unhandled messageId prefix: ${id}` }] }] };
 }
 
 const tck: TaskTypeHandler = {
