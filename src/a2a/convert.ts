@@ -53,10 +53,9 @@ export interface ConvertContext {
 
 export const textPart = (value: string): Part => create(PartSchema, { content: { case: "text", value } });
 export const dataPart = (value: JsonValue): Part => create(PartSchema, { content: { case: "data", value: toValue(value) }, mediaType: "application/json" });
-const text = textPart;
-const data = dataPart;
 
-function agentMessage(task: TaskRecord, messageId: string, parts: Part[]): Message {
+/** A message of the agent about a task. */
+export function agentMessage(task: TaskRecord, messageId: string, parts: Part[]): Message {
   return create(MessageSchema, { messageId, contextId: task.carried?.sessionId ?? "", taskId: task.taskId, role: Role.AGENT, parts });
 }
 
@@ -74,7 +73,7 @@ export function needInfoMessage(task: TaskRecord, need: TaskNeedInfoPayload, mes
     return entry;
   });
   const question = need.question || `please provide ${fields.join(", ")}`;
-  return agentMessage(task, messageId, [text(question), data({ kind: "need_info", missingFields, schema })]);
+  return agentMessage(task, messageId, [textPart(question), dataPart({ kind: "need_info", missingFields, schema })]);
 }
 
 /** The human question: what is to be decided as text, the decision's id, options and answer shape as data. */
@@ -83,8 +82,8 @@ export function needHumanMessage(task: TaskRecord, need: TaskNeedHumanPayload, m
   const summary = need.context?.taskSummary ? ` (${need.context.taskSummary})` : "";
   const options = need.options.map((option) => ({ field: option.field, value: fromValue(option.value) ?? null, prosCons: option.prosCons, confidence: option.confidence }));
   return agentMessage(task, messageId, [
-    text(`${reason}${summary}. Answer approve, modify or reject.`),
-    data({ kind: "need_human", decisionId: need.decisionId, code: need.reason?.code ?? "", options, answer: { decision: "approve | modify | reject", fields: {}, reason: "" } }),
+    textPart(`${reason}${summary}. Answer approve, modify or reject.`),
+    dataPart({ kind: "need_human", decisionId: need.decisionId, code: need.reason?.code ?? "", options, answer: { decision: "approve | modify | reject", fields: {}, reason: "" } }),
   ]);
 }
 
@@ -113,14 +112,14 @@ export function resultArtifacts(task: TaskRecord, streamBytes?: Uint8Array): Art
   const artifacts = declaredArtifacts(task);
   const parts: Part[] = [];
   const output = fromValue(result.output);
-  if (output !== undefined) parts.push(data(output));
+  if (output !== undefined) parts.push(dataPart(output));
   const stream = task.resultStream;
   if (stream !== undefined) {
     if (streamBytes !== undefined) {
       parts.push(create(PartSchema, { content: { case: "raw", value: streamBytes }, filename: "result", mediaType: stream.contentType || "application/octet-stream" }));
     } else {
       // Too large to inline: how to read it over Synapse (P2PService.ReadResult, by task id).
-      parts.push(data({ kind: "result_stream", taskId: task.taskId, contentType: stream.contentType, totalSize: stream.totalSize, readWith: "synapse.v1.P2PService/ReadResult" }));
+      parts.push(dataPart({ kind: "result_stream", taskId: task.taskId, contentType: stream.contentType, totalSize: stream.totalSize, readWith: "synapse.v1.P2PService/ReadResult" }));
     }
   }
   if (parts.length > 0 || artifacts.length === 0) {
@@ -138,8 +137,8 @@ export function directReplyMessage(task: TaskRecord): Message | undefined {
   if (task.state !== TaskState.COMPLETED || task.result?.metadata?.[RESULT_DIRECT_REPLY_KEY] !== true) return undefined;
   // A completed task's status message is its summary ("completed" when it gave none).
   const summary = task.statusMessage;
-  const parts = [...(summary === "" ? [] : [text(summary)]), ...resultArtifacts(task).flatMap((artifact) => artifact.parts)];
-  return agentMessage(task, `${task.taskId}-reply`, parts.length > 0 ? parts : [text("done")]);
+  const parts = [...(summary === "" ? [] : [textPart(summary)]), ...resultArtifacts(task).flatMap((artifact) => artifact.parts)];
+  return agentMessage(task, `${task.taskId}-reply`, parts.length > 0 ? parts : [textPart("done")]);
 }
 
 /** The agent's message for the task's current state: its question, its failure, or its last word. */
@@ -147,9 +146,9 @@ export function statusMessage(task: TaskRecord, context: ConvertContext): Messag
   const id = `${task.taskId}-${task.lastSequence}`;
   if (task.state === TaskState.INFO_NEEDED && task.pendingInfo) return needInfoMessage(task, task.pendingInfo, id, context);
   if ((task.state === TaskState.NEED_HUMAN || task.state === TaskState.HUMAN_DECIDING) && task.pendingDecision) return needHumanMessage(task, task.pendingDecision, id);
-  if (task.state === TaskState.FAILED && task.error) return agentMessage(task, id, [text(task.error.message || "the task failed"), data({ kind: "error", code: task.error.code, message: task.error.message })]);
-  if (task.state === TaskState.REJECTED && task.rejection) return agentMessage(task, id, [text(task.rejection.reason?.message || "the task was rejected")]);
-  if (task.state === TaskState.CANCELLED) return agentMessage(task, id, [text(task.statusMessage || "cancelled")]);
+  if (task.state === TaskState.FAILED && task.error) return agentMessage(task, id, [textPart(task.error.message || "the task failed"), dataPart({ kind: "error", code: task.error.code, message: task.error.message })]);
+  if (task.state === TaskState.REJECTED && task.rejection) return agentMessage(task, id, [textPart(task.rejection.reason?.message || "the task was rejected")]);
+  if (task.state === TaskState.CANCELLED) return agentMessage(task, id, [textPart(task.statusMessage || "cancelled")]);
   return undefined;
 }
 
@@ -167,15 +166,15 @@ export function requestMessage(task: TaskRecord): Message {
       // fall through: show the request as the task's input
     }
   }
-  return create(MessageSchema, { messageId: task.requestMessageId, contextId: task.carried?.sessionId ?? "", taskId: task.taskId, role: Role.USER, parts: [data(task.request.task?.payload ?? {})] });
+  return create(MessageSchema, { messageId: task.requestMessageId, contextId: task.carried?.sessionId ?? "", taskId: task.taskId, role: Role.USER, parts: [dataPart(task.request.task?.payload ?? {})] });
 }
 
 function answerMessage(task: TaskRecord, ack: TaskAckPayload, answer: TaskAnswer | undefined): Message {
   let parts: Part[];
   if (ack.acknowledgedType === MessageType.HUMAN_DECISION) {
-    if (ack.state === TaskState.HUMAN_REJECTED) parts = [data({ decision: "reject", reason: ack.message })];
-    else parts = [data({ decision: answer?.kind === "decision" ? answer.action : "approve", fields: answer?.fields ?? {} })];
-  } else parts = [data(answer?.fields ?? {})];
+    if (ack.state === TaskState.HUMAN_REJECTED) parts = [dataPart({ decision: "reject", reason: ack.message })];
+    else parts = [dataPart({ decision: answer?.kind === "decision" ? answer.action : "approve", fields: answer?.fields ?? {} })];
+  } else parts = [dataPart(answer?.fields ?? {})];
   return create(MessageSchema, { messageId: a2aMessageIdOf(ack.acknowledgedMessageId), contextId: task.carried?.sessionId ?? "", taskId: task.taskId, role: Role.USER, parts });
 }
 
@@ -201,14 +200,14 @@ export function taskHistory(task: TaskRecord, events: readonly StoredEvent[], co
       }
       case MessageType.TASK_COMPLETE: {
         const summary = (event.payload as TaskCompletePayload).summary;
-        history.push(agentMessage(task, id, [text(summary || "completed")]));
+        history.push(agentMessage(task, id, [textPart(summary || "completed")]));
         break;
       }
       case MessageType.TASK_FAILED:
-        history.push(agentMessage(task, id, [text((event.payload as TaskFailedPayload).error?.message || "failed")]));
+        history.push(agentMessage(task, id, [textPart((event.payload as TaskFailedPayload).error?.message || "failed")]));
         break;
       case MessageType.TASK_REJECT:
-        history.push(agentMessage(task, id, [text((event.payload as TaskRejectPayload).reason?.message || "rejected")]));
+        history.push(agentMessage(task, id, [textPart((event.payload as TaskRejectPayload).reason?.message || "rejected")]));
         break;
       default:
         break; // confirmations and progress are states, not messages

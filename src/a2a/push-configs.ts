@@ -64,6 +64,9 @@ export async function createPushConfig(context: PushContext, caller: A2ACaller, 
     nextAttemptAtMs: 0,
     status: ended && !fromStart ? "done" : "active",
     lastError: "",
+    // The instance that takes the config delivers it; a replaced config keeps its holder.
+    leaseOwner: context.sender.owner,
+    leaseUntilMs: context.sender.leaseUntil(),
   };
   let stored: PushConfigRecord;
   try {

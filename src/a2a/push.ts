@@ -11,7 +11,7 @@ import http from "node:http";
 import https from "node:https";
 import { StreamResponseSchema, type StreamResponse } from "../../gen/lf/a2a/v1/a2a_pb.js";
 import { TaskState } from "../../gen/synapse/v1/payloads_pb.js";
-import type { Agent } from "../agent/agent.js";
+import { DEFAULT_LEASE_MS, type Agent } from "../agent/agent.js";
 import type { Logger } from "../log.js";
 import { OutboundRefusal } from "../net/outbound-policy.js";
 import { pinnedConnection, type DialOptions } from "../net/pinned-connection.js";
@@ -23,6 +23,7 @@ import { eventUpdates } from "./stream.js";
 /** The header carrying a config's token, as A2A clients expect it. */
 export const NOTIFICATION_TOKEN_HEADER = "X-A2A-Notification-Token";
 const POST_TIMEOUT_MS = 10_000;
+const CLAIM_BATCH = 100;
 
 interface Held {
   config: PushConfigRecord;
@@ -45,6 +46,7 @@ class PushFailure extends Error {
 export class A2APushSender {
   private readonly held = new Map<string, Held>();
   private stopListening: (() => void) | undefined;
+  private timer: NodeJS.Timeout | undefined;
   private closed = false;
 
   constructor(
@@ -52,21 +54,55 @@ export class A2APushSender {
     private readonly store: A2APushStore,
     private readonly convert: ConvertContext,
     private readonly logger: Logger,
+    private readonly leaseMs = DEFAULT_LEASE_MS,
   ) {}
 
-  /** Takes up every webhook still owed notifications (after a restart, say). */
+  /** The instance whose leases this sender holds. */
+  get owner(): string {
+    return this.agent.instanceId;
+  }
+
+  /** Until when a lease taken now holds. */
+  leaseUntil(): number {
+    return Date.now() + this.leaseMs;
+  }
+
+  /**
+   * Takes up every webhook still owed notifications that no live instance
+   * holds (after a restart, say), then every third of a lease renews what it
+   * holds and takes over what a dead instance held.
+   */
   async start(): Promise<void> {
     // Every commit to a task with webhooks wakes their delivery (commits of other instances too, on a shared store).
     this.stopListening = this.agent.store.onChange((change) => {
       if (change.kind !== "task") return;
       for (const entry of this.held.values()) if (entry.config.taskId === change.taskId) this.pump(entry);
     });
-    for (const config of await this.store.listActivePushConfigs(10_000)) this.track(config);
+    // A store this process has alone: whatever an earlier run held is this run's at once.
+    await this.claim(this.agent.store.exclusive === true);
+    this.timer = setInterval(() => void this.tick(), Math.max(50, Math.floor(this.leaseMs / 3)));
+    this.timer.unref();
   }
 
-  /** A config was created or replaced: deliver what it is owed from now on. */
+  private async claim(force = false): Promise<void> {
+    if (this.closed) return;
+    const nowMs = force ? Number.MAX_SAFE_INTEGER : Date.now();
+    for (const config of await this.store.claimPushConfigs(this.owner, nowMs, this.leaseUntil(), CLAIM_BATCH)) this.track(config);
+  }
+
+  private async tick(): Promise<void> {
+    try {
+      const kept = new Set((await this.store.renewPushLeases(this.owner, this.leaseUntil())).map(key));
+      for (const entry of [...this.held.values()]) if (!kept.has(key(entry.config))) this.forget(entry.config.taskId, entry.config.configId);
+      await this.claim();
+    } catch (error) {
+      this.logger.warn({ err: error }, "the A2A push notification configs could not be read");
+    }
+  }
+
+  /** A config was created, replaced or claimed: deliver what it is owed, if this instance holds it. */
   track(config: PushConfigRecord): void {
-    if (this.closed || config.status !== "active") return;
+    if (this.closed || config.status !== "active" || config.leaseOwner !== this.owner) return;
     const existing = this.held.get(key(config));
     if (existing !== undefined) {
       existing.config = config;
@@ -86,11 +122,15 @@ export class A2APushSender {
     this.held.delete(key(entry.config));
   }
 
-  close(): void {
+  /** Stops delivering and gives the leases back, so a restart or another instance carries on at once. */
+  async close(): Promise<void> {
     this.closed = true;
-    for (const entry of this.held.values()) clearTimeout(entry.retry);
+    clearInterval(this.timer);
     this.stopListening?.();
+    const held = [...this.held.values()];
+    for (const entry of held) clearTimeout(entry.retry);
     this.held.clear();
+    await Promise.all(held.map((entry) => this.store.updatePushDelivery(entry.config.taskId, entry.config.configId, { leaseOwner: "", leaseUntilMs: 0 }).catch(() => false)));
   }
 
   private pump(entry: Held): void {
@@ -138,7 +178,7 @@ export class A2APushSender {
   }
 
   private async finish(entry: Held, status: "done" | "given_up", lastError = ""): Promise<void> {
-    await this.store.updatePushDelivery(entry.config.taskId, entry.config.configId, { status, lastError });
+    await this.store.updatePushDelivery(entry.config.taskId, entry.config.configId, { status, lastError, leaseOwner: "", leaseUntilMs: 0 });
     this.forget(entry.config.taskId, entry.config.configId);
   }
 

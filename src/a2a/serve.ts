@@ -38,8 +38,8 @@ export interface A2AFace {
   jwks(): JsonObject;
   /** Tells the face where the server listens (the card's URLs, unless publicUrl is set). */
   listening(url: string): void;
-  /** Stops push deliveries (at shutdown; a restart resumes them). */
-  close(): void;
+  /** Stops push deliveries and gives their leases back (at shutdown; a restart resumes them). */
+  close(): Promise<void>;
 }
 
 export const DEFAULT_AGENT_VERSION = "0.1.0";

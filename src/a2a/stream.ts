@@ -6,8 +6,6 @@
 import { create } from "@bufbuild/protobuf";
 import { timestampFromMs } from "@bufbuild/protobuf/wkt";
 import {
-  MessageSchema,
-  Role,
   StreamResponseSchema,
   TaskArtifactUpdateEventSchema,
   TaskStatusUpdateEventSchema,
@@ -22,18 +20,17 @@ import type { Abortable } from "../abort.js";
 import { stateAfterEvent } from "../protocol/event-state.js";
 import type { StoredEvent, TaskRecord } from "../store/store.js";
 import type { A2ACaller } from "./auth.js";
-import { dataPart, needHumanMessage, needInfoMessage, resultArtifacts, textPart, type ConvertContext } from "./convert.js";
+import { agentMessage, dataPart, needHumanMessage, needInfoMessage, resultArtifacts, textPart, type ConvertContext } from "./convert.js";
 import { loadTask } from "./read.js";
 import { readerOf } from "./send.js";
-import { a2aState, endsStream } from "./states.js";
+import { a2aState, endsStream, isA2ATerminal } from "./states.js";
 import { a2aError } from "./errors.js";
 import { inA2ATerms } from "./synapse-errors.js";
 
 /** The agent's message an event carries for the status it leads to, if any. */
 function eventMessage(task: TaskRecord, event: StoredEvent, context: ConvertContext): Message | undefined {
   const id = `${task.taskId}-${event.sequence}`;
-  const agentText = (value: string, extra?: Parameters<typeof dataPart>[0]) =>
-    create(MessageSchema, { messageId: id, contextId: task.carried?.sessionId ?? "", taskId: task.taskId, role: Role.AGENT, parts: extra === undefined ? [textPart(value)] : [textPart(value), dataPart(extra)] });
+  const agentText = (value: string, extra?: Parameters<typeof dataPart>[0]) => agentMessage(task, id, extra === undefined ? [textPart(value)] : [textPart(value), dataPart(extra)]);
   switch (event.header.messageType) {
     case MessageType.TASK_NEED_INFO:
       return needInfoMessage(task, event.payload as TaskNeedInfoPayload, id, context);
@@ -111,7 +108,7 @@ export async function* followTask(options: FollowOptions, first: TaskRecord, his
 export async function* subscribe(options: FollowOptions, taskId: string): AsyncGenerator<StreamResponse> {
   const task = await inA2ATerms(() => options.agent.reader.getTask(taskId, readerOf(options.caller)));
   const state = a2aState(task.state);
-  if (endsStream(state) && state !== a2aState(TaskState.INFO_NEEDED)) {
+  if (isA2ATerminal(state)) {
     throw a2aError("UnsupportedOperation", `task ${taskId} has ended (${TaskState[task.state].toLowerCase()}): there is nothing to subscribe to`, { metadata: { taskId } });
   }
   yield* followTask(options, task);

@@ -208,7 +208,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
       // Group tasks stop following their members (a restart picks them up), then running tasks end
       // (their last events reach watchers), then open streams are told to resume elsewhere.
       await options.groups?.stop();
-      a2a?.close();
+      await a2a?.close();
       await agent?.stop();
       drainController.abort();
       const grace = options.shutdownGraceMs ?? 10_000;

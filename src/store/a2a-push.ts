@@ -22,9 +22,12 @@ export interface PushConfigRecord {
   readonly nextAttemptAtMs: number;
   readonly status: PushStatus;
   readonly lastError: string;
+  /** The instance delivering it ("" none), until when unless renewed: one instance of several delivers each config. */
+  readonly leaseOwner: string;
+  readonly leaseUntilMs: number;
 }
 
-export type PushDeliveryPatch = Partial<Pick<PushConfigRecord, "deliveredSequence" | "attempts" | "nextAttemptAtMs" | "status" | "lastError">>;
+export type PushDeliveryPatch = Partial<Pick<PushConfigRecord, "deliveredSequence" | "attempts" | "nextAttemptAtMs" | "status" | "lastError" | "leaseOwner" | "leaseUntilMs">>;
 
 /** The most configs one task keeps. */
 export const MAX_PUSH_CONFIGS_PER_TASK = 16;
@@ -49,6 +52,13 @@ export interface A2APushStore {
   deletePushConfig(taskId: string, configId: string): Promise<boolean>;
   /** Active configs (still to deliver), any task, oldest first. */
   listActivePushConfigs(limit: number): Promise<PushConfigRecord[]>;
+  /**
+   * Leases to `owner` until `untilMs` the active configs no live lease holds
+   * (or `owner` holds already), oldest first, and returns them.
+   */
+  claimPushConfigs(owner: string, nowMs: number, untilMs: number, limit: number): Promise<PushConfigRecord[]>;
+  /** Extends `owner`'s leases; returns the configs it still holds. */
+  renewPushLeases(owner: string, untilMs: number): Promise<PushConfigRecord[]>;
   /** False when the config is gone. */
   updatePushDelivery(taskId: string, configId: string, patch: PushDeliveryPatch): Promise<boolean>;
 }
@@ -67,6 +77,8 @@ export interface PushRow {
   next_attempt_at_ms: number;
   status: string;
   last_error: string;
+  lease_owner: string;
+  lease_until_ms: number;
 }
 
 export function pushRecordOf(row: PushRow): PushConfigRecord {
@@ -83,5 +95,7 @@ export function pushRecordOf(row: PushRow): PushConfigRecord {
     nextAttemptAtMs: Number(row.next_attempt_at_ms),
     status: row.status as PushStatus,
     lastError: row.last_error,
+    leaseOwner: row.lease_owner,
+    leaseUntilMs: Number(row.lease_until_ms),
   };
 }

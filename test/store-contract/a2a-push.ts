@@ -24,6 +24,8 @@ const config = (taskId: string, configId: string, createdAtMs: number, url = "ht
   nextAttemptAtMs: 0,
   status: "active",
   lastError: "",
+  leaseOwner: "",
+  leaseUntilMs: 0,
 });
 
 export function a2aPushContractCases(ctx: PushContractContext): void {
@@ -55,6 +57,24 @@ export function a2aPushContractCases(ctx: PushContractContext): void {
     await expect(push.putPushConfig(config("a", "one-too-many", 100))).rejects.toMatchObject({ name: "PushConfigLimitError" });
     // Replacing one at the limit is not adding one.
     await expect(push.putPushConfig(config("a", "1", 101))).resolves.toMatchObject({ configId: "1" });
+  });
+
+  it("a2a push: leases each active config to one instance, renewed by it, taken over once it lapses", async () => {
+    const push = ctx.storage().a2aPush;
+    await push.putPushConfig(config("t1", "a", 10));
+    await push.putPushConfig(config("t1", "b", 20));
+    await push.putPushConfig(config("t2", "c", 30));
+    await push.updatePushDelivery("t2", "c", { status: "done" });
+    const first = await push.claimPushConfigs("i1", 1000, 2000, 10);
+    expect(first.map((entry) => entry.configId)).toEqual(["a", "b"]);
+    expect(first.every((entry) => entry.leaseOwner === "i1" && entry.leaseUntilMs === 2000)).toBe(true);
+    expect(await push.claimPushConfigs("i2", 1500, 2500, 10)).toEqual([]);
+    expect((await push.renewPushLeases("i1", 3000)).map((entry) => entry.configId).sort()).toEqual(["a", "b"]);
+    await push.updatePushDelivery("t1", "b", { leaseOwner: "", leaseUntilMs: 0 });
+    expect((await push.claimPushConfigs("i2", 2500, 4000, 10)).map((entry) => entry.configId)).toEqual(["b"]);
+    // i1 stopped renewing: its lease lapses and i2 takes the config over.
+    expect((await push.claimPushConfigs("i2", 3001, 5000, 10)).map((entry) => entry.configId).sort()).toEqual(["a", "b"]);
+    expect(await push.renewPushLeases("i1", 6000)).toEqual([]);
   });
 
   if (ctx.reopen !== undefined) {

@@ -9,6 +9,8 @@ const columns: Record<keyof PushDeliveryPatch, string> = {
   nextAttemptAtMs: "next_attempt_at_ms",
   status: "status",
   lastError: "last_error",
+  leaseOwner: "lease_owner",
+  leaseUntilMs: "lease_until_ms",
 };
 
 export class PostgresA2APushStore implements A2APushStore {
@@ -23,9 +25,24 @@ export class PostgresA2APushStore implements A2APushStore {
         const { rows } = await client.query<{ n: string }>("SELECT COUNT(*) AS n FROM a2a_push_configs WHERE task_id = $1", [record.taskId]);
         if (Number(rows[0]!.n) >= MAX_PUSH_CONFIGS_PER_TASK) throw new PushConfigLimitError(MAX_PUSH_CONFIGS_PER_TASK);
         await client.query(
-          `INSERT INTO a2a_push_configs (task_id, config_id, url, token, auth_scheme, auth_credentials, created_at_ms, delivered_sequence, attempts, next_attempt_at_ms, status, last_error)
-           VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)`,
-          [record.taskId, record.configId, record.url, record.token, record.authScheme, record.authCredentials, record.createdAtMs, record.deliveredSequence, record.attempts, record.nextAttemptAtMs, record.status, record.lastError],
+          `INSERT INTO a2a_push_configs (task_id, config_id, url, token, auth_scheme, auth_credentials, created_at_ms, delivered_sequence, attempts, next_attempt_at_ms, status, last_error, lease_owner, lease_until_ms)
+           VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)`,
+          [
+            record.taskId,
+            record.configId,
+            record.url,
+            record.token,
+            record.authScheme,
+            record.authCredentials,
+            record.createdAtMs,
+            record.deliveredSequence,
+            record.attempts,
+            record.nextAttemptAtMs,
+            record.status,
+            record.lastError,
+            record.leaseOwner,
+            record.leaseUntilMs,
+          ],
         );
       } else {
         await client.query(
@@ -56,6 +73,25 @@ export class PostgresA2APushStore implements A2APushStore {
 
   async listActivePushConfigs(limit: number): Promise<PushConfigRecord[]> {
     const { rows } = await this.pool.query<Row>("SELECT * FROM a2a_push_configs WHERE status = 'active' ORDER BY created_at_ms LIMIT $1", [limit]);
+    return rows.map(pushRecordOf);
+  }
+
+  async claimPushConfigs(owner: string, nowMs: number, untilMs: number, limit: number): Promise<PushConfigRecord[]> {
+    // SKIP LOCKED: instances claiming at once take different configs.
+    const { rows } = await this.pool.query<Row>(
+      `UPDATE a2a_push_configs SET lease_owner = $1, lease_until_ms = $3
+        WHERE (task_id, config_id) IN (
+          SELECT task_id, config_id FROM a2a_push_configs
+           WHERE status = 'active' AND (lease_owner = '' OR lease_owner = $1 OR lease_until_ms < $2)
+           ORDER BY created_at_ms LIMIT $4 FOR UPDATE SKIP LOCKED)
+        RETURNING *`,
+      [owner, nowMs, untilMs, limit],
+    );
+    return rows.map(pushRecordOf).sort((a, b) => a.createdAtMs - b.createdAtMs);
+  }
+
+  async renewPushLeases(owner: string, untilMs: number): Promise<PushConfigRecord[]> {
+    const { rows } = await this.pool.query<Row>("UPDATE a2a_push_configs SET lease_until_ms = $2 WHERE lease_owner = $1 AND status = 'active' RETURNING *", [owner, untilMs]);
     return rows.map(pushRecordOf);
   }
 

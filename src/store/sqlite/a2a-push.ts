@@ -11,8 +11,8 @@ export class SqliteA2APushStore implements A2APushStore {
       get: db.prepare("SELECT * FROM a2a_push_configs WHERE task_id = ? AND config_id = ?"),
       count: db.prepare("SELECT COUNT(*) AS n FROM a2a_push_configs WHERE task_id = ?"),
       insert: db.prepare(
-        `INSERT INTO a2a_push_configs (task_id, config_id, url, token, auth_scheme, auth_credentials, created_at_ms, delivered_sequence, attempts, next_attempt_at_ms, status, last_error)
-         VALUES (@taskId, @configId, @url, @token, @authScheme, @authCredentials, @createdAtMs, @deliveredSequence, @attempts, @nextAttemptAtMs, @status, @lastError)`,
+        `INSERT INTO a2a_push_configs (task_id, config_id, url, token, auth_scheme, auth_credentials, created_at_ms, delivered_sequence, attempts, next_attempt_at_ms, status, last_error, lease_owner, lease_until_ms)
+         VALUES (@taskId, @configId, @url, @token, @authScheme, @authCredentials, @createdAtMs, @deliveredSequence, @attempts, @nextAttemptAtMs, @status, @lastError, @leaseOwner, @leaseUntilMs)`,
       ),
       replace: db.prepare(
         `UPDATE a2a_push_configs SET url = @url, token = @token, auth_scheme = @authScheme, auth_credentials = @authCredentials,
@@ -21,6 +21,12 @@ export class SqliteA2APushStore implements A2APushStore {
       list: db.prepare("SELECT * FROM a2a_push_configs WHERE task_id = ? ORDER BY created_at_ms, config_id"),
       delete: db.prepare("DELETE FROM a2a_push_configs WHERE task_id = ? AND config_id = ?"),
       active: db.prepare("SELECT * FROM a2a_push_configs WHERE status = 'active' ORDER BY created_at_ms LIMIT ?"),
+      claim: db.prepare(
+        `UPDATE a2a_push_configs SET lease_owner = @owner, lease_until_ms = @untilMs
+          WHERE rowid IN (SELECT rowid FROM a2a_push_configs WHERE status = 'active' AND (lease_owner = '' OR lease_owner = @owner OR lease_until_ms < @nowMs) ORDER BY created_at_ms LIMIT @limit)
+          RETURNING *`,
+      ),
+      renew: db.prepare("UPDATE a2a_push_configs SET lease_until_ms = ? WHERE lease_owner = ? AND status = 'active' RETURNING *"),
     };
     this.put = db.transaction((record: PushConfigRecord): PushConfigRecord => {
       const existing = this.sql.get.get(record.taskId, record.configId) as PushRow | undefined;
@@ -56,6 +62,15 @@ export class SqliteA2APushStore implements A2APushStore {
     return (this.sql.active.all(limit) as PushRow[]).map(pushRecordOf);
   }
 
+  async claimPushConfigs(owner: string, nowMs: number, untilMs: number, limit: number): Promise<PushConfigRecord[]> {
+    const rows = this.sql.claim.all({ owner, nowMs, untilMs, limit }) as PushRow[];
+    return rows.map(pushRecordOf).sort((a, b) => a.createdAtMs - b.createdAtMs);
+  }
+
+  async renewPushLeases(owner: string, untilMs: number): Promise<PushConfigRecord[]> {
+    return (this.sql.renew.all(untilMs, owner) as PushRow[]).map(pushRecordOf);
+  }
+
   async updatePushDelivery(taskId: string, configId: string, patch: PushDeliveryPatch): Promise<boolean> {
     const columns: Record<keyof PushDeliveryPatch, string> = {
       deliveredSequence: "delivered_sequence",
@@ -63,6 +78,8 @@ export class SqliteA2APushStore implements A2APushStore {
       nextAttemptAtMs: "next_attempt_at_ms",
       status: "status",
       lastError: "last_error",
+      leaseOwner: "lease_owner",
+      leaseUntilMs: "lease_until_ms",
     };
     const entries = (Object.keys(patch) as Array<keyof PushDeliveryPatch>).filter((key) => patch[key] !== undefined);
     if (entries.length === 0) return (await this.getPushConfig(taskId, configId)) !== undefined;

@@ -374,6 +374,8 @@ CREATE TABLE a2a_push_configs (
   next_attempt_at_ms INTEGER NOT NULL,
   status TEXT NOT NULL,
   last_error TEXT NOT NULL,
+  lease_owner TEXT NOT NULL,
+  lease_until_ms INTEGER NOT NULL,
   PRIMARY KEY (task_id, config_id)
 );
 CREATE INDEX a2a_push_configs_active ON a2a_push_configs (created_at_ms) WHERE status = 'active';
