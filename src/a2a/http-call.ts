@@ -3,10 +3,8 @@
 // the A2A service with a HandlerContext made from the HTTP request (its
 // headers, an AbortSignal that fires when the client goes away or the
 // server drains, the connect-timeout-ms deadline if one is given).
-import { create, fromJson, isMessage, toJson, type DescMessage, type JsonValue, type MessageShape } from "@bufbuild/protobuf";
-import { createRegistry } from "@bufbuild/protobuf";
+import { create, createRegistry, fromJson, isMessage, toJson, type DescMessage, type DescMethod, type JsonValue, type MessageShape } from "@bufbuild/protobuf";
 import { Code, ConnectError, createContextValues, createHandlerContext, type HandlerContext, type ServiceImpl } from "@connectrpc/connect";
-import type { DescMethod } from "@bufbuild/protobuf";
 import { A2AService, file_lf_a2a_v1_a2a } from "../../gen/lf/a2a/v1/a2a_pb.js";
 import { onAbort } from "../abort.js";
 import type { Logger } from "../log.js";
@@ -29,9 +27,6 @@ export interface A2ABindingOptions {
   /** A comment line this often on an idle SSE stream (default 15 s). */
   sseHeartbeatMs?: number;
 }
-
-/** The header a resuming SSE client sends; it stays in the context's requestHeader for the service to read. */
-export const LAST_EVENT_ID_HEADER = "last-event-id";
 
 const registry = createRegistry(file_lf_a2a_v1_a2a);
 /** The largest deadline a timer holds (deadline.ts says why). */

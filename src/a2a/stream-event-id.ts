@@ -7,6 +7,9 @@
 // service says there how a client resumes.
 const ids = new WeakMap<object, string>();
 
+/** The header a resuming SSE client sends; the bindings leave it in the context's requestHeader. */
+export const LAST_EVENT_ID_HEADER = "last-event-id";
+
 /** Tags `response` (a StreamResponse or its init shape) with its resume point; returns it. */
 export function withStreamEventId<T extends object>(response: T, id: string | number | bigint): T {
   ids.set(response, String(id));

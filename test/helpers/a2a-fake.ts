@@ -14,7 +14,7 @@ import {
 } from "../../gen/lf/a2a/v1/a2a_pb.js";
 import type { A2AServiceImpl } from "../../src/a2a/http-call.js";
 import { a2aError, type A2AErrorKind } from "../../src/a2a/errors.js";
-import { withStreamEventId } from "../../src/a2a/stream-event-id.js";
+import { LAST_EVENT_ID_HEADER, withStreamEventId } from "../../src/a2a/stream-event-id.js";
 import { activateExtensions } from "../../src/a2a/version.js";
 
 export const SUPPORTED_EXTENSION = "https://example.org/ext/supported/v1";
@@ -85,7 +85,7 @@ export function fakeA2A(): FakeA2A {
   };
   /** The events of a streamed task, tagged 1, 2, 3...; from after Last-Event-ID when the client resumes. */
   async function* events(task: Task, ctx: HandlerContext, slow: boolean): AsyncGenerator<MessageInitShape<typeof StreamResponseSchema>> {
-    const after = Number(ctx.requestHeader.get("last-event-id") ?? 0);
+    const after = Number(ctx.requestHeader.get(LAST_EVENT_ID_HEADER) ?? 0);
     const all: MessageInitShape<typeof StreamResponseSchema>[] = [
       { payload: { case: "task", value: create(TaskSchema, { id: task.id, contextId: task.contextId, status: { state: TaskState.SUBMITTED }, history: task.history }) } },
       { payload: { case: "statusUpdate", value: { taskId: task.id, contextId: task.contextId, status: { state: TaskState.WORKING } } } },
@@ -137,7 +137,7 @@ export function fakeA2A(): FakeA2A {
     async *subscribeToTask(request, ctx) {
       seen("SubscribeToTask", request, ctx);
       const task = found(request.id);
-      if (textOf(task.history[0]) !== "slow" && ctx.requestHeader.get("last-event-id") === null) {
+      if (textOf(task.history[0]) !== "slow" && ctx.requestHeader.get(LAST_EVENT_ID_HEADER) === null) {
         throw a2aError("UnsupportedOperation", `task ${request.id} has ended: there is nothing to subscribe to`);
       }
       yield* events(task, ctx, textOf(task.history[0]) === "slow");
