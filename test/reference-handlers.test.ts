@@ -51,7 +51,7 @@ const approval: HumanAnswer = {
 };
 
 function taskInput(taskType: string, payload: JsonObject): TaskInput {
-  return { taskId: "t-1", taskType, payload, requester: { agentId: "agent-r", systemId: "system-r" } };
+  return { taskId: "t-1", taskType, payload, requester: { agentId: "agent-r", systemId: "system-r" }, requestMessageId: "m-1" };
 }
 
 function fakeContext(taskType: string, payload: JsonObject, options: FakeOptions = {}): Fake {

@@ -29,6 +29,7 @@ import {
 } from "../../gen/synapse/v1/payloads_pb.js";
 import { fromValue, toValue } from "../protocol/json-values.js";
 import type { StoredEvent, TaskAnswer, TaskRecord } from "../store/store.js";
+import { RESULT_ARTIFACTS_KEY, RESULT_DIRECT_REPLY_KEY } from "../agent/handler.js";
 import { a2aMessageIdOf } from "./ids.js";
 import { a2aState } from "./states.js";
 
@@ -86,10 +87,29 @@ export function needHumanMessage(task: TaskRecord, need: TaskNeedHumanPayload, m
   ]);
 }
 
-/** The artifact holding a completed task's result (undefined when it has none). */
-export function resultArtifact(task: TaskRecord, streamBytes?: Uint8Array): Artifact | undefined {
+/** The artifacts a handler returned (ResultArtifact), from the signed result's metadata. */
+function declaredArtifacts(task: TaskRecord): Artifact[] {
+  const declared = task.result?.metadata?.[RESULT_ARTIFACTS_KEY];
+  if (!Array.isArray(declared)) return [];
+  const artifacts: Artifact[] = [];
+  for (const entry of declared) {
+    try {
+      artifacts.push(fromJson(ArtifactSchema, entry, { ignoreUnknownFields: true }));
+    } catch {
+      // a metadata entry of another shape (a Synapse requester's own "artifacts"): not an A2A artifact
+    }
+  }
+  return artifacts;
+}
+
+/**
+ * A completed task's artifacts: those its handler returned, then the one
+ * holding its JSON output and result stream (when it has either).
+ */
+export function resultArtifacts(task: TaskRecord, streamBytes?: Uint8Array): Artifact[] {
   const result = task.result;
-  if (result === undefined) return undefined;
+  if (result === undefined) return [];
+  const artifacts = declaredArtifacts(task);
   const parts: Part[] = [];
   const output = fromValue(result.output);
   if (output !== undefined) parts.push(dataPart(output));
@@ -102,7 +122,23 @@ export function resultArtifact(task: TaskRecord, streamBytes?: Uint8Array): Arti
       parts.push(dataPart({ kind: "result_stream", taskId: task.taskId, contentType: stream.contentType, totalSize: stream.totalSize, readWith: "synapse.v1.P2PService/ReadResult" }));
     }
   }
-  return create(ArtifactSchema, { artifactId: `${task.taskId}-result`, name: "result", description: result.outputType ? `${task.taskType} result (${result.outputType})` : `${task.taskType} result`, parts });
+  if (parts.length > 0 || artifacts.length === 0) {
+    artifacts.push(create(ArtifactSchema, { artifactId: `${task.taskId}-result`, name: "result", description: result.outputType ? `${task.taskType} result (${result.outputType})` : `${task.taskType} result`, parts }));
+  }
+  return artifacts;
+}
+
+/**
+ * A completed task whose handler gave a direct reply (TaskOutput.directReply),
+ * as the A2A Message a waiting SendMessage answers with: the summary as
+ * text, then its artifacts' parts. Undefined for any other task.
+ */
+export function directReplyMessage(task: TaskRecord): Message | undefined {
+  if (task.state !== TaskState.COMPLETED || task.result?.metadata?.[RESULT_DIRECT_REPLY_KEY] !== true) return undefined;
+  // A completed task's status message is its summary ("completed" when it gave none).
+  const summary = task.statusMessage;
+  const parts = [...(summary === "" ? [] : [textPart(summary)]), ...resultArtifacts(task).flatMap((artifact) => artifact.parts)];
+  return agentMessage(task, `${task.taskId}-reply`, parts.length > 0 ? parts : [textPart("done")]);
 }
 
 /** The agent's message for the task's current state: its question, its failure, or its last word. */
@@ -188,12 +224,12 @@ export function a2aTask(task: TaskRecord, context: ConvertContext, shape: TaskSh
     history = taskHistory(task, events, context);
     if (historyLength !== undefined) history = history.slice(-historyLength);
   }
-  const artifact = shape.includeArtifacts === false ? undefined : resultArtifact(task, streamBytes);
+  const artifacts = shape.includeArtifacts === false ? [] : resultArtifacts(task, streamBytes);
   return create(TaskSchema, {
     id: task.taskId,
     contextId: task.carried?.sessionId ?? "",
     status: taskStatus(task, context),
-    artifacts: artifact ? [artifact] : [],
+    artifacts,
     history,
     metadata: { synapse: { taskType: task.taskType, state: `TASK_STATE_${TaskState[task.state]}`, progress: task.progress, lastSequence: task.lastSequence } },
   });

@@ -94,8 +94,8 @@ export async function listPushConfigs(context: PushContext, caller: A2ACaller, t
   return create(ListTaskPushNotificationConfigsResponseSchema, { configs: records.map(configView), nextPageToken: "" });
 }
 
+/** Deleting is idempotent (spec 3.1.10): a config already gone is deleted again without complaint; the task must still be the caller's. */
 export async function deletePushConfig(context: PushContext, caller: A2ACaller, taskId: string, id: string): Promise<void> {
   await callerTask(context.agent, taskId, caller);
-  if (!(await context.store.deletePushConfig(taskId, id))) throw noConfig(taskId, id);
-  context.sender.forget(taskId, id);
+  if (await context.store.deletePushConfig(taskId, id)) context.sender.forget(taskId, id);
 }

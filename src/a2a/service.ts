@@ -12,7 +12,7 @@ import type { Agent } from "../agent/agent.js";
 import { TaskSchemas } from "../agent/schemas.js";
 import { callAbortOf } from "../server/call-abort.js";
 import { resolveA2ACaller, type A2ACaller } from "./auth.js";
-import type { ConvertContext } from "./convert.js";
+import { directReplyMessage, type ConvertContext } from "./convert.js";
 import { a2aError } from "./errors.js";
 import { getTask, historyShape, listTasks, loadTask } from "./read.js";
 import { acceptMessage, cancelTask, type SendContext } from "./send.js";
@@ -72,6 +72,8 @@ export function createA2AService(deps: A2AServiceDeps): ServiceImpl<typeof A2ASe
         // Blocking: until the task ends or waits for the client (input required), or the longest a task may run.
         task = (await agent.engine.waitForOutcome(task.taskId, maxWaitMs(), [callAbortOf(ctx), draining])) ?? task;
       }
+      const reply = directReplyMessage(task);
+      if (reply !== undefined) return create(SendMessageResponseSchema, { payload: { case: "message", value: reply } });
       return create(SendMessageResponseSchema, { payload: { case: "task", value: await loadTask(agent, convert, task, { historyLength }) } });
     },
     async *sendStreamingMessage(request, ctx) {

@@ -20,7 +20,7 @@ import type { Abortable } from "../abort.js";
 import { stateAfterEvent } from "../protocol/event-state.js";
 import type { StoredEvent, TaskRecord } from "../store/store.js";
 import type { A2ACaller } from "./auth.js";
-import { agentMessage, dataPart, needHumanMessage, needInfoMessage, resultArtifact, textPart, type ConvertContext } from "./convert.js";
+import { agentMessage, dataPart, needHumanMessage, needInfoMessage, resultArtifacts, textPart, type ConvertContext } from "./convert.js";
 import { loadTask } from "./read.js";
 import { readerOf } from "./send.js";
 import { a2aState, endsStream, isA2ATerminal } from "./states.js";
@@ -74,8 +74,8 @@ export async function eventUpdates(agent: Agent, convert: ConvertContext, task: 
   const updates: StreamResponse[] = [];
   if (state === TaskState.COMPLETED) {
     const current = (await agent.store.getTask(task.taskId)) ?? task;
-    const artifact = (await loadTask(agent, convert, current, { historyLength: 0 })).artifacts[0] ?? resultArtifact(current);
-    if (artifact !== undefined) {
+    const loaded = (await loadTask(agent, convert, current, { historyLength: 0 })).artifacts;
+    for (const artifact of loaded.length > 0 ? loaded : resultArtifacts(current)) {
       updates.push(create(StreamResponseSchema, { payload: { case: "artifactUpdate", value: create(TaskArtifactUpdateEventSchema, { taskId: task.taskId, contextId, artifact, append: false, lastChunk: true }) } }));
     }
   }

@@ -12,6 +12,7 @@ import type { MissingFieldSpec, TaskHandler } from "./handler.js";
 import { toMissingField } from "./missing-fields.js";
 import type { Built } from "./recorder.js";
 import { clip } from "../protocol/errors.js";
+import { requesterMessageId } from "../protocol/message-ids.js";
 import type { TaskSchemas } from "./schemas.js";
 
 /** A refusal names at most this many schema problems: the signed task_reject must stay small whatever the payload. */
@@ -35,6 +36,7 @@ export async function admissionOutcome(
   requester: { agentId: string; systemId: string },
   deadline: Timestamp | undefined,
   taskId = "",
+  requestMessageId = "",
 ): Promise<Admission> {
   const handler = context.handlers.get(taskType);
   if (handler === undefined) {
@@ -55,7 +57,7 @@ export async function admissionOutcome(
   }
   if (handler.validateTask === undefined) return { kind: "accept" };
   try {
-    const verdict = await handler.validateTask({ taskId, taskType, payload, requester });
+    const verdict = await handler.validateTask({ taskId, taskType, payload, requester, requestMessageId: requesterMessageId(requestMessageId) });
     if (verdict.kind === "reject") {
       return {
         kind: "reject",

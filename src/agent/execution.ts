@@ -13,7 +13,8 @@ import { traceIdOf } from "../observability/trace-context.js";
 import type { CarriedIds } from "../store/store.js";
 import { toValue } from "../protocol/json-values.js";
 import type { HumanAnswer, HumanQuestion, MissingFieldSpec, TaskContext, TaskHandler, TaskInput, TaskOutput, TaskTrace, TaskUploads } from "./handler.js";
-import { TaskFailure } from "./handler.js";
+import { RESULT_ARTIFACTS_KEY, RESULT_DIRECT_REPLY_KEY, TaskFailure } from "./handler.js";
+import { artifactsJson } from "./result-artifacts.js";
 import type { TaskSchemas } from "./schemas.js";
 import { PreparedUploads } from "./uploads.js";
 
@@ -284,11 +285,18 @@ export class Execution {
         inline = undefined;
       }
     }
+    let metadata = output.metadata;
+    if (output.artifacts !== undefined && output.artifacts.length > 0) {
+      metadata = { ...metadata, [RESULT_ARTIFACTS_KEY]: artifactsJson(this.input.taskId, output.artifacts) };
+      const size = Buffer.byteLength(JSON.stringify(metadata));
+      if (size > this.limits.maxInlineOutputBytes) throw new TaskFailure(ErrorCode.OUTPUT_INVALID, `the result's artifacts take ${size} bytes, more than the ${this.limits.maxInlineOutputBytes} one message holds: return large files as a stream`);
+    }
+    if (output.directReply === true) metadata = { ...metadata, [RESULT_DIRECT_REPLY_KEY]: true };
     return {
       output: inline,
       outputType: output.outputType ?? "json",
       summary: output.summary ?? "",
-      metadata: output.metadata,
+      metadata,
       stream,
     };
   }
@@ -315,6 +323,7 @@ class RunContext implements TaskContext {
   readonly taskId: string;
   readonly taskType: string;
   readonly requester: TaskContext["requester"];
+  readonly requestMessageId: string;
   readonly attempt: number;
   payload: JsonObject;
   readonly progress: ContextActions["progress"];
@@ -335,6 +344,7 @@ class RunContext implements TaskContext {
     this.taskId = input.taskId;
     this.taskType = input.taskType;
     this.requester = input.requester;
+    this.requestMessageId = input.requestMessageId;
     this.attempt = input.attempt;
     this.payload = { ...input.payload };
     this.progress = actions.progress;

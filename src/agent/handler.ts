@@ -28,6 +28,12 @@ export interface TaskInput {
   payload: JsonObject;
   /** The agent that requested the task (verified by its signature). */
   requester: { agentId: string; systemId: string };
+  /**
+   * The id of the message that requested the task, as its requester chose
+   * it: the task request's header message_id, or for a task that came over
+   * A2A the A2A message's messageId.
+   */
+  requestMessageId: string;
 }
 
 /** What {@link TaskHandler.validateTask} decides before a task is confirmed. */
@@ -76,6 +82,43 @@ export interface ResultStreamSource {
   data: AsyncIterable<Uint8Array> | Uint8Array;
 }
 
+/**
+ * One piece of a {@link ResultArtifact}: text, a JSON value, a file's bytes
+ * or a file's URL, with an optional file name and media type.
+ */
+export type ResultPart = (
+  | { text: string }
+  | { data: JsonValue }
+  | { bytes: Uint8Array }
+  | { url: string }
+) & {
+  /** The file name, for example "report.csv". */
+  fileName?: string;
+  /** The media type, for example "text/plain". */
+  mediaType?: string;
+};
+
+/**
+ * A named output of a task besides (or instead of) its JSON `output`, for
+ * example a generated file. It is kept in the signed result, under
+ * {@link RESULT_ARTIFACTS_KEY} of its metadata, with each part as A2A's
+ * Part JSON (bytes base64); A2A clients see each as one of the task's
+ * artifacts.
+ */
+export interface ResultArtifact {
+  /** Unique within the task; default `<taskId>-artifact-<n>`. */
+  artifactId?: string;
+  /** A human-readable name. */
+  name?: string;
+  /** What it is. */
+  description?: string;
+  /** Its content, at least one part. */
+  parts: ResultPart[];
+}
+
+/** The key of the result metadata that holds a task's {@link ResultArtifact}s. */
+export const RESULT_ARTIFACTS_KEY = "artifacts";
+
 /** What a handler returns: the task's result (p2p:task_complete). */
 export interface TaskOutput {
   /** The output, checked against the task type's output schema. */
@@ -88,7 +131,20 @@ export interface TaskOutput {
   metadata?: JsonObject;
   /** Bytes offered through ReadResult; total size and SHA-256 go into the signed task_complete. */
   stream?: ResultStreamSource;
+  /** Named outputs (text, data, files, links), kept in the signed result's metadata. */
+  artifacts?: ResultArtifact[];
+  /**
+   * The result is a direct answer rather than the record of work done: an
+   * A2A client that waited for it (a blocking SendMessage) gets it as an
+   * A2A Message (the summary as text, then the artifacts' parts) instead
+   * of a Task. The task is kept as any other; recorded in the signed
+   * result's metadata under {@link RESULT_DIRECT_REPLY_KEY}. Default false.
+   */
+  directReply?: boolean;
 }
+
+/** The key of the result metadata that marks a {@link TaskOutput.directReply}. */
+export const RESULT_DIRECT_REPLY_KEY = "directReply";
 
 /**
  * The ids the task's request carried in its header, which every event of

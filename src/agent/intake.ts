@@ -80,6 +80,7 @@ export class TaskIntake {
       requester,
       spec.deadline,
       spec.id,
+      header.messageId,
     );
     const base: NewTask = {
       taskId: spec.id,

@@ -15,6 +15,7 @@ import type { CapabilitiesProvider } from "../capabilities/provider.js";
 import type { P2PConfig } from "../capabilities/defaults.js";
 import type { Logger } from "../log.js";
 import { taskLogFields } from "../observability/log-fields.js";
+import { requesterMessageId } from "../protocol/message-ids.js";
 import { isTerminal, WAITING_STATES } from "../protocol/state-machine.js";
 import { StoreConflictError, type TaskPatch, type TaskRecord, type TaskStore } from "../store/store.js";
 import { admissionEvent, admissionOutcome } from "./admission.js";
@@ -227,7 +228,7 @@ export class ExecutionRunner implements ExecutionHost {
   /** Asks admission again, with the payload as completed by the answers. */
   async readmit(task: TaskRecord, fence: string | undefined = this.me): Promise<void> {
     const { handlers, schemas, now, capabilities, recorder } = this.options;
-    const admission = await admissionOutcome({ handlers, schemas, now }, task.taskType, task.payload, task.requester, task.request.task?.deadline, task.taskId);
+    const admission = await admissionOutcome({ handlers, schemas, now }, task.taskType, task.payload, task.requester, task.request.task?.deadline, task.taskId, task.requestMessageId);
     const used = capabilities.findTaskType(task.taskType)?.capabilities ?? [];
     const recorded = await recorder.record({
       taskId: task.taskId,
@@ -267,6 +268,7 @@ export class ExecutionRunner implements ExecutionHost {
         taskType: task.taskType,
         payload: task.payload,
         requester: { agentId: task.requester.agentId, systemId: task.requester.systemId },
+        requestMessageId: requesterMessageId(task.requestMessageId),
         attempt: task.executionAttempts,
       },
       handler,

@@ -47,13 +47,15 @@ export type {
   HumanQuestion,
   HumanAnswer,
   ResultStreamSource,
+  ResultArtifact,
+  ResultPart,
   UploadedFile,
   TaskUploads,
   TaskTrace,
 } from "../agent/handler.js";
 export type { UploadLimits } from "../agent/uploads.js";
 export type { FilesystemSpace, Statfs, UploadRoomLimits } from "../agent/upload-room.js";
-export { TaskFailure } from "../agent/handler.js";
+export { TaskFailure, RESULT_ARTIFACTS_KEY, RESULT_DIRECT_REPLY_KEY } from "../agent/handler.js";
 export type { CallbackInbox, InboxEvent, ExpectedExecutor } from "../agent/inbox.js";
 export type { StoredEvent } from "../store/store.js";
 export { StoreOpenError } from "../store/errors.js";

@@ -2,6 +2,7 @@
 // GET /tasks/{task_id}/events, A2A's JSON-RPC (POST /a2a/jsonrpc) and REST
 // (/a2a/rest/...) bindings, and the operator console; anything else 404, or
 // the embedding server's own routes (fallback).
+import { createHash } from "node:crypto";
 import { A2A_JSONRPC_PATH, jsonRpcHandler } from "../a2a/jsonrpc.js";
 import { A2A_REST_PATH, restHandler } from "../a2a/rest.js";
 import type { A2AServiceImpl } from "../a2a/http-call.js";
@@ -36,7 +37,8 @@ function a2aRoutes(options: HttpRoutesOptions): ((req: Parameters<RequestHandler
   const jsonRpc = jsonRpcHandler(bindingOptions);
   const rest = restHandler(bindingOptions);
   return (req, res, path) => {
-    if (path === A2A_JSONRPC_PATH) jsonRpc(req, res);
+    // The endpoint with a trailing slash too: clients that join a base URL with "/" post there.
+    if (path === A2A_JSONRPC_PATH || path === `${A2A_JSONRPC_PATH}/`) jsonRpc(req, res);
     else if (path === A2A_REST_PATH || path.startsWith(`${A2A_REST_PATH}/`)) rest(req, res);
     else return false;
     return true;
@@ -76,6 +78,9 @@ export function httpRoutes(options: HttpRoutesOptions): RequestHandler {
   };
 }
 
+/** When this process began serving its card (whole seconds, as HTTP dates have). */
+const CARD_SERVED_SINCE = new Date(Math.floor(Date.now() / 1000) * 1000).toUTCString();
+
 /** GET the agent card or the JWK set its signature names: public, cacheable JSON. */
 function wellKnown(a2a: A2AFace, path: string, req: Parameters<RequestHandler>[0], res: Parameters<RequestHandler>[1], logger: Logger): void {
   if (req.method !== "GET" && req.method !== "HEAD") {
@@ -86,7 +91,14 @@ function wellKnown(a2a: A2AFace, path: string, req: Parameters<RequestHandler>[0
   body.then(
     (json) => {
       const text = JSON.stringify(json);
-      res.writeHead(200, { "content-type": path === JWKS_PATH ? "application/jwk-set+json" : "application/json", "cache-control": "public, max-age=300", "access-control-allow-origin": "*" });
+      // Validators for conditional requests (spec 8.6.1): a hash of the content, and when this process began serving it.
+      const etag = `"${createHash("sha256").update(text).digest("base64url").slice(0, 22)}"`;
+      const headers = { etag, "last-modified": CARD_SERVED_SINCE, "cache-control": "public, max-age=300", "access-control-allow-origin": "*" };
+      if (req.headers["if-none-match"]?.split(",").some((tag) => tag.trim() === etag)) {
+        res.writeHead(304, headers).end();
+        return;
+      }
+      res.writeHead(200, { "content-type": path === JWKS_PATH ? "application/jwk-set+json" : "application/json", ...headers });
       if (req.method === "HEAD") res.end();
       else res.end(text);
     },
