@@ -17,7 +17,7 @@ export interface A2AServerOptions {
   open?: boolean;
   /** The task type for messages that name none, when the agent has several. */
   defaultSkill?: string;
-  /** The bindings served, preferred first (default gRPC only; the JSON-RPC and REST bindings add theirs). */
+  /** The bindings the card lists, preferred first (default all three: JSON-RPC, HTTP+JSON, gRPC). */
   bindings?: readonly A2ABinding[];
   /** The base URL clients reach the server at (default the URL it listens on). */
   publicUrl?: string;

@@ -32,7 +32,6 @@
  * @module synapse-connect/server
  */
 import { createGroupHost } from "../group/group-host.js";
-import type { A2AServerOptions } from "../a2a/serve.js";
 import { createLogger } from "../log.js";
 import { startServer } from "../server/server.js";
 import { buildAgent, internalsOf, type AgentOptions, type SynapseAgent } from "./agent.js";
@@ -63,6 +62,23 @@ export { createLogger, type Logger, type LoggerOptions } from "../log.js";
 export { createAgent, type AgentOptions, type SynapseAgent, type NodeRequestHandler, type RequestHandlerOptions } from "./agent.js";
 export type { TaskFunction, TaskTypeHandler, HandlerDefinition } from "./handlers.js";
 export { openStore, DEFAULT_DATA_DIR, type Store, type StoreSpec, type OpenStoreOptions } from "./store.js";
+
+import type { A2ABinding } from "../a2a/card.js";
+export type { A2ABinding };
+
+/** How {@link serveAgent} serves A2A v1.0 beside Synapse (docs/A2A.md). */
+export interface A2AOptions {
+  /** Admit callers without credentials, all as one anonymous requester (for local use). */
+  open?: boolean;
+  /** The task type of messages that name none, when the agent has several. */
+  defaultSkill?: string;
+  /** The bindings the card lists, preferred first (default all three: JSON-RPC, HTTP+JSON, gRPC). */
+  bindings?: readonly A2ABinding[];
+  /** The base URL clients reach the server at (default the URL it listens on). */
+  publicUrl?: string;
+  /** The agent's version in the card (default the package's). */
+  version?: string;
+}
 
 /** Options of {@link serveAgent}: the agent's ({@link AgentOptions}) and where and how to listen. */
 export interface ServeAgentOptions extends AgentOptions {
@@ -110,7 +126,7 @@ export interface ServeAgentOptions extends AgentOptions {
    * bearer token as one anonymous requester; `defaultSkill` is the task
    * type of messages that name none). Default off (`synapse serve` has it on).
    */
-  a2a?: boolean | A2AServerOptions;
+  a2a?: boolean | A2AOptions;
 }
 
 /** An agent listening on its own port (from {@link serveAgent}). */
@@ -154,8 +170,6 @@ export interface ServedAgent {
  * process.once("SIGTERM", () => void server.close());
  * ```
  */
-export type { A2AServerOptions } from "../a2a/serve.js";
-
 export async function serveAgent(options: ServeAgentOptions): Promise<ServedAgent> {
   // One logger for the agent and its server: the caller's, or stderr at info.
   const logger = options.logger ?? createLogger();
