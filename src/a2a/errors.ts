@@ -4,28 +4,11 @@
 // binding reads back to pick its own code (JSON-RPC number, HTTP status).
 import { BinaryReader, BinaryWriter } from "@bufbuild/protobuf/wire";
 import { Code, ConnectError } from "@connectrpc/connect";
+import { A2A_ERROR_DOMAIN, type A2ASpecErrorKind } from "../protocol/a2a-error-kinds.js";
 import { capMessage, clip, MAX_ECHO_CHARS } from "../protocol/errors.js";
 
 /** The A2A error kinds: the spec's A2A-specific errors plus the standard ones every binding has. */
-export type A2AErrorKind =
-  | "TaskNotFound"
-  | "TaskNotCancelable"
-  | "PushNotificationNotSupported"
-  | "UnsupportedOperation"
-  | "ContentTypeNotSupported"
-  | "InvalidAgentResponse"
-  | "ExtendedAgentCardNotConfigured"
-  | "ExtensionSupportRequired"
-  | "VersionNotSupported"
-  | "InvalidParams"
-  | "InvalidRequest"
-  | "MethodNotFound"
-  | "ParseError"
-  | "Unauthenticated"
-  | "PermissionDenied"
-  | "ResourceExhausted"
-  | "Unavailable"
-  | "Internal";
+export type A2AErrorKind = A2ASpecErrorKind;
 
 interface KindSpec {
   /** google.rpc.ErrorInfo.reason: the error's name in UPPER_SNAKE_CASE without "Error". */
@@ -58,7 +41,7 @@ const kinds: Record<A2AErrorKind, KindSpec> = {
 
 const kindByReason = new Map<string, A2AErrorKind>(Object.entries(kinds).map(([kind, spec]) => [spec.reason, kind as A2AErrorKind]));
 
-export const A2A_ERROR_DOMAIN = "a2a-protocol.org";
+export { A2A_ERROR_DOMAIN };
 export const ERROR_INFO_TYPE = "google.rpc.ErrorInfo";
 export const BAD_REQUEST_TYPE = "google.rpc.BadRequest";
 

@@ -4,27 +4,11 @@
 // gRPC status (its ErrorInfo detail, else its code).
 import { BinaryReader } from "@bufbuild/protobuf/wire";
 import { Code, ConnectError } from "@connectrpc/connect";
+import { A2A_ERROR_DOMAIN, type A2ASpecErrorKind } from "../../protocol/a2a-error-kinds.js";
 
 /** What went wrong, by A2A's names (section 5.4 of the specification), plus the client's own failures. */
 export type A2AErrorKind =
-  | "TaskNotFound"
-  | "TaskNotCancelable"
-  | "PushNotificationNotSupported"
-  | "UnsupportedOperation"
-  | "ContentTypeNotSupported"
-  | "InvalidAgentResponse"
-  | "ExtendedAgentCardNotConfigured"
-  | "ExtensionSupportRequired"
-  | "VersionNotSupported"
-  | "InvalidParams"
-  | "InvalidRequest"
-  | "MethodNotFound"
-  | "ParseError"
-  | "Unauthenticated"
-  | "PermissionDenied"
-  | "ResourceExhausted"
-  | "Unavailable"
-  | "Internal"
+  | A2ASpecErrorKind
   /** The agent card could not be read or is not an A2A v1.0 card. */
   | "CardInvalid"
   /** The agent card carries signatures and one was checked against its key and failed. */
@@ -35,8 +19,7 @@ export type A2AErrorKind =
   | "NoSupportedInterface"
   | "Unknown";
 
-/** The error domain the specification gives its ErrorInfo details. */
-export const A2A_ERROR_DOMAIN = "a2a-protocol.org";
+export { A2A_ERROR_DOMAIN };
 
 const REASONS: Record<string, A2AErrorKind> = {
   TASK_NOT_FOUND: "TaskNotFound",
