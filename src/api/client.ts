@@ -79,6 +79,7 @@ export {
 export { readAgentCard, chooseInterface, cardUrlsFor, A2A_VERSION, type A2ABinding, type ReadCard, type ReadCardOptions } from "../client/a2a/card.js";
 export { verifyCardSignatures, canonicalCardPayload, canonicalJson, type CardKey, type CardKeyResolver, type CardVerdict, type VerifyCardOptions } from "../client/a2a/card-signature.js";
 export { A2AClientError, type A2AErrorKind } from "../client/a2a/errors.js";
+export type { A2ASpecErrorKind } from "../protocol/a2a-error-kinds.js";
 export { taskView } from "../client/a2a/task-view.js";
 export type { CallbackInbox, InboxEvent, ExpectedExecutor } from "../agent/inbox.js";
 export type { StoredEvent } from "../store/store.js";
