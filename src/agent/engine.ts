@@ -131,22 +131,27 @@ export class TaskEngine {
     this.options.observer.messageReceived(header.messageType);
     return this.unsignedGate.take(
       message,
-      (cause) => {
-        switch (header.messageType) {
-          case MessageType.TASK_REQUEST:
-            return this.intake.request(header, message.payload as TaskRequestPayload, cause);
-          case MessageType.TASK_CANCEL:
-            return this.steering.cancel(header, message.payload as TaskCancelPayload, cause);
-          case MessageType.TASK_INFO_PROVIDED:
-            return this.steering.provideInfo(header, message.payload as TaskInfoProvidedPayload, cause);
-          case MessageType.HUMAN_DECISION:
-            return this.steering.decide(header, message.payload as HumanDecisionPayload, cause);
-          default:
-            throw protocolError(ErrorCode.MESSAGE_FORMAT_INVALID, "only a requester's task request, cancel, information or decision comes unsigned");
-        }
-      },
+      (cause) =>
+        this.fromRequester(header, message.payload, cause) ??
+        Promise.reject(protocolError(ErrorCode.MESSAGE_FORMAT_INVALID, "only a requester's task request, cancel, information or decision comes unsigned")),
       (seen) => this.redelivered(message, seen),
     );
+  }
+
+  /** A requester's task request, cancel, information or decision, signed or not; undefined for any other message type. */
+  private fromRequester(header: Header, payload: unknown, cause: Cause): Promise<SendOutcome> | undefined {
+    switch (header.messageType) {
+      case MessageType.TASK_REQUEST:
+        return this.intake.request(header, payload as TaskRequestPayload, cause);
+      case MessageType.TASK_CANCEL:
+        return this.steering.cancel(header, payload as TaskCancelPayload, cause);
+      case MessageType.TASK_INFO_PROVIDED:
+        return this.steering.provideInfo(header, payload as TaskInfoProvidedPayload, cause);
+      case MessageType.HUMAN_DECISION:
+        return this.steering.decide(header, payload as HumanDecisionPayload, cause);
+      default:
+        return undefined;
+    }
   }
 
   private async redelivered(opened: GatedMessage, seen: SeenMessage): Promise<SendOutcome> {
@@ -164,15 +169,9 @@ export class TaskEngine {
   private async dispatch(opened: OpenedEnvelope, cause: Cause): Promise<SendOutcome> {
     const { header, info } = opened;
     const { recorder } = this.options;
+    const fromRequester = this.fromRequester(header, opened.payload, cause);
+    if (fromRequester !== undefined) return fromRequester;
     switch (header.messageType) {
-      case MessageType.TASK_REQUEST:
-        return this.intake.request(header, opened.payload as TaskRequestPayload, cause);
-      case MessageType.TASK_CANCEL:
-        return this.steering.cancel(header, opened.payload as TaskCancelPayload, cause);
-      case MessageType.TASK_INFO_PROVIDED:
-        return this.steering.provideInfo(header, opened.payload as TaskInfoProvidedPayload, cause);
-      case MessageType.HUMAN_DECISION:
-        return this.steering.decide(header, opened.payload as HumanDecisionPayload, cause);
       case MessageType.TASK_ACK:
         // An executor's task_ack (recorded after information or a decision) pushed to the agent that requested the task.
         if (header.taskId && (await this.options.inbox.expects(opened))) return this.callback(opened, cause);

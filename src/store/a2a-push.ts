@@ -99,3 +99,14 @@ export function pushRecordOf(row: PushRow): PushConfigRecord {
     leaseUntilMs: Number(row.lease_until_ms),
   };
 }
+
+/** The column each field of a delivery patch is kept in, in both SQL stores. */
+export const PUSH_DELIVERY_COLUMNS: Readonly<Record<keyof PushDeliveryPatch, string>> = {
+  deliveredSequence: "delivered_sequence",
+  attempts: "attempts",
+  nextAttemptAtMs: "next_attempt_at_ms",
+  status: "status",
+  lastError: "last_error",
+  leaseOwner: "lease_owner",
+  leaseUntilMs: "lease_until_ms",
+};

@@ -1,16 +1,8 @@
 // A2A push-notification configs in PostgreSQL, shared by the instances.
-import { MAX_PUSH_CONFIGS_PER_TASK, PushConfigLimitError, pushRecordOf, type A2APushStore, type PushConfigRecord, type PushDeliveryPatch, type PushRow as Row } from "../a2a-push.js";
+import { MAX_PUSH_CONFIGS_PER_TASK, PUSH_DELIVERY_COLUMNS, PushConfigLimitError, pushRecordOf, type A2APushStore, type PushConfigRecord, type PushDeliveryPatch, type PushRow as Row } from "../a2a-push.js";
 import { transaction, type Database } from "./database.js";
 
-const columns: Record<keyof PushDeliveryPatch, string> = {
-  deliveredSequence: "delivered_sequence",
-  attempts: "attempts",
-  nextAttemptAtMs: "next_attempt_at_ms",
-  status: "status",
-  lastError: "last_error",
-  leaseOwner: "lease_owner",
-  leaseUntilMs: "lease_until_ms",
-};
+const columns = PUSH_DELIVERY_COLUMNS;
 
 export class PostgresA2APushStore implements A2APushStore {
   constructor(private readonly pool: Database) {}

@@ -1,6 +1,6 @@
 // A2A push-notification configs in the agent's SQLite file.
 import type Database from "better-sqlite3";
-import { MAX_PUSH_CONFIGS_PER_TASK, PushConfigLimitError, pushRecordOf, type A2APushStore, type PushConfigRecord, type PushDeliveryPatch, type PushRow } from "../a2a-push.js";
+import { MAX_PUSH_CONFIGS_PER_TASK, PUSH_DELIVERY_COLUMNS, PushConfigLimitError, pushRecordOf, type A2APushStore, type PushConfigRecord, type PushDeliveryPatch, type PushRow } from "../a2a-push.js";
 
 export class SqliteA2APushStore implements A2APushStore {
   private readonly sql;
@@ -72,15 +72,7 @@ export class SqliteA2APushStore implements A2APushStore {
   }
 
   async updatePushDelivery(taskId: string, configId: string, patch: PushDeliveryPatch): Promise<boolean> {
-    const columns: Record<keyof PushDeliveryPatch, string> = {
-      deliveredSequence: "delivered_sequence",
-      attempts: "attempts",
-      nextAttemptAtMs: "next_attempt_at_ms",
-      status: "status",
-      lastError: "last_error",
-      leaseOwner: "lease_owner",
-      leaseUntilMs: "lease_until_ms",
-    };
+    const columns = PUSH_DELIVERY_COLUMNS;
     const entries = (Object.keys(patch) as Array<keyof PushDeliveryPatch>).filter((key) => patch[key] !== undefined);
     if (entries.length === 0) return (await this.getPushConfig(taskId, configId)) !== undefined;
     const set = entries.map((key) => `${columns[key]} = @${key}`).join(", ");
