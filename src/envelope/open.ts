@@ -18,6 +18,7 @@ import { rememberEncoding } from "../protocol/encoded.js";
 import { clip, protocolError } from "../protocol/errors.js";
 import { messageTypeInfo, type MessageTypeInfo } from "../protocol/message-types.js";
 import { compareVersions } from "../protocol/versions.js";
+import { confidentialDigest, openSealedPayload } from "./confidential.js";
 import { envelopeSigningInput } from "./pae.js";
 import { PROTOCOL_VERSION } from "./seal.js";
 import type { TrustPolicy } from "./trust.js";
@@ -40,6 +41,13 @@ export interface OpenOptions {
    * such as a task's event log, are checked for authenticity, not freshness.
    */
   checkTime?: boolean;
+  /** How to find the task key of a confidential message; without it, confidential messages are refused. */
+  confidential?: ConfidentialKeys;
+}
+
+/** Finds the task key a confidential message was sealed with, or throws its typed refusal. */
+export interface ConfidentialKeys {
+  taskKey(header: Header): Uint8Array | Promise<Uint8Array>;
 }
 
 /** An envelope that passed every check, with its header and payload decoded. */
@@ -56,19 +64,22 @@ export interface OpenedEnvelope {
   publicKey: Uint8Array;
   /** SHA-256 (hex) over signing input and signature: equal digests are the same envelope. */
   digest: string;
+  /** For a confidential message: the task key it opened with. */
+  taskKey?: Uint8Array;
 }
 
 const invalid = (message: string) => protocolError(ErrorCode.MESSAGE_FORMAT_INVALID, message);
 
-async function verifySignature(envelope: Envelope, trust: TrustPolicy, ed: Ed25519): Promise<{ publicKey: Uint8Array; signingInput: Uint8Array }> {
+/** The sender's public key: from the trust policy, or embedded in the signature when its id matches. */
+async function signerKey(envelope: Envelope, trust: TrustPolicy, confidential: boolean): Promise<Uint8Array> {
   const signature = envelope.signature;
-  if (signature === undefined || signature.value.byteLength === 0) {
+  if (signature === undefined || (signature.value.byteLength === 0 && !confidential)) {
     throw protocolError(ErrorCode.SIGNATURE_INVALID, "envelope is not signed");
   }
   if (signature.algorithm !== SignatureAlgorithm.ED25519) {
     throw protocolError(ErrorCode.SIGNATURE_INVALID, `unsupported signature algorithm ${signature.algorithm}`);
   }
-  if (signature.value.byteLength !== SIGNATURE_LENGTH) {
+  if (!confidential && signature.value.byteLength !== SIGNATURE_LENGTH) {
     throw protocolError(ErrorCode.SIGNATURE_INVALID, `signature must be ${SIGNATURE_LENGTH} bytes`);
   }
   let publicKey = await trust.publicKeyFor(signature.keyId);
@@ -87,11 +98,15 @@ async function verifySignature(envelope: Envelope, trust: TrustPolicy, ed: Ed255
   if (publicKey === undefined) {
     throw protocolError(ErrorCode.UNKNOWN_SENDER, `no public key known for key id ${clip(signature.keyId)}`);
   }
-  const signingInput = envelopeSigningInput(envelope.header, envelope.payload);
-  if (!ed.verify(signingInput, signature.value, publicKey)) {
-    throw protocolError(ErrorCode.SIGNATURE_INVALID, "signature does not verify");
+  return publicKey;
+}
+
+function parseHeader(bytes: Uint8Array): Header {
+  try {
+    return fromBinary(HeaderSchema, bytes);
+  } catch {
+    throw invalid("header bytes are not a synapse.v1.Header");
   }
-  return { publicKey, signingInput };
 }
 
 // Header strings are identifiers, not content: bounded, so that nothing that
@@ -156,15 +171,56 @@ function checkTime(header: Header, now: number, skewMs: number): void {
 
 export async function open(envelope: Envelope, options: OpenOptions): Promise<OpenedEnvelope> {
   const ed = options.ed ?? defaultEd25519;
-  const { publicKey, signingInput } = await verifySignature(envelope, options.trust, ed);
-
-  // Only now, with the bytes proven to be the signer's, parse them.
-  let header: Header;
-  try {
-    header = fromBinary(HeaderSchema, envelope.header);
-  } catch {
-    throw invalid("header bytes are not a synapse.v1.Header");
+  // A confidential envelope carries its signature inside the ciphertext (docs/PROTOCOL.md §9.3).
+  if (envelope.signature !== undefined && envelope.signature.value.byteLength === 0) {
+    const header = parseHeader(envelope.header);
+    if (header.confidential !== undefined) return openConfidential(envelope, header, options, ed);
   }
+  const publicKey = await signerKey(envelope, options.trust, false);
+  const signingInput = envelopeSigningInput(envelope.header, envelope.payload);
+  if (!ed.verify(signingInput, envelope.signature!.value, publicKey)) {
+    throw protocolError(ErrorCode.SIGNATURE_INVALID, "signature does not verify");
+  }
+  // Only now, with the bytes proven to be the signer's, parse them.
+  const header = parseHeader(envelope.header);
+  const info = await checkHeader(header, envelope, publicKey, options);
+  const payload = parsePayload(info, envelope.payload);
+  await options.trust.accepted?.(header.sender!.agentId, envelope.signature!.keyId, publicKey);
+  const digest = createHash("sha256").update(signingInput).update(envelope.signature!.value).digest("hex");
+  return { envelope, header, info, payload, publicKey, digest };
+}
+
+/** Header checks before decryption, then the task key, the payload opened, the signature inside verified. */
+async function openConfidential(envelope: Envelope, header: Header, options: OpenOptions, ed: Ed25519): Promise<OpenedEnvelope> {
+  const publicKey = await signerKey(envelope, options.trust, true);
+  const info = await checkHeader(header, envelope, publicKey, options);
+  if (options.confidential === undefined) {
+    throw protocolError(ErrorCode.ENCRYPTION_KEY_UNKNOWN, "this receiver holds no key for confidential messages");
+  }
+  const taskKey = await options.confidential.taskKey(header);
+  const inner = openSealedPayload(envelope.header, header, envelope.payload, taskKey);
+  if (!ed.verify(envelopeSigningInput(envelope.header, inner.payload), inner.signature, publicKey)) {
+    throw protocolError(ErrorCode.INNER_SIGNATURE_INVALID, "the signature inside the confidential payload does not verify");
+  }
+  const payload = parsePayload(info, inner.payload);
+  await options.trust.accepted?.(header.sender!.agentId, envelope.signature!.keyId, publicKey);
+  return { envelope, header, info, payload, publicKey, digest: confidentialDigest(envelope.header, envelope.payload), taskKey };
+}
+
+function parsePayload(info: MessageTypeInfo, bytes: Uint8Array): Message {
+  let payload: Message;
+  try {
+    payload = fromBinary(info.payloadSchema, bytes);
+  } catch {
+    throw invalid(`payload bytes are not a ${info.payloadSchema.typeName}`);
+  }
+  // What is kept of it (a task's request) is stored as the bytes that were signed, not encoded again.
+  rememberEncoding(payload, bytes);
+  return payload;
+}
+
+/** Every check of a header that the signature (or, for a confidential message, its associated data) covers. */
+async function checkHeader(header: Header, envelope: Envelope, publicKey: Uint8Array, options: OpenOptions): Promise<MessageTypeInfo> {
   checkHeaderStrings(header);
   const keyId = envelope.signature!.keyId;
   if (header.sender === undefined || header.sender.agentId === "") throw invalid("header.sender.agent_id is required");
@@ -211,15 +267,5 @@ export async function open(envelope: Envelope, options: OpenOptions): Promise<Op
     throw invalid(`${info.wireName} must carry ${info.payloadSchema.typeName}, not ${clip(header.payloadType || "nothing")}`);
   }
   if (info.taskScoped && header.taskId === "") throw invalid(`${info.wireName} requires header.task_id`);
-  let payload: Message;
-  try {
-    payload = fromBinary(info.payloadSchema, envelope.payload);
-  } catch {
-    throw invalid(`payload bytes are not a ${info.payloadSchema.typeName}`);
-  }
-  // What is kept of it (a task's request) is stored as the bytes that were signed, not encoded again.
-  rememberEncoding(payload, envelope.payload);
-  await options.trust.accepted?.(header.sender.agentId, keyId, publicKey);
-  const digest = createHash("sha256").update(signingInput).update(envelope.signature!.value).digest("hex");
-  return { envelope, header, info, payload, publicKey, digest };
+  return info;
 }

@@ -63,6 +63,7 @@ function coveredTimestamp(timestamp: Timestamp | undefined): boolean {
 function covered(header: Header): boolean {
   return (
     noUnknown(header) &&
+    header.confidential === undefined && // a confidential header is rare enough for toBinary
     plainInt32(header.messageType) &&
     header.sequence >= 0n &&
     header.sequence < UINT32_LIMIT &&

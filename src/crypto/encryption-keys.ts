@@ -1,0 +1,124 @@
+// An agent's X25519 encryption keys for confidential tasks: the current one
+// and the retired ones still opened for their overlap. On disk beside
+// agent.key: `encryption.key` (PKCS#8 PEM, mode 0600) and, for each retired
+// key, `encryption-retired/<key id>.key` with its end of overlap in the
+// PEM's first line as a comment.
+import { createHash, createPrivateKey, type KeyObject } from "node:crypto";
+import { chmod, mkdir, readdir, readFile, rename, rm, writeFile } from "node:fs/promises";
+import { join } from "node:path";
+import { toBase64Url } from "./encoding.js";
+import { generateX25519, rawPublicKey } from "./hpke.js";
+
+/** How long a retired key is still opened, by default: 7 days. */
+export const DEFAULT_ENCRYPTION_OVERLAP_MS = 7 * 24 * 3600 * 1000;
+
+export interface EncryptionKey {
+  readonly privateKey: KeyObject;
+  /** The raw 32-byte X25519 public key. */
+  readonly publicKey: Uint8Array;
+  /** RFC 7638 thumbprint of the OKP JWK with crv "X25519". */
+  readonly keyId: string;
+  /** When the key was made (the file's, for a loaded key). */
+  readonly createdAtMs: number;
+  /** For a retired key: until when messages sealed to it are opened. */
+  readonly retiredUntilMs?: number;
+}
+
+/** The key id of a raw X25519 public key (docs/PROTOCOL.md §9.1). */
+export function encryptionKeyIdOf(publicKey: Uint8Array): string {
+  const canonical = `{"crv":"X25519","kty":"OKP","x":"${toBase64Url(publicKey)}"}`;
+  return createHash("sha256").update(canonical).digest("base64url");
+}
+
+export function encryptionKeyOf(privateKey: KeyObject, createdAtMs: number, retiredUntilMs?: number): EncryptionKey {
+  if (privateKey.asymmetricKeyType !== "x25519") throw new TypeError(`not an X25519 key: ${privateKey.asymmetricKeyType ?? "unknown"}`);
+  const publicKey = new Uint8Array(rawPublicKey(privateKey));
+  return { privateKey, publicKey, keyId: encryptionKeyIdOf(publicKey), createdAtMs, retiredUntilMs };
+}
+
+export function encryptionKeyToPem(key: EncryptionKey): string {
+  return key.privateKey.export({ format: "pem", type: "pkcs8" }).toString();
+}
+
+/** Reads an X25519 private key in PKCS#8 PEM (as `openssl genpkey -algorithm x25519` writes it). */
+export function encryptionKeyFromPem(pem: string, createdAtMs = 0, retiredUntilMs?: number): EncryptionKey {
+  return encryptionKeyOf(createPrivateKey({ key: pem, format: "pem" }), createdAtMs, retiredUntilMs);
+}
+
+/** The keys an agent opens with: the current one first, then the retired ones within their overlap. */
+export class EncryptionKeyRing {
+  private readonly byId = new Map<string, EncryptionKey>();
+
+  constructor(
+    readonly current: EncryptionKey,
+    readonly retired: readonly EncryptionKey[] = [],
+  ) {
+    for (const key of [current, ...retired]) this.byId.set(key.keyId, key);
+  }
+
+  /** The key with this id, if it may still open messages at `nowMs`. */
+  find(keyId: string, nowMs: number = Date.now()): EncryptionKey | undefined {
+    const key = this.byId.get(keyId);
+    if (key === undefined || (key.retiredUntilMs !== undefined && key.retiredUntilMs <= nowMs)) return undefined;
+    return key;
+  }
+
+  /** The keys to publish at `nowMs`: the current one and each retired one still in its overlap. */
+  published(nowMs: number = Date.now()): EncryptionKey[] {
+    return [this.current, ...this.retired.filter((key) => key.retiredUntilMs! > nowMs)];
+  }
+
+  /** A ring with a new random current key and this one retired until `nowMs + overlapMs`. */
+  rotated(nowMs: number = Date.now(), overlapMs = DEFAULT_ENCRYPTION_OVERLAP_MS): EncryptionKeyRing {
+    const retiring = { ...this.current, retiredUntilMs: nowMs + overlapMs };
+    return new EncryptionKeyRing(encryptionKeyOf(generateX25519(), nowMs), [retiring, ...this.retired.filter((key) => key.retiredUntilMs! > nowMs)]);
+  }
+}
+
+const CURRENT_FILE = "encryption.key";
+const RETIRED_DIR = "encryption-retired";
+const RETIRED_LINE = /^# retired-until (\d+) created (\d+)\n/;
+
+async function writeSecret(path: string, text: string): Promise<void> {
+  await writeFile(`${path}.tmp`, text, { mode: 0o600 });
+  await chmod(`${path}.tmp`, 0o600);
+  await rename(`${path}.tmp`, path);
+}
+
+/** Loads the data dir's encryption keys, making the first one when there is none. Retired keys past their overlap are deleted. */
+export async function loadOrCreateEncryptionKeys(dataDir: string, nowMs: number = Date.now()): Promise<EncryptionKeyRing> {
+  await mkdir(dataDir, { recursive: true, mode: 0o700 });
+  let current: EncryptionKey;
+  try {
+    current = encryptionKeyFromPem(await readFile(join(dataDir, CURRENT_FILE), "utf8"), nowMs);
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code !== "ENOENT") throw error;
+    current = encryptionKeyOf(generateX25519(), nowMs);
+    await writeSecret(join(dataDir, CURRENT_FILE), encryptionKeyToPem(current));
+  }
+  const retired: EncryptionKey[] = [];
+  const dir = join(dataDir, RETIRED_DIR);
+  const names = await readdir(dir).catch((error: NodeJS.ErrnoException) => (error.code === "ENOENT" ? [] : Promise.reject(error)));
+  for (const name of names.filter((entry) => entry.endsWith(".key"))) {
+    const text = await readFile(join(dir, name), "utf8");
+    const line = RETIRED_LINE.exec(text);
+    if (line === null) continue;
+    const until = Number(line[1]);
+    if (until <= nowMs) {
+      await rm(join(dir, name), { force: true });
+      continue;
+    }
+    retired.push(encryptionKeyFromPem(text.slice(line[0].length), Number(line[2]), until));
+  }
+  return new EncryptionKeyRing(current, retired);
+}
+
+/** Writes a ring made by `rotated`: the retired keys first, then the new current key. */
+export async function saveEncryptionKeys(dataDir: string, ring: EncryptionKeyRing): Promise<void> {
+  const dir = join(dataDir, RETIRED_DIR);
+  await mkdir(dir, { recursive: true, mode: 0o700 });
+  for (const key of ring.retired) {
+    await writeSecret(join(dir, `${key.keyId}.key`), `# retired-until ${key.retiredUntilMs} created ${key.createdAtMs}\n${encryptionKeyToPem(key)}`);
+  }
+  await writeSecret(join(dataDir, CURRENT_FILE), encryptionKeyToPem(ring.current));
+}
