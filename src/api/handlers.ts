@@ -47,6 +47,12 @@ export interface TaskTypeHandler extends TaskHandler {
    * the requester decides, with no deadline.
    */
   escalation?: MessageInitShape<typeof EscalationPolicySchema>;
+  /**
+   * Take only confidential tasks of this type (docs/PROTOCOL.md §9): a
+   * plaintext request is refused with `confidentiality_required`. The
+   * handler sees plaintext either way and never touches a key.
+   */
+  requiresConfidentiality?: boolean;
 }
 
 /** What a task type is handled with: a {@link TaskFunction} or a {@link TaskTypeHandler}. */
@@ -71,5 +77,6 @@ export function declarationOf(type: string, definition: HandlerDefinition): Supp
     outputSchema: schemaText(described.outputSchema),
     capabilities: described.capabilities ?? [],
     escalation: described.escalation,
+    requiresConfidentiality: described.requiresConfidentiality ?? false,
   });
 }

@@ -4,7 +4,7 @@
 // key, `encryption-retired/<key id>.key` with its end of overlap in the
 // PEM's first line as a comment.
 import { createHash, createPrivateKey, type KeyObject } from "node:crypto";
-import { chmod, mkdir, readdir, readFile, rename, rm, writeFile } from "node:fs/promises";
+import { chmod, mkdir, readdir, readFile, rename, rm, stat, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { toBase64Url } from "./encoding.js";
 import { generateX25519, rawPublicKey } from "./hpke.js";
@@ -90,7 +90,8 @@ export async function loadOrCreateEncryptionKeys(dataDir: string, nowMs: number 
   await mkdir(dataDir, { recursive: true, mode: 0o700 });
   let current: EncryptionKey;
   try {
-    current = encryptionKeyFromPem(await readFile(join(dataDir, CURRENT_FILE), "utf8"), nowMs);
+    const path = join(dataDir, CURRENT_FILE);
+    current = encryptionKeyFromPem(await readFile(path, "utf8"), (await stat(path)).mtimeMs);
   } catch (error) {
     if ((error as NodeJS.ErrnoException).code !== "ENOENT") throw error;
     current = encryptionKeyOf(generateX25519(), nowMs);

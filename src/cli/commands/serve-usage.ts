@@ -10,7 +10,7 @@ export const serveUsage = `usage: synapse serve [--host H] [--port P] [--data-di
                      [--max-file-size BYTES] [--max-concurrent-tasks N] [--max-task-duration SECONDS]
                      [--max-upload-size BYTES] [--upload-quota BYTES] [--upload-quota-first-use BYTES]
                      [--upload-total BYTES] [--upload-reserve BYTES] [--max-uploads N] [--upload-ttl DURATION]
-                     [--escalate-after DURATION [--escalation-contact LEVEL=AGENT_ID]...]
+                     [--escalate-after DURATION [--escalation-contact LEVEL=AGENT_ID]...] [--confidential-only TYPE]...
                      [--task-timeout SECONDS] [--heartbeat-interval SECONDS] [--clock-skew SECONDS]
                      [--max-connections N] [--header-timeout SECONDS] [--body-timeout SECONDS]
                      [--idle-timeout SECONDS] [--write-timeout SECONDS] [--log-level LEVEL]
@@ -66,6 +66,14 @@ decision waits DURATION; then it escalates to the contacts named for the next
 level (--escalation-contact 2=AGENT_ID, 3=AGENT_ID; repeatable), who alone may
 decide there and may read the task from then on; after the last level the task
 fails (execution_timeout). Task types declare this policy (GetTaskTypeCapabilities).
+
+Any task may be confidential (synapse submit --confidential): signed, then
+encrypted to the agent's X25519 key (encryption.key in the data dir, published
+with a signed binding in its capabilities) and kept sealed in the store.
+--confidential-only TYPE (repeatable) takes only confidential tasks of TYPE: a
+plaintext request is refused (confidentiality_required). synapse keygen
+--home DIR --rotate-encryption makes a new key (taken at the next start); the
+old one is still opened for --overlap (default 7d).
 
 Senders' keys are pinned on first use (in the store). With
 --trust-store only the agents listed there are trusted ({"agents": [{"agent_id",

@@ -101,6 +101,7 @@ export async function serve(argv: string[]): Promise<number> {
       "upload-ttl": { type: "string" },
       "escalate-after": { type: "string" },
       "escalation-contact": { type: "string", multiple: true },
+      "confidential-only": { type: "string", multiple: true },
       "task-timeout": { type: "string" },
       "heartbeat-interval": { type: "string" },
       "clock-skew": { type: "string" },
@@ -229,6 +230,10 @@ export async function serve(argv: string[]): Promise<number> {
   };
   const a2aSkill = values["a2a-skill"];
   const taskTypes = REFERENCE_TASK_TYPES.map((taskType) => taskType.type);
+  const confidentialOnly = new Set(values["confidential-only"] ?? []);
+  for (const type of confidentialOnly) {
+    if (!taskTypes.includes(type)) throw new UsageError(`--confidential-only takes one of ${taskTypes.join(", ")}, not ${JSON.stringify(type)}\n\n${serveUsage}`);
+  }
   if (a2aSkill !== undefined && !taskTypes.includes(a2aSkill)) throw new UsageError(`--a2a-skill takes one of ${taskTypes.join(", ")}, not ${JSON.stringify(a2aSkill)}\n\n${serveUsage}`);
   const storeSpec = values.store ?? process.env.SYNAPSE_STORE;
   try {
@@ -265,7 +270,11 @@ export async function serve(argv: string[]): Promise<number> {
   const defaults = defaultAgentCapabilities();
   const capabilities = defaultAgentCapabilities({
     agentName: identity.agentName,
-    supportedTaskTypes: REFERENCE_TASK_TYPES.map((taskType) => (escalation ? { ...taskType, escalation } : taskType)),
+    supportedTaskTypes: REFERENCE_TASK_TYPES.map((taskType) => ({
+      ...taskType,
+      ...(escalation ? { escalation } : {}),
+      ...(confidentialOnly.has(taskType.type) ? { requiresConfidentiality: true } : {}),
+    })),
     maxFileSize: BigInt(maxFileSize ?? DEFAULT_MAX_FILE_SIZE),
     maxConcurrentTasks: maxConcurrentTasks ?? defaults.maxConcurrentTasks,
     maxTaskDurationSeconds: maxTaskDurationSeconds ?? defaults.maxTaskDurationSeconds,
