@@ -175,7 +175,7 @@ func reverse(_ context.Context, task *synapse.Task) (any, error) {
 }
 
 func checkOwnAgent(r *report, cli string) {
-	names := []string{"kit-agent/go-client", "kit-agent/typescript-cli"}
+	names := []string{"kit-agent/go-client", "kit-agent/go-client-confidential", "kit-agent/typescript-cli", "kit-agent/typescript-cli-confidential"}
 	me, err := synapse.NewIdentity()
 	if err != nil {
 		r.skip(names, err.Error())
@@ -189,11 +189,13 @@ func checkOwnAgent(r *report, cli string) {
 	}
 	defer stop()
 	r.check(names[0], func() error { return submitToOwnAgent(url) })
+	r.check(names[1], func() error { return submitConfidentialToOwnAgent(url) })
 	if cli == "" {
-		r.fail(names[1], "not run: no -cli")
+		r.skip(names[2:], "no -cli")
 		return
 	}
-	r.check(names[1], func() error { return cliSubmits(cli, url) })
+	r.check(names[2], func() error { return cliSubmits(cli, url) })
+	r.check(names[3], func() error { return cliSubmitsConfidential(cli, url) })
 }
 
 // submitToOwnAgent: the kit's Client submits "reverse" and watches it.
