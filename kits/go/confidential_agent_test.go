@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/synapse-connect/synapse-go/synapsev1"
@@ -186,7 +188,7 @@ func TestConfidentialFollowUpsAndRefusals(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.Send(ctx, env, 0); ProtocolCode(err) != "confidentiality_required" {
+	if _, err := c.Send(ctx, env, 0); ProtocolCode(err) != "confidentiality_required" || status.Code(err) != codes.InvalidArgument {
 		t.Fatalf("plaintext cancel: %v", err)
 	}
 	// One sealed with another task key is refused.
@@ -196,7 +198,7 @@ func TestConfidentialFollowUpsAndRefusals(t *testing.T) {
 	// A damaged ciphertext, or a header changed after sealing, does not open.
 	damaged := sealedWith(t, me, agent, sent.TaskID, c.TaskKey(sent.TaskID))
 	damaged.Payload[len(damaged.Payload)-1] ^= 1
-	if _, err := c.Send(ctx, damaged, 0); ProtocolCode(err) != "decryption_failed" {
+	if _, err := c.Send(ctx, damaged, 0); ProtocolCode(err) != "decryption_failed" || status.Code(err) != codes.InvalidArgument {
 		t.Fatalf("damaged ciphertext: %v", err)
 	}
 	changed := sealedWith(t, me, agent, sent.TaskID, c.TaskKey(sent.TaskID))
