@@ -72,7 +72,7 @@ func rpcContext(d time.Duration) (context.Context, context.CancelFunc) {
 
 func main() {
 	url := flag.String("url", "", "the server's base URL, http://host:port")
-	vectors := flag.String("vectors", "test/vectors", "directory holding rfc8032-ed25519.json and envelopes.json")
+	vectors := flag.String("vectors", "test/vectors", "directory holding rfc8032-ed25519.json, envelopes.json and confidential.json")
 	cli := flag.String("cli", "", "the TypeScript command line (dist/src/cli/main.js) to submit to this program's agent; empty skips that check")
 	flag.BoolVar(&verbose, "v", false, "log what the server answered to stderr")
 	flag.Parse()
@@ -82,6 +82,7 @@ func main() {
 	}
 	r := &report{}
 	checkVectors(r, *vectors)
+	checkConfidentialVectors(r, *vectors)
 	checkLive(r, *url)
 	checkConfidential(r, *url)
 	checkRegisteredAgent(r, *url)

@@ -105,15 +105,21 @@ type AgentOptions struct {
 // heartbeat; capability_query; executor events pushed for tasks it
 // requested, see ExpectCallbacks), and, with bearer tokens, GetTask,
 // ListTasks and Watch. Every event is sealed once and the same bytes go to
-// every reader.
+// every reader. It takes confidential tasks (PROTOCOL.md §9): it publishes
+// its encryption keys in its capabilities, opens confidential requests and
+// follow-ups, seals every event of such a task with its task key, answers
+// GetTask without the task's content, and refuses a plaintext request for a
+// type that requires confidentiality, or a plaintext follow-up on a
+// confidential task, with confidentiality_required.
 //
 // What it does not do: it keeps everything in memory (no durable store: a
 // restart forgets tasks, pins and the replay memory), pushes no callbacks
 // (a task_request with callback_url is refused with invalid_params: the
 // requester watches or polls), never asks for information or a human
 // decision, does not validate inputs against the declared schemas, produces
-// no result streams (ReadResult answers FAILED_PRECONDITION) and does not
-// serve Handshake.
+// no result streams (ReadResult answers FAILED_PRECONDITION), does not
+// serve Handshake, and takes no confidential callbacks for tasks it
+// requested (encryption_key_unknown). Task keys live in memory only.
 type Agent struct {
 	id      *Identity
 	opts    AgentOptions
