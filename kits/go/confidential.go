@@ -363,8 +363,7 @@ func SealConfidential(id *Identity, m Message, s Sealing) (*synapsev1.Envelope, 
 	} else if len(nonce) != nonceSize {
 		return nil, nil, fmt.Errorf("synapse: the nonce is %d bytes, not %d", len(nonce), nonceSize)
 	}
-	// Seal builds and checks the header; the envelope it signs is dropped.
-	_, header, err := Seal(id, m)
+	header, err := buildHeader(id, m)
 	if err != nil {
 		return nil, nil, err
 	}

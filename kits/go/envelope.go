@@ -97,15 +97,28 @@ type Message struct {
 // exactly those bytes. It returns the envelope that travels and the header
 // it carries.
 func Seal(id *Identity, m Message) (*synapsev1.Envelope, *synapsev1.Header, error) {
+	header, err := buildHeader(id, m)
+	if err != nil {
+		return nil, nil, err
+	}
+	env, err := SealHeader(id, header, m.Payload)
+	if err != nil {
+		return nil, nil, err
+	}
+	return env, header, nil
+}
+
+// buildHeader checks a message and builds its header.
+func buildHeader(id *Identity, m Message) (*synapsev1.Header, error) {
 	want := PayloadType(m.Type)
 	if want == "" {
-		return nil, nil, fmt.Errorf("synapse: unknown message type %v", m.Type)
+		return nil, fmt.Errorf("synapse: unknown message type %v", m.Type)
 	}
 	if m.Payload == nil || string(m.Payload.ProtoReflect().Descriptor().FullName()) != want {
-		return nil, nil, fmt.Errorf("synapse: %v carries %s", m.Type, want)
+		return nil, fmt.Errorf("synapse: %v carries %s", m.Type, want)
 	}
 	if IsTaskScoped(m.Type) && m.TaskID == "" {
-		return nil, nil, fmt.Errorf("synapse: %v needs a task id", m.Type)
+		return nil, fmt.Errorf("synapse: %v needs a task id", m.Type)
 	}
 	sent := m.SentAt
 	if sent.IsZero() {
@@ -119,7 +132,7 @@ func Seal(id *Identity, m Message) (*synapsev1.Envelope, *synapsev1.Header, erro
 	if messageID == "" {
 		messageID = NewUUID()
 	}
-	header := &synapsev1.Header{
+	return &synapsev1.Header{
 		MessageId:       messageID,
 		MessageType:     m.Type,
 		ProtocolVersion: ProtocolVersion,
@@ -134,12 +147,7 @@ func Seal(id *Identity, m Message) (*synapsev1.Envelope, *synapsev1.Header, erro
 		IdempotencyKey:  m.IdempotencyKey,
 		PayloadType:     want,
 		Sequence:        m.Sequence,
-	}
-	env, err := SealHeader(id, header, m.Payload)
-	if err != nil {
-		return nil, nil, err
-	}
-	return env, header, nil
+	}, nil
 }
 
 // SealHeader signs a header the caller built in full (for example a
