@@ -605,6 +605,10 @@ func (c *Client) checkEvent(ev *synapsev1.TaskEvent, want uint64, taskID string)
 	if o.Header.GetTaskId() != taskID {
 		return nil, refuse(synapsev1.ErrorCode_ERROR_CODE_MESSAGE_FORMAT_INVALID, "event %d is about task %q, not %q", want, o.Header.GetTaskId(), taskID)
 	}
+	// Every event of a confidential task is sealed (§9.4).
+	if !o.Confidential() && c.TaskKey(taskID) != nil {
+		return nil, refuse(synapsev1.ErrorCode_ERROR_CODE_CONFIDENTIALITY_REQUIRED, "event %d of confidential task %s is in the clear", want, clip(taskID))
+	}
 	return o, nil
 }
 

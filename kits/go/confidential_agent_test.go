@@ -239,3 +239,42 @@ func TestConfidentialFollowUpsAndRefusals(t *testing.T) {
 		t.Fatalf("cancel reply %v", res.Reply.Header)
 	}
 }
+
+// clearEvents is an executor that streams a confidential task's event in the clear.
+type clearEvents struct {
+	synapsev1.UnimplementedCapabilitiesServiceServer
+	synapsev1.UnimplementedP2PServiceServer
+	id        *Identity
+	requester Peer
+}
+
+func (s *clearEvents) GetCapabilities(context.Context, *synapsev1.GetCapabilitiesRequest) (*synapsev1.GetCapabilitiesResponse, error) {
+	return &synapsev1.GetCapabilitiesResponse{Capabilities: &synapsev1.AgentCapabilities{AgentId: s.id.AgentID, KeyId: s.id.KeyID, PublicKey: s.id.PublicKey}}, nil
+}
+
+func (s *clearEvents) Watch(req *synapsev1.WatchRequest, stream grpc.ServerStreamingServer[synapsev1.WatchResponse]) error {
+	env, _, err := Seal(s.id, Message{Type: synapsev1.MessageType_MESSAGE_TYPE_TASK_CONFIRM, Payload: &synapsev1.TaskConfirmPayload{TaskId: req.GetTaskId(), Confirmed: true},
+		Receiver: s.requester, TaskID: req.GetTaskId(), Sequence: 1})
+	if err != nil {
+		return err
+	}
+	return stream.Send(&synapsev1.WatchResponse{Kind: &synapsev1.WatchResponse_Event{Event: &synapsev1.TaskEvent{Sequence: 1, Message: &synapsev1.SignedMessage{Envelope: env}}}})
+}
+
+func TestClientRefusesEventsInTheClearOnAConfidentialTask(t *testing.T) {
+	me := mustIdentity(t)
+	srv := &clearEvents{id: mustIdentity(t), requester: me.Ref()}
+	url := serve(t, func(s *grpc.Server) {
+		synapsev1.RegisterCapabilitiesServiceServer(s, srv)
+		synapsev1.RegisterP2PServiceServer(s, srv)
+	})
+	c := connect(t, url, me)
+	c.setTaskKey("t", NewTaskKey())
+	for _, err := range c.Watch(ctxFor(t), "t", 1) {
+		if ProtocolCode(err) == "confidentiality_required" {
+			return
+		}
+		t.Fatalf("watch of a confidential task took an event in the clear: %v", err)
+	}
+	t.Fatal("the watch ended without refusing the event")
+}

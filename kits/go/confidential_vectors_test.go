@@ -317,7 +317,22 @@ func TestConfidentialRoundTrip(t *testing.T) {
 	if err != nil || !bytes.Equal(opened.TaskKey, taskKey) {
 		t.Fatalf("open: %v", err)
 	}
-	// A retired key past its overlap no longer opens.
+	// After a rotation the new key is the one to seal to; the retired one
+	// still opens within its overlap, and no longer after it.
+	newer, _ := NewEncryptionKey()
+	newer.CreatedAt = ek.CreatedAt.Add(time.Second)
+	ek.RetiredUntil = time.Now().Add(time.Hour)
+	retired, _ := SignEncryptionKey(executor, ek)
+	fresh, _ := SignEncryptionKey(executor, newer)
+	if cur, err := CurrentEncryptionKey([]*synapsev1.SignedEncryptionKey{retired, fresh}, executor.AgentID, executor.PublicKey); err != nil || cur.GetKeyId() != newer.KeyID {
+		t.Fatalf("current key after rotation: %v", err)
+	}
+	if _, err := CurrentEncryptionKey([]*synapsev1.SignedEncryptionKey{retired}, executor.AgentID, executor.PublicKey); ProtocolCode(err) != "encryption_key_unknown" {
+		t.Fatalf("only a retired key published: %v", err)
+	}
+	if _, err := Open(env, OpenOptions{Trust: TrustOnFirstUse(), Self: executor.AgentID, Confidential: &ConfidentialKeys{EncryptionKeys: []*EncryptionKey{newer, ek}}}); err != nil {
+		t.Fatalf("within the overlap: %v", err)
+	}
 	ek.RetiredUntil = time.Now().Add(-time.Second)
 	if _, err := Open(env, OpenOptions{Trust: TrustOnFirstUse(), Self: executor.AgentID, Confidential: &ConfidentialKeys{EncryptionKeys: []*EncryptionKey{ek}}}); ProtocolCode(err) != "encryption_key_unknown" {
 		t.Fatalf("past the overlap: %v", err)
