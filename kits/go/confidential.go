@@ -141,6 +141,16 @@ func (k *EncryptionKey) MarshalPEM() ([]byte, error) {
 	return pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der}), nil
 }
 
+// Retire marks the key retired: published with retired_until and still
+// opened for overlap (DefaultRetiredOverlap when not positive), so that a
+// new key can take its place (§9.1, rotation).
+func (k *EncryptionKey) Retire(overlap time.Duration) {
+	if overlap <= 0 {
+		overlap = DefaultRetiredOverlap
+	}
+	k.RetiredUntil = time.Now().Add(overlap)
+}
+
 // usable reports whether the key still opens messages at now.
 func (k *EncryptionKey) usable(now time.Time) bool {
 	return k.RetiredUntil.IsZero() || now.Before(k.RetiredUntil)

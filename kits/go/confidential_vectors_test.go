@@ -321,7 +321,10 @@ func TestConfidentialRoundTrip(t *testing.T) {
 	// still opens within its overlap, and no longer after it.
 	newer, _ := NewEncryptionKey()
 	newer.CreatedAt = ek.CreatedAt.Add(time.Second)
-	ek.RetiredUntil = time.Now().Add(time.Hour)
+	ek.Retire(0)
+	if d := time.Until(ek.RetiredUntil); d < DefaultRetiredOverlap-time.Minute || d > DefaultRetiredOverlap {
+		t.Fatalf("retired for %v", d)
+	}
 	retired, _ := SignEncryptionKey(executor, ek)
 	fresh, _ := SignEncryptionKey(executor, newer)
 	if cur, err := CurrentEncryptionKey([]*synapsev1.SignedEncryptionKey{retired, fresh}, executor.AgentID, executor.PublicKey); err != nil || cur.GetKeyId() != newer.KeyID {
