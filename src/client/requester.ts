@@ -173,7 +173,8 @@ export class SynapseClient {
   }
 
   /** Seals and sends one message about a task, in its trace (a span of it when tracing); the reply is addressed to `receiver`. */
-  private sendTraced(type: MessageType, taskId: string, payload: Message, waitMs?: number, receiver?: string): Promise<SendResult> {
+  private async sendTraced(type: MessageType, taskId: string, payload: Message, waitMs?: number, receiver?: string): Promise<SendResult> {
+    await this.learnIfConfidential(taskId);
     return clientSending(type, taskId, this.taskIds.get(taskId)?.trace, (trace: OutgoingTrace) =>
       this.send(this.envelope(type, payload, { taskId, ...trace.fields }), waitMs, receiver, trace.headers),
     );
@@ -325,10 +326,16 @@ export class SynapseClient {
     this.sealedTasks.learn(task);
     const events: VerifiedMessage[] = [];
     if (task.lastSequence > 0n) {
-      for await (const item of this.watch(taskId)) {
-        if (item.kind !== "event") continue;
-        events.push(item.event);
-        if (BigInt(item.sequence) >= task.lastSequence) break;
+      // Read up to the last event and no further: the stream is cancelled then, not left to wait for more.
+      const stop = new AbortController();
+      try {
+        for await (const item of this.watch(taskId, { signal: stop.signal })) {
+          if (item.kind !== "event") continue;
+          events.push(item.event);
+          if (BigInt(item.sequence) >= task.lastSequence) break;
+        }
+      } finally {
+        stop.abort();
       }
     }
     return withEventContent(task, events);
@@ -339,6 +346,13 @@ export class SynapseClient {
     const { task } = await this.p2p.getTask({ taskId }, { headers: await this.authHeaders() });
     if (task === undefined) throw protocolError(ErrorCode.TASK_NOT_FOUND, `no task ${taskId}`);
     return task;
+  }
+
+  /** A task this client did not submit may be confidential: its view says so, and gives its key (wrapped to this requester). */
+  private async learnIfConfidential(taskId: string): Promise<void> {
+    if (this.sealedTasks.has(taskId) || this.taskIds.get(taskId) !== undefined) return;
+    const task = await this.storedTask(taskId).catch(() => undefined); // not visible: the message is refused as for any task
+    if (task !== undefined) this.sealedTasks.learn(task);
   }
 
   /** Whether this client holds the key of a task it submitted confidential (or has read). */

@@ -9,11 +9,15 @@ import { describeTask, messageJson, taskJson } from "../task-output.js";
 
 export const submitUsage = `usage: synapse submit URL --type TASK_TYPE --payload JSON [--wait [--timeout SECONDS] | --watch]
                       [--upload NAME=SHA256:SIZE]... [--task-id ID] [--idempotency-key KEY] [--home DIR] [--protocol P] [--json]
-                      [--a2a] [--binding B] [--token T] [--text TEXT]
+                      [--confidential] [--a2a] [--binding B] [--token T] [--text TEXT]
 
 Sends a signed p2p:task_request. --wait holds the reply until the task ends or
 needs information or a decision (default timeout 300 s); --watch follows its
-events. --upload names a file uploaded before for the handler, under NAME
+events. --confidential signs, then encrypts every message of the task to the
+agent's published encryption key and to this requester's own (HPKE, see
+docs/PROTOCOL.md §9): only the two can read it, and the agent keeps it sealed;
+status, watch, provide-info and decide open it with the key in --home.
+--upload names a file uploaded before for the handler, under NAME
 (data_analysis reads one named csv): \`synapse upload URL FILE --name NAME\`
 prints NAME=SHA256:SIZE as it goes here. Exit status: 0 when the task completed
 or is still under way, 1 when it failed, was rejected or cancelled (or the
@@ -43,6 +47,7 @@ export async function submit(argv: string[]): Promise<number> {
       "task-id": { type: "string" },
       "idempotency-key": { type: "string" },
       upload: { type: "string", multiple: true },
+      confidential: { type: "boolean" },
     },
     submitUsage,
   );
@@ -65,6 +70,7 @@ export async function submit(argv: string[]): Promise<number> {
   if (target.kind === "a2a") {
     if (values["task-id"] !== undefined) throw new UsageError("--task-id: an A2A agent chooses its tasks' ids");
     if (uploads.length > 0) throw new UsageError("--upload: uploads are Synapse's; send files to an A2A agent as parts");
+    if (values.confidential) throw new UsageError("--confidential: A2A has no confidential tasks (it relies on TLS alone)");
     return submitA2A(target.client, {
       type: values.type,
       payload,
@@ -79,7 +85,9 @@ export async function submit(argv: string[]): Promise<number> {
   if (!values.type) throw new UsageError(`--type is required\n\n${submitUsage}`);
   if (values.text !== undefined) throw new UsageError("--text is for A2A agents; put the text in --payload");
   const client = target.client;
-  const sent = await client.submit(values.type, payload, { taskId: values["task-id"], idempotencyKey: values["idempotency-key"], waitMs, uploads });
+  const sent = await client.submit(values.type, payload, { taskId: values["task-id"], idempotencyKey: values["idempotency-key"], waitMs, uploads, confidential: values.confidential });
+  // A confidential task's view carries no content: it is read from its sealed events.
+  if (values.confidential && sent.task) sent.task = await client.getTask(sent.taskId);
   if (values.watch) {
     if (values.json) printJson({ taskId: sent.taskId, reply: sent.reply ? messageJson(sent.reply) : null });
     else printLine(`submitted task ${sent.taskId}`);
