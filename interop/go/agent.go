@@ -181,7 +181,11 @@ func checkOwnAgent(r *report, cli string) {
 		r.skip(names, err.Error())
 		return
 	}
-	agent := synapse.NewAgent(me, synapse.AgentOptions{Name: "Go kit agent", TaskTypes: []synapse.TaskType{{Type: "reverse", Name: "Reverse a text", Handler: reverse}}})
+	agent := synapse.NewAgent(me, synapse.AgentOptions{Name: "Go kit agent", TaskTypes: []synapse.TaskType{
+		{Type: "reverse", Name: "Reverse a text", Handler: reverse},
+		// Taken only confidential: a request in the clear is refused.
+		{Type: "reverse_secret", Name: "Reverse a secret text", Handler: reverse, RequiresConfidentiality: true},
+	}})
 	url, stop, err := startAgent(agent)
 	if err != nil {
 		r.skip(names, err.Error())

@@ -230,8 +230,9 @@ func (s *session) sealedRequest(taskID string) (*synapsev1.Envelope, error) {
 	return env, err
 }
 
-// submitConfidentialToOwnAgent: the kit's Client submits a confidential
-// "reverse" to the kit's agent and reads its sealed events.
+// submitConfidentialToOwnAgent: the kit's Client submits "reverse_secret"
+// to the kit's agent, refused in the clear, then confidential, and reads
+// its sealed events.
 func submitConfidentialToOwnAgent(url string) error {
 	conn, err := synapse.Dial(url)
 	if err != nil {
@@ -248,7 +249,10 @@ func submitConfidentialToOwnAgent(url string) error {
 	if err != nil {
 		return err
 	}
-	sent, err := client.Submit(ctx, "reverse", map[string]any{"text": "Synapse"}, synapse.SubmitOptions{Confidential: true})
+	if _, err := client.Submit(ctx, "reverse_secret", map[string]any{"text": "Synapse"}, synapse.SubmitOptions{}); synapse.ProtocolCode(err) != "confidentiality_required" {
+		return fmt.Errorf("a request in the clear for reverse_secret: %v, want confidentiality_required", err)
+	}
+	sent, err := client.Submit(ctx, "reverse_secret", map[string]any{"text": "Synapse"}, synapse.SubmitOptions{Confidential: true})
 	if err != nil {
 		return err
 	}
@@ -274,9 +278,9 @@ func submitConfidentialToOwnAgent(url string) error {
 }
 
 // cliSubmitsConfidential: `synapse submit URL --protocol grpc --type
-// reverse --confidential --watch --json` against the kit's agent: the
-// TypeScript client seals to the key the Go agent publishes and opens the
-// events it seals.
+// reverse_secret --confidential --watch --json` against the kit's agent
+// (which takes that type only confidential): the TypeScript client seals
+// to the key the Go agent publishes and opens the events it seals.
 func cliSubmitsConfidential(cli, url string) error {
 	home, err := os.MkdirTemp("", "synapse-cli-home-")
 	if err != nil {
@@ -285,7 +289,7 @@ func cliSubmitsConfidential(cli, url string) error {
 	defer os.RemoveAll(home)
 	ctx, cancel := rpcContext(60 * time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, "node", cli, "submit", url, "--protocol", "grpc", "--type", "reverse", "--confidential",
+	cmd := exec.CommandContext(ctx, "node", cli, "submit", url, "--protocol", "grpc", "--type", "reverse_secret", "--confidential",
 		"--payload", `{"text":"secret Go kit"}`, "--watch", "--json", "--home", home)
 	out, err := cmd.CombinedOutput()
 	if err != nil {
