@@ -175,13 +175,17 @@ func reverse(_ context.Context, task *synapse.Task) (any, error) {
 }
 
 func checkOwnAgent(r *report, cli string) {
-	names := []string{"kit-agent/go-client", "kit-agent/typescript-cli"}
+	names := []string{"kit-agent/go-client", "kit-agent/go-client-confidential", "kit-agent/typescript-cli", "kit-agent/typescript-cli-confidential"}
 	me, err := synapse.NewIdentity()
 	if err != nil {
 		r.skip(names, err.Error())
 		return
 	}
-	agent := synapse.NewAgent(me, synapse.AgentOptions{Name: "Go kit agent", TaskTypes: []synapse.TaskType{{Type: "reverse", Name: "Reverse a text", Handler: reverse}}})
+	agent := synapse.NewAgent(me, synapse.AgentOptions{Name: "Go kit agent", TaskTypes: []synapse.TaskType{
+		{Type: "reverse", Name: "Reverse a text", Handler: reverse},
+		// Taken only confidential: a request in the clear is refused.
+		{Type: "reverse_secret", Name: "Reverse a secret text", Handler: reverse, RequiresConfidentiality: true},
+	}})
 	url, stop, err := startAgent(agent)
 	if err != nil {
 		r.skip(names, err.Error())
@@ -189,11 +193,13 @@ func checkOwnAgent(r *report, cli string) {
 	}
 	defer stop()
 	r.check(names[0], func() error { return submitToOwnAgent(url) })
+	r.check(names[1], func() error { return submitConfidentialToOwnAgent(url) })
 	if cli == "" {
-		r.fail(names[1], "not run: no -cli")
+		r.skip(names[2:], "no -cli")
 		return
 	}
-	r.check(names[1], func() error { return cliSubmits(cli, url) })
+	r.check(names[2], func() error { return cliSubmits(cli, url) })
+	r.check(names[3], func() error { return cliSubmitsConfidential(cli, url) })
 }
 
 // submitToOwnAgent: the kit's Client submits "reverse" and watches it.

@@ -2,10 +2,12 @@
 // (github.com/synapse-connect/synapse-go and the stubs it ships, generated
 // from proto/synapse/v1) speaks the Synapse protocol: it checks the
 // language-neutral vectors, then talks gRPC to a running server (a signed
-// task, a verified watch, refusals, bearer tokens, a result stream), runs a
+// task, a verified watch, refusals, bearer tokens, a result stream, a
+// confidential task with a sealed need-info and a sealed result), runs a
 // gRPC-only agent that registers there and receives signed callbacks, and
 // serves a task type of its own with the kit's Agent, submitted to by the
-// kit's client and, with -cli, by the TypeScript command line. It prints one
+// kit's client and, with -cli, by the TypeScript command line (in the clear
+// and confidentially). It prints one
 // line per check, "PASS <name>" or "FAIL <name>: <why>", and exits 1 if any
 // check failed.
 //
@@ -70,7 +72,7 @@ func rpcContext(d time.Duration) (context.Context, context.CancelFunc) {
 
 func main() {
 	url := flag.String("url", "", "the server's base URL, http://host:port")
-	vectors := flag.String("vectors", "test/vectors", "directory holding rfc8032-ed25519.json and envelopes.json")
+	vectors := flag.String("vectors", "test/vectors", "directory holding rfc8032-ed25519.json, envelopes.json and confidential.json")
 	cli := flag.String("cli", "", "the TypeScript command line (dist/src/cli/main.js) to submit to this program's agent; empty skips that check")
 	flag.BoolVar(&verbose, "v", false, "log what the server answered to stderr")
 	flag.Parse()
@@ -80,7 +82,9 @@ func main() {
 	}
 	r := &report{}
 	checkVectors(r, *vectors)
+	checkConfidentialVectors(r, *vectors)
 	checkLive(r, *url)
+	checkConfidential(r, *url)
 	checkRegisteredAgent(r, *url)
 	checkOwnAgent(r, *cli)
 	fmt.Printf("%d passed, %d failed\n", r.passed, r.failed)

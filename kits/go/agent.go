@@ -37,6 +37,9 @@ type TaskType struct {
 	InputSchema, OutputSchema string
 	// Handler runs each task of this type.
 	Handler Handler
+	// RequiresConfidentiality refuses a plaintext task_request of this
+	// type with confidentiality_required (§9).
+	RequiresConfidentiality bool
 }
 
 // Task is a running task as its handler sees it.
@@ -47,6 +50,9 @@ type Task struct {
 	Input *structpb.Struct
 	// Requester is the agent that asked.
 	Requester Peer
+	// Confidential is set when the request was confidential: every event
+	// of the task is then sealed with its task key.
+	Confidential bool
 
 	agent *Agent
 	rec   *taskRecord
@@ -84,6 +90,11 @@ type AgentOptions struct {
 	// HeartbeatInterval: an idle Watch stream gets a signed heartbeat this
 	// often (default 30 s).
 	HeartbeatInterval time.Duration
+	// EncryptionKeys are the agent's X25519 keys for confidential tasks
+	// (§9.1), published in its capabilities with signed bindings: the
+	// newest without RetiredUntil is the one requesters seal to; retired
+	// ones open requests until their RetiredUntil. Default: one fresh key.
+	EncryptionKeys []*EncryptionKey
 }
 
 // Agent is a minimal Synapse executor for a grpc-go server. It serves
@@ -94,15 +105,21 @@ type AgentOptions struct {
 // heartbeat; capability_query; executor events pushed for tasks it
 // requested, see ExpectCallbacks), and, with bearer tokens, GetTask,
 // ListTasks and Watch. Every event is sealed once and the same bytes go to
-// every reader.
+// every reader. It takes confidential tasks (PROTOCOL.md §9): it publishes
+// its encryption keys in its capabilities, opens confidential requests and
+// follow-ups, seals every event of such a task with its task key, answers
+// GetTask without the task's content, and refuses a plaintext request for a
+// type that requires confidentiality, or a plaintext follow-up on a
+// confidential task, with confidentiality_required.
 //
 // What it does not do: it keeps everything in memory (no durable store: a
 // restart forgets tasks, pins and the replay memory), pushes no callbacks
 // (a task_request with callback_url is refused with invalid_params: the
 // requester watches or polls), never asks for information or a human
 // decision, does not validate inputs against the declared schemas, produces
-// no result streams (ReadResult answers FAILED_PRECONDITION) and does not
-// serve Handshake.
+// no result streams (ReadResult answers FAILED_PRECONDITION), does not
+// serve Handshake, and takes no confidential callbacks for tasks it
+// requested (encryption_key_unknown). Task keys live in memory only.
 type Agent struct {
 	id      *Identity
 	opts    AgentOptions
@@ -125,16 +142,20 @@ type seenMessage struct {
 }
 
 type taskRecord struct {
-	id, typ    string
-	requester  Peer
-	request    *synapsev1.TaskRequestPayload
-	state      synapsev1.TaskState
-	progress   uint32
-	status     string
-	events     []*synapsev1.TaskEvent
-	result     *synapsev1.TaskResult
-	failure    *synapsev1.TaskError
-	rejection  *synapsev1.TaskRejectPayload
+	id, typ   string
+	requester Peer
+	request   *synapsev1.TaskRequestPayload
+	state     synapsev1.TaskState
+	progress  uint32
+	status    string
+	events    []*synapsev1.TaskEvent
+	result    *synapsev1.TaskResult
+	failure   *synapsev1.TaskError
+	rejection *synapsev1.TaskRejectPayload
+	// taskKey and conf are set on a confidential task: the key its events
+	// are sealed with, and the request's Confidentiality (wrapped keys).
+	taskKey    []byte
+	conf       *synapsev1.Confidentiality
 	created    time.Time
 	updated    time.Time
 	changed    chan struct{}
@@ -168,6 +189,13 @@ func NewAgent(id *Identity, opts AgentOptions) *Agent {
 		idempotency: map[string]string{}, expected: map[string]*callbackBox{},
 	}
 	a.trust = chain{trust, a.vouched}
+	if len(a.opts.EncryptionKeys) == 0 {
+		k, err := NewEncryptionKey()
+		if err != nil {
+			panic(err) // crypto/rand does not fail on supported platforms
+		}
+		a.opts.EncryptionKeys = []*EncryptionKey{k}
+	}
 	for _, t := range opts.TaskTypes {
 		a.types[t.Type] = t
 	}
@@ -200,7 +228,35 @@ func (a *Agent) Capabilities() *synapsev1.AgentCapabilities {
 	for _, t := range a.sortedTypes() {
 		c.SupportedTaskTypes = append(c.SupportedTaskTypes, supportedType(t))
 	}
+	now := time.Now()
+	for _, k := range a.opts.EncryptionKeys {
+		if !k.usable(now) {
+			continue
+		}
+		if signed, err := SignEncryptionKey(a.id, k); err == nil {
+			c.EncryptionKeys = append(c.EncryptionKeys, signed)
+		}
+	}
 	return c
+}
+
+// EncryptionKeys are the agent's X25519 keys (current and retired).
+func (a *Agent) EncryptionKeys() []*EncryptionKey { return a.opts.EncryptionKeys }
+
+// confidentialKeys is how Send opens a confidential message: a request
+// with the agent's own keys, anything else with its task's key.
+func (a *Agent) confidentialKeys() *ConfidentialKeys {
+	return &ConfidentialKeys{
+		EncryptionKeys: a.opts.EncryptionKeys,
+		TaskKey: func(h *synapsev1.Header) []byte {
+			a.mu.Lock()
+			defer a.mu.Unlock()
+			if t := a.tasks[h.GetTaskId()]; t != nil && t.requester.AgentID == h.GetSender().GetAgentId() {
+				return t.taskKey
+			}
+			return nil
+		},
+	}
 }
 
 func (a *Agent) sortedTypes() []TaskType {
@@ -213,7 +269,7 @@ func (a *Agent) sortedTypes() []TaskType {
 }
 
 func supportedType(t TaskType) *synapsev1.SupportedTaskType {
-	return &synapsev1.SupportedTaskType{Type: t.Type, Name: t.Name, Description: t.Description, InputSchema: t.InputSchema, OutputSchema: t.OutputSchema}
+	return &synapsev1.SupportedTaskType{Type: t.Type, Name: t.Name, Description: t.Description, InputSchema: t.InputSchema, OutputSchema: t.OutputSchema, RequiresConfidentiality: t.RequiresConfidentiality}
 }
 
 // BasicInterfaces are the 8 basic standard interfaces (PROTOCOL.md §4) a
@@ -277,19 +333,36 @@ func (a *Agent) view(t *taskRecord) *synapsev1.Task {
 		LastSequence: uint64(len(t.events)),
 		Result:       t.result, Error: t.failure, Rejection: t.rejection, Request: t.request,
 	}
+	if t.conf != nil {
+		// A confidential task shows its state, never its content (§9.4).
+		v.Confidential = t.conf
+		v.StatusMessage, v.Result, v.Error, v.Rejection, v.Request = "", nil, nil, nil, nil
+	}
 	return v
 }
 
 // record seals the next event of t (the lock is held) and wakes its readers.
 func (a *Agent) record(t *taskRecord, typ synapsev1.MessageType, payload proto.Message, replyTo string, next synapsev1.TaskState) (*synapsev1.SignedMessage, error) {
-	env, header, err := Seal(a.id, Message{
+	m := Message{
 		Type: typ, Payload: payload, Receiver: t.requester, TaskID: t.id, ReplyTo: replyTo,
 		Sequence: uint64(len(t.events) + 1), SessionID: t.request.GetContext().GetSessionId(),
-	})
+	}
+	var env *synapsev1.Envelope
+	var header *synapsev1.Header
+	var err error
+	if t.taskKey != nil {
+		env, header, err = SealConfidential(a.id, m, Sealing{TaskKey: t.taskKey})
+	} else {
+		env, header, err = Seal(a.id, m)
+	}
 	if err != nil {
 		return nil, err
 	}
-	msg := &synapsev1.SignedMessage{Envelope: env, View: (&Opened{Header: header, Payload: payload}).View()}
+	view := (&Opened{Header: header, Payload: payload}).View()
+	if t.taskKey != nil {
+		view = &synapsev1.EnvelopeView{Header: header}
+	}
+	msg := &synapsev1.SignedMessage{Envelope: env, View: view}
 	t.events = append(t.events, &synapsev1.TaskEvent{Sequence: header.GetSequence(), Message: msg})
 	t.state = next
 	t.updated = time.Now()
@@ -314,7 +387,7 @@ func (a *Agent) progress(t *taskRecord, percent uint32, message string) error {
 // run runs a confirmed task's handler and records its outcome.
 func (a *Agent) run(t *taskRecord, tt TaskType, ctx context.Context) {
 	defer t.cancel()
-	task := &Task{ID: t.id, Type: t.typ, Input: t.request.GetTask().GetPayload(), Requester: t.requester, agent: a, rec: t}
+	task := &Task{ID: t.id, Type: t.typ, Input: t.request.GetTask().GetPayload(), Requester: t.requester, Confidential: t.taskKey != nil, agent: a, rec: t}
 	out, err := func() (out any, err error) {
 		defer func() {
 			if p := recover(); p != nil {
@@ -375,7 +448,7 @@ type p2pServer struct {
 
 func (s *p2pServer) Send(ctx context.Context, req *synapsev1.SendRequest) (*synapsev1.SendResponse, error) {
 	a := s.a
-	o, err := Open(req.GetEnvelope(), OpenOptions{Trust: a.trust, Self: a.id.AgentID, SelfKeyID: a.id.KeyID, ClockSkew: a.opts.ClockSkew})
+	o, err := Open(req.GetEnvelope(), OpenOptions{Trust: a.trust, Self: a.id.AgentID, SelfKeyID: a.id.KeyID, ClockSkew: a.opts.ClockSkew, Confidential: a.confidentialKeys()})
 	if err != nil {
 		return nil, err
 	}
@@ -468,6 +541,15 @@ func (a *Agent) ownTask(o *Opened) (*taskRecord, error) {
 	t := a.tasks[o.Header.GetTaskId()]
 	if t == nil || t.requester.AgentID != o.Header.GetSender().GetAgentId() {
 		return nil, taskNotFound(o.Header.GetTaskId())
+	}
+	// On a confidential task the requester's messages that carry content
+	// are confidential too (§9.4).
+	if t.taskKey != nil && !o.Confidential() {
+		switch o.Type() {
+		case synapsev1.MessageType_MESSAGE_TYPE_TASK_CANCEL, synapsev1.MessageType_MESSAGE_TYPE_TASK_INFO_PROVIDED,
+			synapsev1.MessageType_MESSAGE_TYPE_HUMAN_DECISION:
+			return nil, refuse(synapsev1.ErrorCode_ERROR_CODE_CONFIDENTIALITY_REQUIRED, "task %s is confidential: a plaintext %v is refused", clip(t.id), o.Type())
+		}
 	}
 	return t, nil
 }
@@ -594,6 +676,9 @@ func (a *Agent) accept(o *Opened) (*synapsev1.SignedMessage, *taskRecord, error)
 		r.Status = codes.AlreadyExists
 		return nil, nil, r
 	}
+	if tt, ok := a.types[req.GetTask().GetType()]; ok && tt.RequiresConfidentiality && !o.Confidential() {
+		return nil, nil, refuse(synapsev1.ErrorCode_ERROR_CODE_CONFIDENTIALITY_REQUIRED, "task type %q takes only confidential requests", clip(tt.Type))
+	}
 	if a.heartbeat().GetActiveTasks() >= uint32(a.opts.MaxConcurrentTasks) {
 		return nil, nil, &Refusal{Code: synapsev1.ErrorCode_ERROR_CODE_CONCURRENCY_LIMIT, Message: fmt.Sprintf("this agent runs at most %d tasks at once", a.opts.MaxConcurrentTasks)}
 	}
@@ -606,6 +691,9 @@ func (a *Agent) accept(o *Opened) (*synapsev1.SignedMessage, *taskRecord, error)
 		id: id, typ: req.GetTask().GetType(), requester: requester, request: req,
 		state: synapsev1.TaskState_TASK_STATE_PENDING, created: now, updated: now,
 		changed: make(chan struct{}), requestID: o.Header.GetMessageId(), cancel: func() {},
+	}
+	if o.Confidential() {
+		t.taskKey, t.conf = o.TaskKey, o.Header.GetConfidential()
 	}
 	tt, ok := a.types[t.typ]
 	var reason *synapsev1.Reason

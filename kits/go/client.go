@@ -62,6 +62,10 @@ type ClientOptions struct {
 	// never). Send is idempotent by message id: a message the executor
 	// already processed gets its stored reply and has no second effect.
 	SendRetries int
+	// EncryptionKey is the requester's X25519 key for confidential tasks:
+	// each task key is wrapped to it too, so that a process holding it can
+	// read the task later (GetTask). Default: a fresh key.
+	EncryptionKey *EncryptionKey
 }
 
 // Client is a requester talking to one executor over gRPC: it seals every
@@ -80,9 +84,12 @@ type Client struct {
 	delay   time.Duration
 	resends int
 
-	mu      sync.Mutex
-	token   string
-	renewAt time.Time
+	enc *EncryptionKey
+
+	mu       sync.Mutex
+	token    string
+	renewAt  time.Time
+	taskKeys map[string][]byte
 }
 
 // NewClient learns the executor's identity with GetCapabilities (checking
@@ -107,10 +114,17 @@ func NewClient(ctx context.Context, conn grpc.ClientConnInterface, id *Identity,
 		id:           id,
 		p2p:          synapsev1.NewP2PServiceClient(conn),
 		// The agent at the URL the caller chose is trusted, whatever its id's form.
-		trust:   NewTrustStore(executor),
-		retries: opts.MaxRetries,
-		delay:   opts.RetryBaseDelay,
-		resends: opts.SendRetries,
+		trust:    NewTrustStore(executor),
+		retries:  opts.MaxRetries,
+		delay:    opts.RetryBaseDelay,
+		resends:  opts.SendRetries,
+		enc:      opts.EncryptionKey,
+		taskKeys: map[string][]byte{},
+	}
+	if c.enc == nil {
+		if c.enc, err = NewEncryptionKey(); err != nil {
+			return nil, err
+		}
 	}
 	if c.retries <= 0 {
 		c.retries = 5
@@ -130,15 +144,59 @@ func NewClient(ctx context.Context, conn grpc.ClientConnInterface, id *Identity,
 // Identity is the requester's identity.
 func (c *Client) Identity() *Identity { return c.id }
 
-// Seal seals a message of type t about taskID to the executor.
+// Seal seals a message of type t about taskID to the executor: with the
+// task's key when the task is confidential and the client holds its key.
 func (c *Client) Seal(t synapsev1.MessageType, payload proto.Message, taskID string) (*synapsev1.Envelope, *synapsev1.Header, error) {
-	return Seal(c.id, Message{Type: t, Payload: payload, Receiver: c.Executor, TaskID: taskID})
+	m := Message{Type: t, Payload: payload, Receiver: c.Executor, TaskID: taskID}
+	if key := c.TaskKey(taskID); key != nil {
+		return SealConfidential(c.id, m, Sealing{TaskKey: key})
+	}
+	return Seal(c.id, m)
+}
+
+// EncryptionKey is the requester's own X25519 key.
+func (c *Client) EncryptionKey() *EncryptionKey { return c.enc }
+
+// TaskKey is the key of a confidential task this client submitted or
+// learned with GetTask, or nil.
+func (c *Client) TaskKey(taskID string) []byte {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.taskKeys[taskID]
+}
+
+func (c *Client) setTaskKey(taskID string, key []byte) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.taskKeys[taskID] = key
+}
+
+// learnTaskKey unwraps a confidential task's key from Task.confidential
+// with the requester's own encryption key, when it is not in memory.
+func (c *Client) learnTaskKey(task *synapsev1.Task) error {
+	conf := task.GetConfidential()
+	if conf == nil || c.TaskKey(task.GetTaskId()) != nil {
+		return nil
+	}
+	sender := task.GetRequester()
+	if sender.GetKeyId() == "" {
+		sender = &synapsev1.AgentRef{AgentId: c.id.AgentID, KeyId: c.id.KeyID}
+	}
+	key, err := UnwrapTaskKey(conf, task.GetTaskId(), sender, c.id.AgentID, []*EncryptionKey{c.enc}, time.Now())
+	if err != nil {
+		return err
+	}
+	c.setTaskKey(task.GetTaskId(), key)
+	return nil
 }
 
 // Verify opens a message the executor signed and addressed to this
 // requester. records skips the freshness check, for events read back.
 func (c *Client) Verify(env *synapsev1.Envelope, records bool) (*Opened, error) {
-	o, err := Open(env, OpenOptions{Trust: c.trust, Self: c.id.AgentID, Records: records})
+	o, err := Open(env, OpenOptions{Trust: c.trust, Self: c.id.AgentID, Records: records, Confidential: &ConfidentialKeys{
+		EncryptionKeys: []*EncryptionKey{c.enc},
+		TaskKey:        func(h *synapsev1.Header) []byte { return c.TaskKey(h.GetTaskId()) },
+	}})
 	if err != nil {
 		return nil, err
 	}
@@ -210,6 +268,11 @@ type SubmitOptions struct {
 	CallbackURL string
 	Priority    synapsev1.TaskPriority
 	SessionID   string
+	// Confidential seals the task (§9): the executor's current encryption
+	// key is taken from its capabilities and its binding verified against
+	// its identity key; the task key is wrapped to it and to this
+	// requester, and every message and event of the task is sealed.
+	Confidential bool
 }
 
 // Submit sends a signed task_request for taskType with the JSON-like input
@@ -241,10 +304,17 @@ func (c *Client) Submit(ctx context.Context, taskType string, input any, opts Su
 	if opts.SessionID != "" {
 		request.Context = &synapsev1.TaskContext{SessionId: opts.SessionID}
 	}
-	env, _, err := Seal(c.id, Message{
+	m := Message{
 		Type: synapsev1.MessageType_MESSAGE_TYPE_TASK_REQUEST, Payload: request, Receiver: c.Executor,
 		TaskID: taskID, IdempotencyKey: opts.IdempotencyKey, SessionID: opts.SessionID,
-	})
+	}
+	var env *synapsev1.Envelope
+	var err error
+	if opts.Confidential {
+		env, err = c.sealRequest(m)
+	} else {
+		env, _, err = Seal(c.id, m)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -256,16 +326,70 @@ func (c *Client) Submit(ctx context.Context, taskType string, input any, opts Su
 	return res, nil
 }
 
-// Cancel sends a signed task_cancel; the reply is the executor's task_ack.
+// sealRequest seals a confidential task_request: a fresh task key wrapped
+// to the executor's current encryption key (its binding verified against
+// the executor's identity key) and to the requester's own.
+func (c *Client) sealRequest(m Message) (*synapsev1.Envelope, error) {
+	to, err := CurrentEncryptionKey(c.Capabilities.GetEncryptionKeys(), c.Executor.AgentID, c.Executor.PublicKey)
+	if err != nil {
+		return nil, err
+	}
+	self, err := SignEncryptionKey(c.id, c.enc)
+	if err != nil {
+		return nil, err
+	}
+	own, err := VerifyEncryptionKey(self, c.id.AgentID, c.id.PublicKey)
+	if err != nil {
+		return nil, err
+	}
+	key := NewTaskKey()
+	sender := &synapsev1.AgentRef{AgentId: c.id.AgentID, KeyId: c.id.KeyID}
+	var wrapped []*synapsev1.WrappedKey
+	for _, b := range []*synapsev1.EncryptionKeyBinding{to, own} {
+		w, err := WrapTaskKey(key, m.TaskID, sender, b)
+		if err != nil {
+			return nil, err
+		}
+		wrapped = append(wrapped, w)
+	}
+	env, _, err := SealConfidential(c.id, m, Sealing{TaskKey: key, Keys: wrapped})
+	if err != nil {
+		return nil, err
+	}
+	c.setTaskKey(m.TaskID, key)
+	return env, nil
+}
+
+// Cancel sends a signed task_cancel (sealed on a confidential task); the
+// reply is the executor's task_ack.
 func (c *Client) Cancel(ctx context.Context, taskID, reason string) (*SendResult, error) {
-	env, _, err := Seal(c.id, Message{
-		Type: synapsev1.MessageType_MESSAGE_TYPE_TASK_CANCEL, Payload: &synapsev1.TaskCancelPayload{TaskId: taskID, Reason: reason},
-		Receiver: c.Executor, TaskID: taskID,
-	})
+	env, _, err := c.Seal(synapsev1.MessageType_MESSAGE_TYPE_TASK_CANCEL, &synapsev1.TaskCancelPayload{TaskId: taskID, Reason: reason}, taskID)
 	if err != nil {
 		return nil, err
 	}
 	return c.Send(ctx, env, 0)
+}
+
+// ProvideInfo answers a task_need_info with the missing fields (a
+// map[string]any or a *structpb.Struct), sealed on a confidential task;
+// a positive wait holds the answer as Submit's does.
+func (c *Client) ProvideInfo(ctx context.Context, taskID string, fields any, wait time.Duration) (*SendResult, error) {
+	s, ok := fields.(*structpb.Struct)
+	if !ok {
+		m, isMap := fields.(map[string]any)
+		if fields != nil && !isMap {
+			return nil, fmt.Errorf("synapse: fields must be a map[string]any or *structpb.Struct, not %T", fields)
+		}
+		var err error
+		if s, err = structpb.NewStruct(m); err != nil {
+			return nil, fmt.Errorf("synapse: fields: %w", err)
+		}
+	}
+	env, _, err := c.Seal(synapsev1.MessageType_MESSAGE_TYPE_TASK_INFO_PROVIDED, &synapsev1.TaskInfoProvidedPayload{TaskId: taskID, Fields: s}, taskID)
+	if err != nil {
+		return nil, err
+	}
+	return c.Send(ctx, env, wait)
 }
 
 // Token is a bearer token for the executor, made afresh.
@@ -288,7 +412,10 @@ func (c *Client) authorized(ctx context.Context) (context.Context, error) {
 	return WithBearer(ctx, c.token), nil
 }
 
-// GetTask returns a task's current state (bearer-token authenticated).
+// GetTask returns a task's current state (bearer-token authenticated). Of
+// a confidential task it learns the task key from Task.confidential (the
+// key wrapped to this requester) when it is not in memory, so that its
+// events and result open afterwards.
 func (c *Client) GetTask(ctx context.Context, taskID string) (*synapsev1.Task, error) {
 	ctx, err := c.authorized(ctx)
 	if err != nil {
@@ -296,6 +423,12 @@ func (c *Client) GetTask(ctx context.Context, taskID string) (*synapsev1.Task, e
 	}
 	resp, err := c.p2p.GetTask(ctx, &synapsev1.GetTaskRequest{TaskId: taskID})
 	if err != nil {
+		return nil, err
+	}
+	if resp.GetTask().GetTaskId() != taskID {
+		return nil, refuse(synapsev1.ErrorCode_ERROR_CODE_MESSAGE_FORMAT_INVALID, "asked for task %s, got %q", clip(taskID), clip(resp.GetTask().GetTaskId()))
+	}
+	if err := c.learnTaskKey(resp.GetTask()); err != nil {
 		return nil, err
 	}
 	return resp.GetTask(), nil
@@ -421,6 +554,12 @@ func (c *Client) watchOnce(ctx context.Context, taskID string, next *uint64, saw
 				continue
 			}
 			*sawSnapshot = true
+			if kind.Snapshot.GetTaskId() == taskID {
+				if err := c.learnTaskKey(kind.Snapshot); err != nil {
+					yield(nil, err)
+					return errStop
+				}
+			}
 			item = &WatchItem{Snapshot: kind.Snapshot}
 		case *synapsev1.WatchResponse_Heartbeat:
 			o, err := c.Verify(kind.Heartbeat.GetEnvelope(), false)
@@ -466,6 +605,10 @@ func (c *Client) checkEvent(ev *synapsev1.TaskEvent, want uint64, taskID string)
 	if o.Header.GetTaskId() != taskID {
 		return nil, refuse(synapsev1.ErrorCode_ERROR_CODE_MESSAGE_FORMAT_INVALID, "event %d is about task %q, not %q", want, o.Header.GetTaskId(), taskID)
 	}
+	// Every event of a confidential task is sealed (§9.4).
+	if !o.Confidential() && c.TaskKey(taskID) != nil {
+		return nil, refuse(synapsev1.ErrorCode_ERROR_CODE_CONFIDENTIALITY_REQUIRED, "event %d of confidential task %s is in the clear", want, clip(taskID))
+	}
 	return o, nil
 }
 
@@ -482,8 +625,22 @@ type ReadResultOptions struct {
 
 // ReadResult reads a task's result stream (TaskResult.stream), resuming
 // after a dropped connection from the bytes it has, and returns the whole
-// stream once its size and SHA-256 match what the executor signed.
+// stream once its size and SHA-256 match what the executor signed. The
+// stream of a confidential task is sealed records: when the client holds
+// the task's key (it submitted the task, or learned the key with GetTask
+// or Watch) it returns them opened, the plaintext.
 func (c *Client) ReadResult(ctx context.Context, taskID string, opts ReadResultOptions) ([]byte, error) {
+	sealed, err := c.readResult(ctx, taskID, opts)
+	if err != nil {
+		return nil, err
+	}
+	if key := c.TaskKey(taskID); key != nil {
+		return OpenResult(key, taskID, sealed)
+	}
+	return sealed, nil
+}
+
+func (c *Client) readResult(ctx context.Context, taskID string, opts ReadResultOptions) ([]byte, error) {
 	buf := bytes.NewBuffer(append([]byte(nil), opts.Received...))
 	for attempt := 0; ; {
 		last, err := c.readOnce(ctx, taskID, buf, &attempt)

@@ -7,7 +7,10 @@
 // [Client] (Send with wait, Watch with resume and verification of every
 // event, GetTask, ReadResult with resume and a SHA-256 check) and a minimal
 // executor, [Agent], that serves CapabilitiesService and P2PService from a
-// grpc-go server.
+// grpc-go server. Confidential tasks (§9) use the standard library's
+// crypto/hpke, crypto/hkdf and AES-128-GCM: [SealConfidential], [Open] with
+// [OpenOptions].Confidential, [SubmitOptions].Confidential, and an Agent
+// that publishes its [EncryptionKey] and seals every event of such a task.
 //
 // The message types and gRPC stubs generated from proto/synapse/v1 live in
 // the package [github.com/synapse-connect/synapse-go/synapsev1]; import that

@@ -97,15 +97,28 @@ type Message struct {
 // exactly those bytes. It returns the envelope that travels and the header
 // it carries.
 func Seal(id *Identity, m Message) (*synapsev1.Envelope, *synapsev1.Header, error) {
+	header, err := buildHeader(id, m)
+	if err != nil {
+		return nil, nil, err
+	}
+	env, err := SealHeader(id, header, m.Payload)
+	if err != nil {
+		return nil, nil, err
+	}
+	return env, header, nil
+}
+
+// buildHeader checks a message and builds its header.
+func buildHeader(id *Identity, m Message) (*synapsev1.Header, error) {
 	want := PayloadType(m.Type)
 	if want == "" {
-		return nil, nil, fmt.Errorf("synapse: unknown message type %v", m.Type)
+		return nil, fmt.Errorf("synapse: unknown message type %v", m.Type)
 	}
 	if m.Payload == nil || string(m.Payload.ProtoReflect().Descriptor().FullName()) != want {
-		return nil, nil, fmt.Errorf("synapse: %v carries %s", m.Type, want)
+		return nil, fmt.Errorf("synapse: %v carries %s", m.Type, want)
 	}
 	if IsTaskScoped(m.Type) && m.TaskID == "" {
-		return nil, nil, fmt.Errorf("synapse: %v needs a task id", m.Type)
+		return nil, fmt.Errorf("synapse: %v needs a task id", m.Type)
 	}
 	sent := m.SentAt
 	if sent.IsZero() {
@@ -119,7 +132,7 @@ func Seal(id *Identity, m Message) (*synapsev1.Envelope, *synapsev1.Header, erro
 	if messageID == "" {
 		messageID = NewUUID()
 	}
-	header := &synapsev1.Header{
+	return &synapsev1.Header{
 		MessageId:       messageID,
 		MessageType:     m.Type,
 		ProtocolVersion: ProtocolVersion,
@@ -134,12 +147,7 @@ func Seal(id *Identity, m Message) (*synapsev1.Envelope, *synapsev1.Header, erro
 		IdempotencyKey:  m.IdempotencyKey,
 		PayloadType:     want,
 		Sequence:        m.Sequence,
-	}
-	env, err := SealHeader(id, header, m.Payload)
-	if err != nil {
-		return nil, nil, err
-	}
-	return env, header, nil
+	}, nil
 }
 
 // SealHeader signs a header the caller built in full (for example a
@@ -189,6 +197,10 @@ type OpenOptions struct {
 	ClockSkew time.Duration
 	// Now defaults to time.Now.
 	Now func() time.Time
+	// Confidential finds the task keys of confidential messages (§9.3):
+	// without it, a confidential message is refused with
+	// encryption_key_unknown.
+	Confidential *ConfidentialKeys
 }
 
 // Opened is an envelope that passed every check, parsed.
@@ -199,10 +211,18 @@ type Opened struct {
 	Payload proto.Message
 	// PublicKey is the sender's verified key.
 	PublicKey ed25519.PublicKey
-	// Digest is SHA-256 over the signing input and the signature: two
-	// envelopes with equal digests are the same envelope.
+	// Digest is SHA-256 over the signing input and the signature (for a
+	// confidential envelope, over PAE of its header and sealed payload as
+	// they travelled): two envelopes with equal digests are the same.
 	Digest [32]byte
+	// TaskKey is the task key a confidential message opened with (nil on a
+	// plaintext message); PlainPayload and InnerSignature are what it
+	// decrypted to.
+	TaskKey, PlainPayload, InnerSignature []byte
 }
+
+// Confidential reports whether the message was sealed confidentially.
+func (o *Opened) Confidential() bool { return o.TaskKey != nil }
 
 // Type is the message type.
 func (o *Opened) Type() synapsev1.MessageType { return o.Header.GetMessageType() }
@@ -221,33 +241,33 @@ var semver = regexp.MustCompile(`^v?(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)(?:[
 // the key from the trust policy or the embedded one; verified), then the
 // header is parsed and the sender's key id bound to the signature, the key
 // to the sender's agent id, the receiver (and its key id), the protocol
-// version, the clock skew and expiry, and the payload type. A refusal is a
+// version, the clock skew and expiry, and the payload type. An envelope
+// whose signature has no value and whose header has confidential set is
+// opened as §9.3 says (see OpenOptions.Confidential). A refusal is a
 // *Refusal with the protocol code of the failed check.
 func Open(env *synapsev1.Envelope, opt OpenOptions) (*Opened, error) {
 	if opt.Trust == nil {
 		return nil, fmt.Errorf("synapse: Open needs a TrustPolicy")
 	}
 	sig := env.GetSignature()
+	// A confidential envelope carries its signature inside the ciphertext.
+	if sig != nil && len(sig.GetValue()) == 0 {
+		header := &synapsev1.Header{}
+		if proto.Unmarshal(env.GetHeader(), header) == nil && header.GetConfidential() != nil {
+			return openConfidential(env, header, opt)
+		}
+	}
 	// 1. A signature is present, Ed25519, 64 bytes.
 	if len(sig.GetValue()) == 0 {
 		return nil, refuse(synapsev1.ErrorCode_ERROR_CODE_SIGNATURE_INVALID, "envelope is not signed")
 	}
-	if sig.GetAlgorithm() != synapsev1.SignatureAlgorithm_SIGNATURE_ALGORITHM_ED25519 {
-		return nil, refuse(synapsev1.ErrorCode_ERROR_CODE_SIGNATURE_INVALID, "signature algorithm %v is not Ed25519", sig.GetAlgorithm())
-	}
-	if len(sig.GetValue()) != ed25519.SignatureSize {
+	if len(sig.GetValue()) != ed25519.SignatureSize && sig.GetAlgorithm() == synapsev1.SignatureAlgorithm_SIGNATURE_ALGORITHM_ED25519 {
 		return nil, refuse(synapsev1.ErrorCode_ERROR_CODE_SIGNATURE_INVALID, "signature is %d bytes, not 64", len(sig.GetValue()))
 	}
 	// 2. The key: the trusted one for key_id, else the embedded one.
-	pub := opt.Trust.KeyFor(sig.GetKeyId())
-	if pub == nil && len(sig.GetPublicKey()) > 0 {
-		if len(sig.GetPublicKey()) != ed25519.PublicKeySize || KeyID(sig.GetPublicKey()) != sig.GetKeyId() {
-			return nil, refuse(synapsev1.ErrorCode_ERROR_CODE_SIGNATURE_INVALID, "embedded public key does not match key_id")
-		}
-		pub = sig.GetPublicKey()
-	}
-	if pub == nil {
-		return nil, refuse(synapsev1.ErrorCode_ERROR_CODE_UNKNOWN_SENDER, "no public key known for key id %q", clip(sig.GetKeyId()))
+	pub, err := signerKey(sig, opt.Trust)
+	if err != nil {
+		return nil, err
 	}
 	// 3. The signature verifies over the bytes received.
 	input := SigningInput(env.GetHeader(), env.GetPayload())
@@ -259,6 +279,87 @@ func Open(env *synapsev1.Envelope, opt OpenOptions) (*Opened, error) {
 	if err := proto.Unmarshal(env.GetHeader(), header); err != nil {
 		return nil, refuse(synapsev1.ErrorCode_ERROR_CODE_MESSAGE_FORMAT_INVALID, "header bytes are not a synapse.v1.Header")
 	}
+	field, err := checkHeader(header, sig, pub, opt)
+	if err != nil {
+		return nil, err
+	}
+	payload, err := parsePayload(field, env.GetPayload())
+	if err != nil {
+		return nil, err
+	}
+	sender := header.GetSender().GetAgentId()
+	if p, ok := opt.Trust.(Pinner); ok {
+		p.Accepted(sender, sig.GetKeyId(), pub)
+	}
+	h := sha256.New()
+	h.Write(input)
+	h.Write(sig.GetValue())
+	o := &Opened{Envelope: env, Header: header, Payload: payload, PublicKey: pub}
+	h.Sum(o.Digest[:0])
+	return o, nil
+}
+
+// signerKey is the sender's public key: the trusted one for key_id, else
+// the embedded one when its thumbprint is key_id.
+func signerKey(sig *synapsev1.Signature, trust TrustPolicy) (ed25519.PublicKey, error) {
+	if sig.GetAlgorithm() != synapsev1.SignatureAlgorithm_SIGNATURE_ALGORITHM_ED25519 {
+		return nil, refuse(synapsev1.ErrorCode_ERROR_CODE_SIGNATURE_INVALID, "signature algorithm %v is not Ed25519", sig.GetAlgorithm())
+	}
+	pub := trust.KeyFor(sig.GetKeyId())
+	if pub == nil && len(sig.GetPublicKey()) > 0 {
+		if len(sig.GetPublicKey()) != ed25519.PublicKeySize || KeyID(sig.GetPublicKey()) != sig.GetKeyId() {
+			return nil, refuse(synapsev1.ErrorCode_ERROR_CODE_SIGNATURE_INVALID, "embedded public key does not match key_id")
+		}
+		pub = sig.GetPublicKey()
+	}
+	if pub == nil {
+		return nil, refuse(synapsev1.ErrorCode_ERROR_CODE_UNKNOWN_SENDER, "no public key known for key id %q", clip(sig.GetKeyId()))
+	}
+	return pub, nil
+}
+
+// openConfidential is §9.3: every header check before decryption, then the
+// task key, the payload opened, the signature inside verified.
+func openConfidential(env *synapsev1.Envelope, header *synapsev1.Header, opt OpenOptions) (*Opened, error) {
+	sig := env.GetSignature()
+	pub, err := signerKey(sig, opt.Trust)
+	if err != nil {
+		return nil, err
+	}
+	field, err := checkHeader(header, sig, pub, opt)
+	if err != nil {
+		return nil, err
+	}
+	now := time.Now()
+	if opt.Now != nil {
+		now = opt.Now()
+	}
+	taskKey, err := opt.Confidential.taskKeyFor(header, opt.Self, now)
+	if err != nil {
+		return nil, err
+	}
+	inner, plain, err := OpenSealedPayload(env.GetHeader(), header, env.GetPayload(), taskKey)
+	if err != nil {
+		return nil, err
+	}
+	if !ed25519.Verify(pub, SigningInput(env.GetHeader(), plain), inner) {
+		return nil, refuse(synapsev1.ErrorCode_ERROR_CODE_INNER_SIGNATURE_INVALID, "the signature inside the confidential payload does not verify")
+	}
+	payload, err := parsePayload(field, plain)
+	if err != nil {
+		return nil, err
+	}
+	if p, ok := opt.Trust.(Pinner); ok {
+		p.Accepted(header.GetSender().GetAgentId(), sig.GetKeyId(), pub)
+	}
+	o := &Opened{Envelope: env, Header: header, Payload: payload, PublicKey: pub, TaskKey: taskKey, PlainPayload: plain, InnerSignature: inner}
+	o.Digest = sha256.Sum256(SigningInput(env.GetHeader(), env.GetPayload()))
+	return o, nil
+}
+
+// checkHeader is checks 4 to 9 of §2.4 on a parsed header; it returns the
+// payload's field of synapse.v1.Payload.
+func checkHeader(header *synapsev1.Header, sig *synapsev1.Signature, pub ed25519.PublicKey, opt OpenOptions) (protoreflect.FieldDescriptor, error) {
 	if err := checkHeaderStrings(header); err != nil {
 		return nil, err
 	}
@@ -299,7 +400,7 @@ func Open(env *synapsev1.Envelope, opt OpenOptions) (*Opened, error) {
 	if err := checkTime(header, opt); err != nil {
 		return nil, err
 	}
-	// 9. The payload is the message type's, and parses.
+	// 9. The payload is the message type's.
 	field := payloadField(header.GetMessageType())
 	if field == nil {
 		return nil, refuse(synapsev1.ErrorCode_ERROR_CODE_MESSAGE_FORMAT_INVALID, "unknown message type %v", header.GetMessageType())
@@ -311,19 +412,16 @@ func Open(env *synapsev1.Envelope, opt OpenOptions) (*Opened, error) {
 	if IsTaskScoped(header.GetMessageType()) && header.GetTaskId() == "" {
 		return nil, refuse(synapsev1.ErrorCode_ERROR_CODE_MESSAGE_FORMAT_INVALID, "%v requires header.task_id", header.GetMessageType())
 	}
+	return field, nil
+}
+
+// parsePayload parses the payload bytes as the field's message.
+func parsePayload(field protoreflect.FieldDescriptor, b []byte) (proto.Message, error) {
 	payload := (&synapsev1.Payload{}).ProtoReflect().NewField(field).Message().Interface()
-	if err := proto.Unmarshal(env.GetPayload(), payload); err != nil {
-		return nil, refuse(synapsev1.ErrorCode_ERROR_CODE_MESSAGE_FORMAT_INVALID, "payload bytes are not a %s", want)
+	if err := proto.Unmarshal(b, payload); err != nil {
+		return nil, refuse(synapsev1.ErrorCode_ERROR_CODE_MESSAGE_FORMAT_INVALID, "payload bytes are not a %s", field.Message().FullName())
 	}
-	if p, ok := opt.Trust.(Pinner); ok {
-		p.Accepted(sender, sig.GetKeyId(), pub)
-	}
-	h := sha256.New()
-	h.Write(input)
-	h.Write(sig.GetValue())
-	o := &Opened{Envelope: env, Header: header, Payload: payload, PublicKey: pub}
-	h.Sum(o.Digest[:0])
-	return o, nil
+	return payload, nil
 }
 
 func checkHeaderStrings(h *synapsev1.Header) error {

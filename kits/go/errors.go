@@ -71,7 +71,9 @@ func (r *Refusal) GRPCStatus() *status.Status {
 // GRPCCode is the RPC status code that carries an ErrorCode (PROTOCOL.md §3).
 func GRPCCode(code synapsev1.ErrorCode) codes.Code {
 	switch code {
-	case synapsev1.ErrorCode_ERROR_CODE_MESSAGE_FORMAT_INVALID, synapsev1.ErrorCode_ERROR_CODE_INVALID_PARAMS:
+	case synapsev1.ErrorCode_ERROR_CODE_MESSAGE_FORMAT_INVALID, synapsev1.ErrorCode_ERROR_CODE_INVALID_PARAMS,
+		synapsev1.ErrorCode_ERROR_CODE_CONFIDENTIALITY_REQUIRED, synapsev1.ErrorCode_ERROR_CODE_DECRYPTION_FAILED,
+		synapsev1.ErrorCode_ERROR_CODE_ENCRYPTION_KEY_UNKNOWN, synapsev1.ErrorCode_ERROR_CODE_INNER_SIGNATURE_INVALID:
 		return codes.InvalidArgument
 	case synapsev1.ErrorCode_ERROR_CODE_SIGNATURE_INVALID, synapsev1.ErrorCode_ERROR_CODE_MESSAGE_EXPIRED,
 		synapsev1.ErrorCode_ERROR_CODE_UNKNOWN_SENDER, synapsev1.ErrorCode_ERROR_CODE_UNAUTHENTICATED:

@@ -298,9 +298,13 @@ type SupportedTaskType struct {
 	// Who decides a task_need_human of this type at each escalation level, and
 	// how long each level waits (EscalationHandler, docs/PROTOCOL.md §5.10).
 	// Unset: only the requester decides, and a passed deadline fails the task.
-	Escalation    *EscalationPolicy `protobuf:"bytes,9,opt,name=escalation,proto3" json:"escalation,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Escalation *EscalationPolicy `protobuf:"bytes,9,opt,name=escalation,proto3" json:"escalation,omitempty"`
+	// Requests of this type must be confidential (docs/PROTOCOL.md §9): a
+	// plaintext task_request for it is refused with
+	// ERROR_CODE_CONFIDENTIALITY_REQUIRED.
+	RequiresConfidentiality bool `protobuf:"varint,10,opt,name=requires_confidentiality,json=requiresConfidentiality,proto3" json:"requires_confidentiality,omitempty"`
+	unknownFields           protoimpl.UnknownFields
+	sizeCache               protoimpl.SizeCache
 }
 
 func (x *SupportedTaskType) Reset() {
@@ -394,6 +398,13 @@ func (x *SupportedTaskType) GetEscalation() *EscalationPolicy {
 		return x.Escalation
 	}
 	return nil
+}
+
+func (x *SupportedTaskType) GetRequiresConfidentiality() bool {
+	if x != nil {
+		return x.RequiresConfidentiality
+	}
+	return false
 }
 
 // EscalationPolicy says how an unanswered human decision escalates (seed 000
@@ -690,9 +701,13 @@ type AgentCapabilities struct {
 	// The agent's raw 32-byte Ed25519 public key (AgentIdentity).
 	PublicKey []byte `protobuf:"bytes,15,opt,name=public_key,json=publicKey,proto3" json:"public_key,omitempty"`
 	// The key id of public_key (see Signature.key_id).
-	KeyId         string `protobuf:"bytes,16,opt,name=key_id,json=keyId,proto3" json:"key_id,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	KeyId string `protobuf:"bytes,16,opt,name=key_id,json=keyId,proto3" json:"key_id,omitempty"`
+	// The agent's X25519 keys for confidential messages, each bound to
+	// public_key by its signature; the newest without retired_until is the
+	// one to seal to. Empty when the agent takes no confidential tasks.
+	EncryptionKeys []*SignedEncryptionKey `protobuf:"bytes,17,rep,name=encryption_keys,json=encryptionKeys,proto3" json:"encryption_keys,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *AgentCapabilities) Reset() {
@@ -835,6 +850,13 @@ func (x *AgentCapabilities) GetKeyId() string {
 		return x.KeyId
 	}
 	return ""
+}
+
+func (x *AgentCapabilities) GetEncryptionKeys() []*SignedEncryptionKey {
+	if x != nil {
+		return x.EncryptionKeys
+	}
+	return nil
 }
 
 // ImplementedInterface declares one standard interface an agent implements
@@ -1469,7 +1491,7 @@ var File_synapse_v1_capabilities_proto protoreflect.FileDescriptor
 const file_synapse_v1_capabilities_proto_rawDesc = "" +
 	"\n" +
 	"\x1dsynapse/v1/capabilities.proto\x12\n" +
-	"synapse.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x19synapse/v1/envelope.proto\"\xf0\x02\n" +
+	"synapse.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1dsynapse/v1/confidential.proto\x1a\x19synapse/v1/envelope.proto\"\xab\x03\n" +
 	"\x11SupportedTaskType\x12\x12\n" +
 	"\x04type\x18\x01 \x01(\tR\x04type\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12 \n" +
@@ -1483,7 +1505,9 @@ const file_synapse_v1_capabilities_proto_rawDesc = "" +
 	"governance\x12<\n" +
 	"\n" +
 	"escalation\x18\t \x01(\v2\x1c.synapse.v1.EscalationPolicyR\n" +
-	"escalation\"G\n" +
+	"escalation\x129\n" +
+	"\x18requires_confidentiality\x18\n" +
+	" \x01(\bR\x17requiresConfidentiality\"G\n" +
 	"\x10EscalationPolicy\x123\n" +
 	"\x06levels\x18\x01 \x03(\v2\x1b.synapse.v1.EscalationLevelR\x06levels\"\x81\x01\n" +
 	"\x0fEscalationLevel\x12\x1c\n" +
@@ -1502,7 +1526,7 @@ const file_synapse_v1_capabilities_proto_rawDesc = "" +
 	"\aversion\x18\b \x01(\tR\aversion\x123\n" +
 	"\x15requires_confirmation\x18\t \x01(\bR\x14requiresConfirmation\x12!\n" +
 	"\frisk_signals\x18\n" +
-	" \x03(\tR\vriskSignals\"\xeb\x05\n" +
+	" \x03(\tR\vriskSignals\"\xb5\x06\n" +
 	"\x11AgentCapabilities\x12\x19\n" +
 	"\bagent_id\x18\x01 \x01(\tR\aagentId\x12\x1d\n" +
 	"\n" +
@@ -1523,7 +1547,8 @@ const file_synapse_v1_capabilities_proto_rawDesc = "" +
 	"\x0esupport_groups\x18\x0e \x01(\bR\rsupportGroups\x12\x1d\n" +
 	"\n" +
 	"public_key\x18\x0f \x01(\fR\tpublicKey\x12\x15\n" +
-	"\x06key_id\x18\x10 \x01(\tR\x05keyId\"\x99\x02\n" +
+	"\x06key_id\x18\x10 \x01(\tR\x05keyId\x12H\n" +
+	"\x0fencryption_keys\x18\x11 \x03(\v2\x1f.synapse.v1.SignedEncryptionKeyR\x0eencryptionKeys\"\x99\x02\n" +
 	"\x14ImplementedInterface\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x129\n" +
 	"\bcategory\x18\x02 \x01(\x0e2\x1d.synapse.v1.InterfaceCategoryR\bcategory\x12A\n" +
@@ -1638,8 +1663,9 @@ var file_synapse_v1_capabilities_proto_goTypes = []any{
 	(*HandshakeRequest)(nil),                // 17: synapse.v1.HandshakeRequest
 	(*HandshakeResponse)(nil),               // 18: synapse.v1.HandshakeResponse
 	(*durationpb.Duration)(nil),             // 19: google.protobuf.Duration
-	(*structpb.Struct)(nil),                 // 20: google.protobuf.Struct
-	(*AgentRef)(nil),                        // 21: synapse.v1.AgentRef
+	(*SignedEncryptionKey)(nil),             // 20: synapse.v1.SignedEncryptionKey
+	(*structpb.Struct)(nil),                 // 21: google.protobuf.Struct
+	(*AgentRef)(nil),                        // 22: synapse.v1.AgentRef
 }
 var file_synapse_v1_capabilities_proto_depIdxs = []int32{
 	7,  // 0: synapse.v1.SupportedTaskType.governance:type_name -> synapse.v1.CapabilityGovernance
@@ -1649,29 +1675,30 @@ var file_synapse_v1_capabilities_proto_depIdxs = []int32{
 	3,  // 4: synapse.v1.CapabilityGovernance.risk_level:type_name -> synapse.v1.RiskLevel
 	4,  // 5: synapse.v1.AgentCapabilities.supported_task_types:type_name -> synapse.v1.SupportedTaskType
 	0,  // 6: synapse.v1.AgentCapabilities.supported_transport_modes:type_name -> synapse.v1.TransportMode
-	1,  // 7: synapse.v1.ImplementedInterface.category:type_name -> synapse.v1.InterfaceCategory
-	2,  // 8: synapse.v1.ImplementedInterface.compliance_level:type_name -> synapse.v1.Compliance
-	20, // 9: synapse.v1.ImplementedInterface.metadata:type_name -> google.protobuf.Struct
-	8,  // 10: synapse.v1.GetCapabilitiesResponse.capabilities:type_name -> synapse.v1.AgentCapabilities
-	9,  // 11: synapse.v1.GetSupportedInterfacesResponse.interfaces:type_name -> synapse.v1.ImplementedInterface
-	4,  // 12: synapse.v1.GetTaskTypeCapabilitiesResponse.task_type:type_name -> synapse.v1.SupportedTaskType
-	9,  // 13: synapse.v1.HandshakeRequest.interfaces:type_name -> synapse.v1.ImplementedInterface
-	21, // 14: synapse.v1.HandshakeRequest.caller:type_name -> synapse.v1.AgentRef
-	9,  // 15: synapse.v1.HandshakeResponse.common_interfaces:type_name -> synapse.v1.ImplementedInterface
-	21, // 16: synapse.v1.HandshakeResponse.agent:type_name -> synapse.v1.AgentRef
-	11, // 17: synapse.v1.CapabilitiesService.GetCapabilities:input_type -> synapse.v1.GetCapabilitiesRequest
-	13, // 18: synapse.v1.CapabilitiesService.GetSupportedInterfaces:input_type -> synapse.v1.GetSupportedInterfacesRequest
-	15, // 19: synapse.v1.CapabilitiesService.GetTaskTypeCapabilities:input_type -> synapse.v1.GetTaskTypeCapabilitiesRequest
-	17, // 20: synapse.v1.CapabilitiesService.Handshake:input_type -> synapse.v1.HandshakeRequest
-	12, // 21: synapse.v1.CapabilitiesService.GetCapabilities:output_type -> synapse.v1.GetCapabilitiesResponse
-	14, // 22: synapse.v1.CapabilitiesService.GetSupportedInterfaces:output_type -> synapse.v1.GetSupportedInterfacesResponse
-	16, // 23: synapse.v1.CapabilitiesService.GetTaskTypeCapabilities:output_type -> synapse.v1.GetTaskTypeCapabilitiesResponse
-	18, // 24: synapse.v1.CapabilitiesService.Handshake:output_type -> synapse.v1.HandshakeResponse
-	21, // [21:25] is the sub-list for method output_type
-	17, // [17:21] is the sub-list for method input_type
-	17, // [17:17] is the sub-list for extension type_name
-	17, // [17:17] is the sub-list for extension extendee
-	0,  // [0:17] is the sub-list for field type_name
+	20, // 7: synapse.v1.AgentCapabilities.encryption_keys:type_name -> synapse.v1.SignedEncryptionKey
+	1,  // 8: synapse.v1.ImplementedInterface.category:type_name -> synapse.v1.InterfaceCategory
+	2,  // 9: synapse.v1.ImplementedInterface.compliance_level:type_name -> synapse.v1.Compliance
+	21, // 10: synapse.v1.ImplementedInterface.metadata:type_name -> google.protobuf.Struct
+	8,  // 11: synapse.v1.GetCapabilitiesResponse.capabilities:type_name -> synapse.v1.AgentCapabilities
+	9,  // 12: synapse.v1.GetSupportedInterfacesResponse.interfaces:type_name -> synapse.v1.ImplementedInterface
+	4,  // 13: synapse.v1.GetTaskTypeCapabilitiesResponse.task_type:type_name -> synapse.v1.SupportedTaskType
+	9,  // 14: synapse.v1.HandshakeRequest.interfaces:type_name -> synapse.v1.ImplementedInterface
+	22, // 15: synapse.v1.HandshakeRequest.caller:type_name -> synapse.v1.AgentRef
+	9,  // 16: synapse.v1.HandshakeResponse.common_interfaces:type_name -> synapse.v1.ImplementedInterface
+	22, // 17: synapse.v1.HandshakeResponse.agent:type_name -> synapse.v1.AgentRef
+	11, // 18: synapse.v1.CapabilitiesService.GetCapabilities:input_type -> synapse.v1.GetCapabilitiesRequest
+	13, // 19: synapse.v1.CapabilitiesService.GetSupportedInterfaces:input_type -> synapse.v1.GetSupportedInterfacesRequest
+	15, // 20: synapse.v1.CapabilitiesService.GetTaskTypeCapabilities:input_type -> synapse.v1.GetTaskTypeCapabilitiesRequest
+	17, // 21: synapse.v1.CapabilitiesService.Handshake:input_type -> synapse.v1.HandshakeRequest
+	12, // 22: synapse.v1.CapabilitiesService.GetCapabilities:output_type -> synapse.v1.GetCapabilitiesResponse
+	14, // 23: synapse.v1.CapabilitiesService.GetSupportedInterfaces:output_type -> synapse.v1.GetSupportedInterfacesResponse
+	16, // 24: synapse.v1.CapabilitiesService.GetTaskTypeCapabilities:output_type -> synapse.v1.GetTaskTypeCapabilitiesResponse
+	18, // 25: synapse.v1.CapabilitiesService.Handshake:output_type -> synapse.v1.HandshakeResponse
+	22, // [22:26] is the sub-list for method output_type
+	18, // [18:22] is the sub-list for method input_type
+	18, // [18:18] is the sub-list for extension type_name
+	18, // [18:18] is the sub-list for extension extendee
+	0,  // [0:18] is the sub-list for field type_name
 }
 
 func init() { file_synapse_v1_capabilities_proto_init() }
@@ -1679,6 +1706,7 @@ func file_synapse_v1_capabilities_proto_init() {
 	if File_synapse_v1_capabilities_proto != nil {
 		return
 	}
+	file_synapse_v1_confidential_proto_init()
 	file_synapse_v1_envelope_proto_init()
 	type x struct{}
 	out := protoimpl.TypeBuilder{

@@ -625,7 +625,13 @@ type Header struct {
 	// need-info, need-human, complete, failed, reject, cancel ack): the event's
 	// position in the task's event log, starting at 1 and without gaps.
 	// 0 on messages that are not task events.
-	Sequence      uint64 `protobuf:"varint,15,opt,name=sequence,proto3" json:"sequence,omitempty"`
+	Sequence uint64 `protobuf:"varint,15,opt,name=sequence,proto3" json:"sequence,omitempty"`
+	// Set when the payload is confidential (docs/PROTOCOL.md §9): then
+	// Envelope.payload is AES-128-GCM ciphertext of the Ed25519 signature
+	// (64 bytes) followed by the serialized payload, Signature.value is
+	// empty, and the signature inside covers this header and the plaintext
+	// payload by the usual signing input.
+	Confidential  *Confidentiality `protobuf:"bytes,16,opt,name=confidential,proto3" json:"confidential,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -765,12 +771,19 @@ func (x *Header) GetSequence() uint64 {
 	return 0
 }
 
+func (x *Header) GetConfidential() *Confidentiality {
+	if x != nil {
+		return x.Confidential
+	}
+	return nil
+}
+
 var File_synapse_v1_envelope_proto protoreflect.FileDescriptor
 
 const file_synapse_v1_envelope_proto_rawDesc = "" +
 	"\n" +
 	"\x19synapse/v1/envelope.proto\x12\n" +
-	"synapse.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"q\n" +
+	"synapse.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1dsynapse/v1/confidential.proto\"q\n" +
 	"\bEnvelope\x12\x16\n" +
 	"\x06header\x18\x01 \x01(\fR\x06header\x12\x18\n" +
 	"\apayload\x18\x02 \x01(\fR\apayload\x123\n" +
@@ -789,7 +802,7 @@ const file_synapse_v1_envelope_proto_rawDesc = "" +
 	"\vtraceparent\x18\x01 \x01(\tR\vtraceparent\x12\x1e\n" +
 	"\n" +
 	"tracestate\x18\x02 \x01(\tR\n" +
-	"tracestate\"\xf0\x04\n" +
+	"tracestate\"\xb1\x05\n" +
 	"\x06Header\x12\x1d\n" +
 	"\n" +
 	"message_id\x18\x01 \x01(\tR\tmessageId\x12:\n" +
@@ -809,7 +822,8 @@ const file_synapse_v1_envelope_proto_rawDesc = "" +
 	"\x05trace\x18\f \x01(\v2\x18.synapse.v1.TraceContextR\x05trace\x12'\n" +
 	"\x0fidempotency_key\x18\r \x01(\tR\x0eidempotencyKey\x12!\n" +
 	"\fpayload_type\x18\x0e \x01(\tR\vpayloadType\x12\x1a\n" +
-	"\bsequence\x18\x0f \x01(\x04R\bsequence*\xaf\t\n" +
+	"\bsequence\x18\x0f \x01(\x04R\bsequence\x12?\n" +
+	"\fconfidential\x18\x10 \x01(\v2\x1b.synapse.v1.ConfidentialityR\fconfidential*\xaf\t\n" +
 	"\vMessageType\x12\x1c\n" +
 	"\x18MESSAGE_TYPE_UNSPECIFIED\x10\x00\x12\x1d\n" +
 	"\x19MESSAGE_TYPE_TASK_REQUEST\x10\x01\x12\x1d\n" +
@@ -877,6 +891,7 @@ var file_synapse_v1_envelope_proto_goTypes = []any{
 	(*TraceContext)(nil),          // 5: synapse.v1.TraceContext
 	(*Header)(nil),                // 6: synapse.v1.Header
 	(*timestamppb.Timestamp)(nil), // 7: google.protobuf.Timestamp
+	(*Confidentiality)(nil),       // 8: synapse.v1.Confidentiality
 }
 var file_synapse_v1_envelope_proto_depIdxs = []int32{
 	3, // 0: synapse.v1.Envelope.signature:type_name -> synapse.v1.Signature
@@ -887,11 +902,12 @@ var file_synapse_v1_envelope_proto_depIdxs = []int32{
 	7, // 5: synapse.v1.Header.sent_at:type_name -> google.protobuf.Timestamp
 	7, // 6: synapse.v1.Header.expires_at:type_name -> google.protobuf.Timestamp
 	5, // 7: synapse.v1.Header.trace:type_name -> synapse.v1.TraceContext
-	8, // [8:8] is the sub-list for method output_type
-	8, // [8:8] is the sub-list for method input_type
-	8, // [8:8] is the sub-list for extension type_name
-	8, // [8:8] is the sub-list for extension extendee
-	0, // [0:8] is the sub-list for field type_name
+	8, // 8: synapse.v1.Header.confidential:type_name -> synapse.v1.Confidentiality
+	9, // [9:9] is the sub-list for method output_type
+	9, // [9:9] is the sub-list for method input_type
+	9, // [9:9] is the sub-list for extension type_name
+	9, // [9:9] is the sub-list for extension extendee
+	0, // [0:9] is the sub-list for field type_name
 }
 
 func init() { file_synapse_v1_envelope_proto_init() }
@@ -899,6 +915,7 @@ func file_synapse_v1_envelope_proto_init() {
 	if File_synapse_v1_envelope_proto != nil {
 		return
 	}
+	file_synapse_v1_confidential_proto_init()
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{

@@ -81,6 +81,22 @@ const (
 	// the task_request signed (or its size differs); the task fails before its
 	// handler reads them. DATA_LOSS (HTTP 500).
 	ErrorCode_ERROR_CODE_UPLOAD_MISMATCH ErrorCode = 1013
+	// "confidentiality_required": the task type takes only confidential
+	// requests (SupportedTaskType.requires_confidentiality) and this one was
+	// plaintext. INVALID_ARGUMENT (HTTP 400).
+	ErrorCode_ERROR_CODE_CONFIDENTIALITY_REQUIRED ErrorCode = 1014
+	// "decryption_failed": a confidential payload does not open with the key
+	// its header names: damaged, tampered header or ciphertext, or a malformed
+	// wrapped key. INVALID_ARGUMENT (HTTP 400).
+	ErrorCode_ERROR_CODE_DECRYPTION_FAILED ErrorCode = 1015
+	// "encryption_key_unknown": a confidential message was sealed to a key the
+	// receiver does not hold: another agent's, a retired one past its overlap,
+	// or a task key the task does not have. INVALID_ARGUMENT (HTTP 400).
+	ErrorCode_ERROR_CODE_ENCRYPTION_KEY_UNKNOWN ErrorCode = 1016
+	// "inner_signature_invalid": a confidential payload decrypted, but the
+	// signature inside it does not verify over the header and the plaintext.
+	// INVALID_ARGUMENT (HTTP 400).
+	ErrorCode_ERROR_CODE_INNER_SIGNATURE_INVALID ErrorCode = 1017
 	// "execution_failed": the handler failed. INTERNAL (HTTP 500) when an RPC
 	// fails; usually reported in TaskFailedPayload instead.
 	ErrorCode_ERROR_CODE_EXECUTION_FAILED ErrorCode = 2001
@@ -145,6 +161,10 @@ var (
 		1011: "ERROR_CODE_MESSAGE_TOO_LARGE",
 		1012: "ERROR_CODE_UPLOAD_NOT_FOUND",
 		1013: "ERROR_CODE_UPLOAD_MISMATCH",
+		1014: "ERROR_CODE_CONFIDENTIALITY_REQUIRED",
+		1015: "ERROR_CODE_DECRYPTION_FAILED",
+		1016: "ERROR_CODE_ENCRYPTION_KEY_UNKNOWN",
+		1017: "ERROR_CODE_INNER_SIGNATURE_INVALID",
 		2001: "ERROR_CODE_EXECUTION_FAILED",
 		2002: "ERROR_CODE_EXECUTION_TIMEOUT",
 		2004: "ERROR_CODE_TASK_DURATION_EXCEEDED",
@@ -162,36 +182,40 @@ var (
 		5000: "ERROR_CODE_INTERNAL",
 	}
 	ErrorCode_value = map[string]int32{
-		"ERROR_CODE_UNSPECIFIED":            0,
-		"ERROR_CODE_MESSAGE_FORMAT_INVALID": 1000,
-		"ERROR_CODE_INVALID_PARAMS":         1001,
-		"ERROR_CODE_SIGNATURE_INVALID":      1002,
-		"ERROR_CODE_MESSAGE_EXPIRED":        1003,
-		"ERROR_CODE_TASK_NOT_FOUND":         1004,
-		"ERROR_CODE_REPLAY_DETECTED":        1005,
-		"ERROR_CODE_UNKNOWN_SENDER":         1006,
-		"ERROR_CODE_WRONG_RECEIVER":         1007,
-		"ERROR_CODE_ILLEGAL_TRANSITION":     1008,
-		"ERROR_CODE_TASK_ALREADY_COMPLETED": 1009,
-		"ERROR_CODE_UNSUPPORTED_VERSION":    1010,
-		"ERROR_CODE_MESSAGE_TOO_LARGE":      1011,
-		"ERROR_CODE_UPLOAD_NOT_FOUND":       1012,
-		"ERROR_CODE_UPLOAD_MISMATCH":        1013,
-		"ERROR_CODE_EXECUTION_FAILED":       2001,
-		"ERROR_CODE_EXECUTION_TIMEOUT":      2002,
-		"ERROR_CODE_TASK_DURATION_EXCEEDED": 2004,
-		"ERROR_CODE_TASK_CANCELLED":         2005,
-		"ERROR_CODE_HUMAN_REJECTED":         2006,
-		"ERROR_CODE_OUTPUT_INVALID":         2007,
-		"ERROR_CODE_PERMISSION_DENIED":      3001,
-		"ERROR_CODE_CAPABILITY_LACKING":     3002,
-		"ERROR_CODE_UNAUTHENTICATED":        3003,
-		"ERROR_CODE_CONCURRENCY_LIMIT":      4004,
-		"ERROR_CODE_RATE_LIMITED":           4029,
-		"ERROR_CODE_UPLOAD_TOO_LARGE":       4013,
-		"ERROR_CODE_UPLOAD_QUOTA_EXCEEDED":  4030,
-		"ERROR_CODE_AGENT_NOT_READY":        5003,
-		"ERROR_CODE_INTERNAL":               5000,
+		"ERROR_CODE_UNSPECIFIED":              0,
+		"ERROR_CODE_MESSAGE_FORMAT_INVALID":   1000,
+		"ERROR_CODE_INVALID_PARAMS":           1001,
+		"ERROR_CODE_SIGNATURE_INVALID":        1002,
+		"ERROR_CODE_MESSAGE_EXPIRED":          1003,
+		"ERROR_CODE_TASK_NOT_FOUND":           1004,
+		"ERROR_CODE_REPLAY_DETECTED":          1005,
+		"ERROR_CODE_UNKNOWN_SENDER":           1006,
+		"ERROR_CODE_WRONG_RECEIVER":           1007,
+		"ERROR_CODE_ILLEGAL_TRANSITION":       1008,
+		"ERROR_CODE_TASK_ALREADY_COMPLETED":   1009,
+		"ERROR_CODE_UNSUPPORTED_VERSION":      1010,
+		"ERROR_CODE_MESSAGE_TOO_LARGE":        1011,
+		"ERROR_CODE_UPLOAD_NOT_FOUND":         1012,
+		"ERROR_CODE_UPLOAD_MISMATCH":          1013,
+		"ERROR_CODE_CONFIDENTIALITY_REQUIRED": 1014,
+		"ERROR_CODE_DECRYPTION_FAILED":        1015,
+		"ERROR_CODE_ENCRYPTION_KEY_UNKNOWN":   1016,
+		"ERROR_CODE_INNER_SIGNATURE_INVALID":  1017,
+		"ERROR_CODE_EXECUTION_FAILED":         2001,
+		"ERROR_CODE_EXECUTION_TIMEOUT":        2002,
+		"ERROR_CODE_TASK_DURATION_EXCEEDED":   2004,
+		"ERROR_CODE_TASK_CANCELLED":           2005,
+		"ERROR_CODE_HUMAN_REJECTED":           2006,
+		"ERROR_CODE_OUTPUT_INVALID":           2007,
+		"ERROR_CODE_PERMISSION_DENIED":        3001,
+		"ERROR_CODE_CAPABILITY_LACKING":       3002,
+		"ERROR_CODE_UNAUTHENTICATED":          3003,
+		"ERROR_CODE_CONCURRENCY_LIMIT":        4004,
+		"ERROR_CODE_RATE_LIMITED":             4029,
+		"ERROR_CODE_UPLOAD_TOO_LARGE":         4013,
+		"ERROR_CODE_UPLOAD_QUOTA_EXCEEDED":    4030,
+		"ERROR_CODE_AGENT_NOT_READY":          5003,
+		"ERROR_CODE_INTERNAL":                 5000,
 	}
 )
 
@@ -408,7 +432,7 @@ const file_synapse_v1_errors_proto_rawDesc = "" +
 	"\x05field\x18\x01 \x01(\tR\x05field\x12\x16\n" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\x12?\n" +
 	"\x0fsuggested_value\x18\x03 \x01(\v2\x16.google.protobuf.ValueR\x0esuggestedValue\x12:\n" +
-	"\falternatives\x18\x04 \x03(\v2\x16.google.protobuf.ValueR\falternatives*\x85\b\n" +
+	"\falternatives\x18\x04 \x03(\v2\x16.google.protobuf.ValueR\falternatives*\xa3\t\n" +
 	"\tErrorCode\x12\x1a\n" +
 	"\x16ERROR_CODE_UNSPECIFIED\x10\x00\x12&\n" +
 	"!ERROR_CODE_MESSAGE_FORMAT_INVALID\x10\xe8\a\x12\x1e\n" +
@@ -424,7 +448,11 @@ const file_synapse_v1_errors_proto_rawDesc = "" +
 	"\x1eERROR_CODE_UNSUPPORTED_VERSION\x10\xf2\a\x12!\n" +
 	"\x1cERROR_CODE_MESSAGE_TOO_LARGE\x10\xf3\a\x12 \n" +
 	"\x1bERROR_CODE_UPLOAD_NOT_FOUND\x10\xf4\a\x12\x1f\n" +
-	"\x1aERROR_CODE_UPLOAD_MISMATCH\x10\xf5\a\x12 \n" +
+	"\x1aERROR_CODE_UPLOAD_MISMATCH\x10\xf5\a\x12(\n" +
+	"#ERROR_CODE_CONFIDENTIALITY_REQUIRED\x10\xf6\a\x12!\n" +
+	"\x1cERROR_CODE_DECRYPTION_FAILED\x10\xf7\a\x12&\n" +
+	"!ERROR_CODE_ENCRYPTION_KEY_UNKNOWN\x10\xf8\a\x12'\n" +
+	"\"ERROR_CODE_INNER_SIGNATURE_INVALID\x10\xf9\a\x12 \n" +
 	"\x1bERROR_CODE_EXECUTION_FAILED\x10\xd1\x0f\x12!\n" +
 	"\x1cERROR_CODE_EXECUTION_TIMEOUT\x10\xd2\x0f\x12&\n" +
 	"!ERROR_CODE_TASK_DURATION_EXCEEDED\x10\xd4\x0f\x12\x1e\n" +

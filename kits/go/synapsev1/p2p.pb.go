@@ -226,7 +226,14 @@ type Task struct {
 	// When the state is TASK_STATE_REJECTED: why.
 	Rejection *TaskRejectPayload `protobuf:"bytes,15,opt,name=rejection,proto3" json:"rejection,omitempty"`
 	// The request as the executor accepted it.
-	Request       *TaskRequestPayload `protobuf:"bytes,16,opt,name=request,proto3" json:"request,omitempty"`
+	Request *TaskRequestPayload `protobuf:"bytes,16,opt,name=request,proto3" json:"request,omitempty"`
+	// Set when the task is confidential (docs/PROTOCOL.md §9): the request's
+	// Confidentiality, with the task key wrapped to each party, so that the
+	// requester can open the task's events from any process. Then the fields
+	// that carry content (status_message, pending_info, pending_decision,
+	// result, error, rejection, request) are unset: they are read from the
+	// sealed events.
+	Confidential  *Confidentiality `protobuf:"bytes,17,opt,name=confidential,proto3" json:"confidential,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -369,6 +376,13 @@ func (x *Task) GetRejection() *TaskRejectPayload {
 func (x *Task) GetRequest() *TaskRequestPayload {
 	if x != nil {
 		return x.Request
+	}
+	return nil
+}
+
+func (x *Task) GetConfidential() *Confidentiality {
+	if x != nil {
+		return x.Confidential
 	}
 	return nil
 }
@@ -1072,7 +1086,7 @@ var File_synapse_v1_p2p_proto protoreflect.FileDescriptor
 const file_synapse_v1_p2p_proto_rawDesc = "" +
 	"\n" +
 	"\x14synapse/v1/p2p.proto\x12\n" +
-	"synapse.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x19synapse/v1/envelope.proto\x1a\x19synapse/v1/payloads.proto\"i\n" +
+	"synapse.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1dsynapse/v1/confidential.proto\x1a\x19synapse/v1/envelope.proto\x1a\x19synapse/v1/payloads.proto\"i\n" +
 	"\fEnvelopeView\x12*\n" +
 	"\x06header\x18\x01 \x01(\v2\x12.synapse.v1.HeaderR\x06header\x12-\n" +
 	"\apayload\x18\x02 \x01(\v2\x13.synapse.v1.PayloadR\apayload\"o\n" +
@@ -1081,7 +1095,7 @@ const file_synapse_v1_p2p_proto_rawDesc = "" +
 	"\x04view\x18\x02 \x01(\v2\x18.synapse.v1.EnvelopeViewR\x04view\"\\\n" +
 	"\tTaskEvent\x12\x1a\n" +
 	"\bsequence\x18\x01 \x01(\x04R\bsequence\x123\n" +
-	"\amessage\x18\x02 \x01(\v2\x19.synapse.v1.SignedMessageR\amessage\"\x92\x06\n" +
+	"\amessage\x18\x02 \x01(\v2\x19.synapse.v1.SignedMessageR\amessage\"\xd3\x06\n" +
 	"\x04Task\x12\x17\n" +
 	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\x1b\n" +
 	"\ttask_type\x18\x02 \x01(\tR\btaskType\x12+\n" +
@@ -1101,7 +1115,8 @@ const file_synapse_v1_p2p_proto_rawDesc = "" +
 	"\x06result\x18\r \x01(\v2\x16.synapse.v1.TaskResultR\x06result\x12+\n" +
 	"\x05error\x18\x0e \x01(\v2\x15.synapse.v1.TaskErrorR\x05error\x12;\n" +
 	"\trejection\x18\x0f \x01(\v2\x1d.synapse.v1.TaskRejectPayloadR\trejection\x128\n" +
-	"\arequest\x18\x10 \x01(\v2\x1e.synapse.v1.TaskRequestPayloadR\arequest\"\xa1\x01\n" +
+	"\arequest\x18\x10 \x01(\v2\x1e.synapse.v1.TaskRequestPayloadR\arequest\x12?\n" +
+	"\fconfidential\x18\x11 \x01(\v2\x1b.synapse.v1.ConfidentialityR\fconfidential\"\xa1\x01\n" +
 	"\vStreamChunk\x12\x1b\n" +
 	"\tstream_id\x18\x01 \x01(\tR\bstreamId\x12\x16\n" +
 	"\x06offset\x18\x02 \x01(\x04R\x06offset\x12\x12\n" +
@@ -1196,7 +1211,8 @@ var file_synapse_v1_p2p_proto_goTypes = []any{
 	(*TaskError)(nil),             // 24: synapse.v1.TaskError
 	(*TaskRejectPayload)(nil),     // 25: synapse.v1.TaskRejectPayload
 	(*TaskRequestPayload)(nil),    // 26: synapse.v1.TaskRequestPayload
-	(*durationpb.Duration)(nil),   // 27: google.protobuf.Duration
+	(*Confidentiality)(nil),       // 27: synapse.v1.Confidentiality
+	(*durationpb.Duration)(nil),   // 28: google.protobuf.Duration
 }
 var file_synapse_v1_p2p_proto_depIdxs = []int32{
 	15, // 0: synapse.v1.EnvelopeView.header:type_name -> synapse.v1.Header
@@ -1215,32 +1231,33 @@ var file_synapse_v1_p2p_proto_depIdxs = []int32{
 	24, // 13: synapse.v1.Task.error:type_name -> synapse.v1.TaskError
 	25, // 14: synapse.v1.Task.rejection:type_name -> synapse.v1.TaskRejectPayload
 	26, // 15: synapse.v1.Task.request:type_name -> synapse.v1.TaskRequestPayload
-	17, // 16: synapse.v1.SendRequest.envelope:type_name -> synapse.v1.Envelope
-	27, // 17: synapse.v1.SendRequest.wait:type_name -> google.protobuf.Duration
-	1,  // 18: synapse.v1.SendResponse.reply:type_name -> synapse.v1.SignedMessage
-	3,  // 19: synapse.v1.SendResponse.task:type_name -> synapse.v1.Task
-	3,  // 20: synapse.v1.WatchResponse.snapshot:type_name -> synapse.v1.Task
-	2,  // 21: synapse.v1.WatchResponse.event:type_name -> synapse.v1.TaskEvent
-	1,  // 22: synapse.v1.WatchResponse.heartbeat:type_name -> synapse.v1.SignedMessage
-	3,  // 23: synapse.v1.GetTaskResponse.task:type_name -> synapse.v1.Task
-	18, // 24: synapse.v1.ListTasksRequest.states:type_name -> synapse.v1.TaskState
-	3,  // 25: synapse.v1.ListTasksResponse.tasks:type_name -> synapse.v1.Task
-	4,  // 26: synapse.v1.ReadResultResponse.chunk:type_name -> synapse.v1.StreamChunk
-	5,  // 27: synapse.v1.P2PService.Send:input_type -> synapse.v1.SendRequest
-	7,  // 28: synapse.v1.P2PService.Watch:input_type -> synapse.v1.WatchRequest
-	9,  // 29: synapse.v1.P2PService.GetTask:input_type -> synapse.v1.GetTaskRequest
-	11, // 30: synapse.v1.P2PService.ListTasks:input_type -> synapse.v1.ListTasksRequest
-	13, // 31: synapse.v1.P2PService.ReadResult:input_type -> synapse.v1.ReadResultRequest
-	6,  // 32: synapse.v1.P2PService.Send:output_type -> synapse.v1.SendResponse
-	8,  // 33: synapse.v1.P2PService.Watch:output_type -> synapse.v1.WatchResponse
-	10, // 34: synapse.v1.P2PService.GetTask:output_type -> synapse.v1.GetTaskResponse
-	12, // 35: synapse.v1.P2PService.ListTasks:output_type -> synapse.v1.ListTasksResponse
-	14, // 36: synapse.v1.P2PService.ReadResult:output_type -> synapse.v1.ReadResultResponse
-	32, // [32:37] is the sub-list for method output_type
-	27, // [27:32] is the sub-list for method input_type
-	27, // [27:27] is the sub-list for extension type_name
-	27, // [27:27] is the sub-list for extension extendee
-	0,  // [0:27] is the sub-list for field type_name
+	27, // 16: synapse.v1.Task.confidential:type_name -> synapse.v1.Confidentiality
+	17, // 17: synapse.v1.SendRequest.envelope:type_name -> synapse.v1.Envelope
+	28, // 18: synapse.v1.SendRequest.wait:type_name -> google.protobuf.Duration
+	1,  // 19: synapse.v1.SendResponse.reply:type_name -> synapse.v1.SignedMessage
+	3,  // 20: synapse.v1.SendResponse.task:type_name -> synapse.v1.Task
+	3,  // 21: synapse.v1.WatchResponse.snapshot:type_name -> synapse.v1.Task
+	2,  // 22: synapse.v1.WatchResponse.event:type_name -> synapse.v1.TaskEvent
+	1,  // 23: synapse.v1.WatchResponse.heartbeat:type_name -> synapse.v1.SignedMessage
+	3,  // 24: synapse.v1.GetTaskResponse.task:type_name -> synapse.v1.Task
+	18, // 25: synapse.v1.ListTasksRequest.states:type_name -> synapse.v1.TaskState
+	3,  // 26: synapse.v1.ListTasksResponse.tasks:type_name -> synapse.v1.Task
+	4,  // 27: synapse.v1.ReadResultResponse.chunk:type_name -> synapse.v1.StreamChunk
+	5,  // 28: synapse.v1.P2PService.Send:input_type -> synapse.v1.SendRequest
+	7,  // 29: synapse.v1.P2PService.Watch:input_type -> synapse.v1.WatchRequest
+	9,  // 30: synapse.v1.P2PService.GetTask:input_type -> synapse.v1.GetTaskRequest
+	11, // 31: synapse.v1.P2PService.ListTasks:input_type -> synapse.v1.ListTasksRequest
+	13, // 32: synapse.v1.P2PService.ReadResult:input_type -> synapse.v1.ReadResultRequest
+	6,  // 33: synapse.v1.P2PService.Send:output_type -> synapse.v1.SendResponse
+	8,  // 34: synapse.v1.P2PService.Watch:output_type -> synapse.v1.WatchResponse
+	10, // 35: synapse.v1.P2PService.GetTask:output_type -> synapse.v1.GetTaskResponse
+	12, // 36: synapse.v1.P2PService.ListTasks:output_type -> synapse.v1.ListTasksResponse
+	14, // 37: synapse.v1.P2PService.ReadResult:output_type -> synapse.v1.ReadResultResponse
+	33, // [33:38] is the sub-list for method output_type
+	28, // [28:33] is the sub-list for method input_type
+	28, // [28:28] is the sub-list for extension type_name
+	28, // [28:28] is the sub-list for extension extendee
+	0,  // [0:28] is the sub-list for field type_name
 }
 
 func init() { file_synapse_v1_p2p_proto_init() }
@@ -1248,6 +1265,7 @@ func file_synapse_v1_p2p_proto_init() {
 	if File_synapse_v1_p2p_proto != nil {
 		return
 	}
+	file_synapse_v1_confidential_proto_init()
 	file_synapse_v1_envelope_proto_init()
 	file_synapse_v1_payloads_proto_init()
 	file_synapse_v1_p2p_proto_msgTypes[8].OneofWrappers = []any{
