@@ -53,7 +53,7 @@ def open_as(opener: str, envelope: envelope_pb2.Envelope):
     party = PARTIES[opener]
     ring = EncryptionKeyRing(EncryptionKey.from_private_bytes(bytes.fromhex(party["x25519_private_key"]), created_at=0))
     # Every message but the task_request opens with the task's key.
-    keys = ConfidentialKeys(encryption_keys=ring, task_keys=lambda task_id: TASK_KEY if task_id == V["task_id"] else None)
+    keys = ConfidentialKeys(encryption_keys=ring, task_keys=lambda header: TASK_KEY if header.task_id == V["task_id"] else None)
     return open_envelope(envelope, trust(), self_id=party["agent_id"], now=AT, clock_skew=V["clock_skew_seconds"], confidential=keys)
 
 

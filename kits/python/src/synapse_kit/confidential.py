@@ -387,8 +387,9 @@ def open_sealed_payload(header_bytes: bytes, header: Message, sealed: bytes, tas
     return plaintext[:SIGNATURE_LENGTH], plaintext[SIGNATURE_LENGTH:]
 
 
-TaskKeyLookup = Callable[[str], "bytes | None"]
-"""The task key of a task id, or None when no confidential task has that id."""
+TaskKeyLookup = Callable[[Message], "bytes | None"]
+"""The task key of the task a message's header names (``header.task_id``), or
+None when the receiver knows no such confidential task (or none for that sender)."""
 
 
 @dataclass
@@ -410,7 +411,7 @@ class ConfidentialKeys:
                 raise Refused("encryption_key_unknown", "this receiver holds no encryption key")
             return unwrap_task_key(confidentiality, header.task_id, header.sender.agent_id, header.sender.key_id,
                                    self_id or header.receiver.agent_id, self.encryption_keys, now)
-        task_key = self.task_keys(header.task_id) if self.task_keys is not None else None
+        task_key = self.task_keys(header) if self.task_keys is not None else None
         if task_key is None:
             raise Refused("encryption_key_unknown", f"no confidential task {header.task_id[:128]} is known here")
         if task_key_id(task_key) != confidentiality.task_key_id:
