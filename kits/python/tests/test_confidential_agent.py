@@ -138,7 +138,7 @@ def test_a_task_type_that_requires_confidentiality_refuses_plaintext(agent: tupl
 def test_tampered_and_misdirected_confidential_requests(agent: tuple[Agent, str, threading.Event]) -> None:
     executor, url, _ = agent
     with Client.connect(url, Identity.generate()) as client:
-        task_key, keys = client._new_task_key("t-sealed")
+        task_key, keys = client.wrap_new_task_key("t-sealed")
         request = payloads_pb2.TaskRequestPayload(task=payloads_pb2.TaskSpec(id="t-sealed", type="upper"))
         request.task.payload.update({"text": SECRET})
         envelope, _ = seal_confidential(client.identity, envelope_pb2.MESSAGE_TYPE_TASK_REQUEST, request, client.executor, task_key,

@@ -231,7 +231,7 @@ class Client:
         if confidential is None:
             confidential = any(t.type == task_type and t.requires_confidentiality for t in self.capabilities.supported_task_types)
         if confidential:
-            task_key, keys = self._new_task_key(task_id)
+            task_key, keys = self.wrap_new_task_key(task_id)
             envelope, _ = seal_confidential(self.identity, env.MESSAGE_TYPE_TASK_REQUEST, request, self.executor, task_key, keys=keys,
                                             task_id=task_id, idempotency_key=idempotency_key, session_id=session_id)
         else:
@@ -257,7 +257,7 @@ class Client:
 
     # ── confidential tasks ───────────────────────────────────────────────
 
-    def _new_task_key(self, task_id: str) -> tuple[bytes, list[Message]]:
+    def wrap_new_task_key(self, task_id: str) -> tuple[bytes, list[Message]]:
         """A task key for a new confidential task, wrapped to the executor's current key
         (from capabilities fetched now, its binding checked against the executor's
         identity key) and to this client's."""
