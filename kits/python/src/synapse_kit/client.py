@@ -308,7 +308,12 @@ class Client:
             key = self._task_keys.get(task_id)
         if key is not None or not task_id:
             return key
-        task = self.get_task(task_id)
+        try:
+            task = self.get_task(task_id)
+        except grpc.RpcError as error:
+            if error.code() == grpc.StatusCode.NOT_FOUND:
+                return None  # no such task of ours: the key is unknown
+            raise
         return self._unwrap(task) if task.HasField("confidential") else None
 
     def _task_key_of(self, header: Message) -> bytes | None:
