@@ -13,7 +13,7 @@ import { ErrorDetailSchema } from "../gen/synapse/v1/errors_pb.js";
 import { nodeEd25519 } from "../src/crypto/ed25519.js";
 import { encryptionKeyOf, EncryptionKeyRing } from "../src/crypto/encryption-keys.js";
 import { aesGcmSeal, hkdfExpand, hkdfExtract, x25519PrivateKey } from "../src/crypto/hpke.js";
-import { openResult, openSealedPayload, sealResult, unwrapTaskKey } from "../src/envelope/confidential.js";
+import { openResult, openSealedPayload, sealResult, unwrapRequestKey } from "../src/envelope/confidential.js";
 import { verifyEncryptionKey } from "../src/envelope/encryption-binding.js";
 import { open } from "../src/envelope/open.js";
 import { envelopeSigningInput, pae } from "../src/envelope/pae.js";
@@ -49,7 +49,7 @@ function openAs(opener: string, envelope: Envelope) {
     trust,
     self: party.agent_id,
     now: () => at,
-    confidential: { taskKey: (header) => (header.confidential!.keys.length > 0 ? unwrapTaskKey(header, party.agent_id, ring, at) : taskKey) },
+    confidential: { taskKey: (header) => (header.confidential!.keys.length > 0 ? unwrapRequestKey(header, party.agent_id, ring, at) : taskKey) },
   });
 }
 

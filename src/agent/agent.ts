@@ -9,7 +9,10 @@ import { AgentCapabilitiesSchema, TransportMode, type AgentCapabilities } from "
 import { DEFAULT_P2P_CONFIG, type P2PConfig } from "../capabilities/defaults.js";
 import type { Wiring } from "../capabilities/interfaces.js";
 import { CapabilitiesProvider } from "../capabilities/provider.js";
-import { DEFAULT_CLOCK_SKEW_MS } from "../envelope/open.js";
+import { encryptionKeyOf, EncryptionKeyRing } from "../crypto/encryption-keys.js";
+import { generateX25519 } from "../crypto/hpke.js";
+import { signEncryptionKey } from "../envelope/encryption-binding.js";
+import { DEFAULT_CLOCK_SKEW_MS, type OpenOptions } from "../envelope/open.js";
 import type { TrustPolicy } from "../envelope/trust.js";
 import { silentLogger, type Logger } from "../log.js";
 import { OutboundPolicy } from "../net/outbound-policy.js";
@@ -30,7 +33,9 @@ import { EventRecorder } from "./recorder.js";
 import { DEFAULT_RETENTION_MS, Retention } from "./retention.js";
 import { ExecutionRunner } from "./runner.js";
 import { EscalationPolicies } from "./escalation.js";
+import { sealedTaskStore } from "./sealed-store.js";
 import { TaskSchemas } from "./schemas.js";
+import { TaskKeys } from "./task-keys.js";
 import { AgentUploads, DEFAULT_UPLOAD_LIMITS, type UploadLimits } from "./uploads.js";
 
 /** How long a lease on a task's run (or on its callbacks) lasts unless renewed. */
@@ -79,6 +84,10 @@ export interface AgentOptions {
 
 export interface Agent {
   readonly identity: AgentIdentity;
+  /** How its services open the envelopes sent to it: its trust, its id and key, the clock skew, and the keys of confidential tasks. */
+  readonly openOptions: OpenOptions;
+  /** The task keys of its confidential tasks. */
+  readonly keys: TaskKeys;
   readonly provider: CapabilitiesProvider;
   readonly engine: TaskEngine;
   readonly reader: TaskReader;
@@ -124,6 +133,7 @@ export function createAgent(options: AgentOptions): Agent {
   const logger = options.logger ?? silentLogger;
   const now = options.now ?? Date.now;
   const declared = options.capabilities;
+  const encryption = identity.encryption ?? new EncryptionKeyRing(encryptionKeyOf(generateX25519(), now()));
   const capabilities = create(AgentCapabilitiesSchema, {
     ...declared,
     agentId: identity.agentId,
@@ -138,17 +148,20 @@ export function createAgent(options: AgentOptions): Agent {
     supportStreaming: true,
     supportHil: true,
     supportGroups: options.groups === true,
+    // Each bound to the identity key by its signature, so no one who relays the capabilities can swap it.
+    encryptionKeys: encryption.published(now()).map((key) => signEncryptionKey(identity.agentId, identity.key, key)),
   });
   const provider = new CapabilitiesProvider(capabilities, { ...AGENT_WIRING, groups: options.groups === true });
   const observers = new AgentObservers();
-  const store = new TimedTaskStore(options.store ?? new MemoryTaskStore(now), observers);
+  const keys = new TaskKeys(identity.agentId, encryption, now);
+  const store = new TimedTaskStore(sealedTaskStore(options.store ?? new MemoryTaskStore(now), keys), observers);
   const instanceId = options.instanceId ?? randomUUID();
   const leaseMs = options.leaseMs ?? DEFAULT_LEASE_MS;
   const uploads = new AgentUploads(options.uploads ?? new MemoryUploadStore(store), { ...DEFAULT_UPLOAD_LIMITS, ...options.uploadLimits }, now);
   const bus = new TaskEventBus(store);
   const schemas = new TaskSchemas(capabilities.supportedTaskTypes);
   const escalation = new EscalationPolicies(capabilities.supportedTaskTypes);
-  const recorder = new EventRecorder({ identity, capabilities: provider, store, now, observer: observers });
+  const recorder = new EventRecorder({ identity, capabilities: provider, store, now, observer: observers, keys });
   const runner = new ExecutionRunner({ capabilities: provider, handlers: options.handlers, schemas, store, bus, recorder, config, logger, now, instanceId, leaseMs, uploads, escalation });
   const outbound = options.outbound ?? new OutboundPolicy();
   const callbacks = new CallbackSender({
@@ -165,7 +178,7 @@ export function createAgent(options: AgentOptions): Agent {
     observer: observers,
   });
   const inbox = new CallbackInbox(store, bus, options.trust);
-  const engine = new TaskEngine({ capabilities: provider, handlers: options.handlers, schemas, store, bus, recorder, runner, callbacks, outbound, logger, clockSkewMs, now, inbox, uploads, observer: observers });
+  const engine = new TaskEngine({ keys, capabilities: provider, handlers: options.handlers, schemas, store, bus, recorder, runner, callbacks, outbound, logger, clockSkewMs, now, inbox, uploads, observer: observers });
   const reader = new TaskReader({
     store,
     bus,
@@ -184,8 +197,17 @@ export function createAgent(options: AgentOptions): Agent {
   });
   let started: Promise<void> | undefined;
   let stopped: Promise<void> | undefined;
+  const openOptions: OpenOptions = {
+    trust: options.trust,
+    self: identity.agentId,
+    selfKeyId: identity.key.keyId,
+    clockSkewMs,
+    confidential: keys.opener((taskId) => store.getTask(taskId)),
+  };
   return {
     identity,
+    openOptions,
+    keys,
     provider,
     engine,
     reader,

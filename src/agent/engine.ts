@@ -28,6 +28,7 @@ import { isTerminal, stateName, WAITING_STATES } from "../protocol/state-machine
 import type { SeenMessage, StoredReply, TaskRecord, TaskStore } from "../store/store.js";
 import type { CallbackSender } from "./callbacks.js";
 import type { TaskEventBus } from "./events.js";
+import type { TaskKeys } from "./task-keys.js";
 import type { TaskHandler } from "./handler.js";
 import type { CallbackInbox } from "./inbox.js";
 import { TaskIntake } from "./intake.js";
@@ -43,6 +44,8 @@ import type { AgentUploads } from "./uploads.js";
 export interface EngineOptions {
   /** Takes events pushed for tasks this agent requested. */
   inbox: CallbackInbox;
+  /** The keys of confidential tasks. */
+  keys: TaskKeys;
   capabilities: CapabilitiesProvider;
   handlers: ReadonlyMap<string, TaskHandler>;
   schemas: TaskSchemas;

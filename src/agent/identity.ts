@@ -4,6 +4,7 @@
 import { createHash } from "node:crypto";
 import { mkdir, readFile, writeFile } from "node:fs/promises";
 import { join } from "node:path";
+import { EncryptionKeyRing, loadOrCreateEncryptionKeys } from "../crypto/encryption-keys.js";
 import { loadOrCreateKey, selfCertifyingAgentId, type AgentKey } from "../crypto/keys.js";
 
 /** An agent: its id and names, and the Ed25519 key that signs everything it sends. */
@@ -16,6 +17,8 @@ export interface AgentIdentity {
   systemId: string;
   /** The signing key. */
   key: AgentKey;
+  /** Its X25519 keys for confidential tasks (encryption.key beside agent.key); without them the agent makes one for this process only. */
+  encryption?: EncryptionKeyRing;
 }
 
 interface IdentityFile {
@@ -120,6 +123,7 @@ export async function loadOrCreateIdentity(
     agentName: overrides.agentName ?? (stored.agent_name === EARLIER_DEFAULT_NAME ? undefined : stored.agent_name) ?? overrides.defaultAgentName ?? "Synapse agent",
     systemId: overrides.systemId ?? stored.system_id ?? "synapse",
     key,
+    encryption: await loadOrCreateEncryptionKeys(dir),
   };
   const next: IdentityFile = {
     agent_id: identity.agentId,

@@ -23,6 +23,7 @@ import type { ExecutionRunner } from "./runner.js";
 import type { TaskSchemas } from "./schemas.js";
 import type { AgentUploads } from "./uploads.js";
 import { seenWithReply } from "./message-gate.js";
+import type { TaskKeys } from "./task-keys.js";
 
 export const RETRY_AFTER_SECONDS = 5;
 
@@ -40,6 +41,8 @@ export interface IntakeOptions {
   draining: () => boolean;
   /** Checks the uploads a request names. */
   uploads: AgentUploads;
+  /** The keys of confidential tasks. */
+  keys: TaskKeys;
 }
 
 export class TaskIntake {
@@ -61,6 +64,9 @@ export class TaskIntake {
     const callbackProblem = request.callbackUrl ? this.options.outbound.urlProblem(request.callbackUrl) : undefined;
     if (callbackProblem) throw protocolError(ErrorCode.INVALID_PARAMS, `callback_url ${JSON.stringify(request.callbackUrl)} ${callbackProblem}`);
     const requester = { agentId: header.sender!.agentId, systemId: header.sender!.systemId, keyId: header.sender!.keyId };
+    if (header.confidential === undefined && capabilities.findTaskType(spec.type)?.requiresConfidentiality) {
+      throw protocolError(ErrorCode.CONFIDENTIALITY_REQUIRED, `task type ${spec.type} takes only confidential requests (docs/PROTOCOL.md §9)`);
+    }
     if (header.idempotencyKey) {
       const earlier = await store.findTaskByIdempotencyKey(requester.agentId, header.idempotencyKey);
       if (earlier !== undefined) return this.sameAsEarlier(earlier);
@@ -103,7 +109,9 @@ export class TaskIntake {
       answers: [],
       // Every event and reply of the task carries these, as the request did.
       carried: carriedOf(header),
+      confidential: header.confidential,
     };
+    if (header.confidential !== undefined) this.options.keys.adopt(header, base);
     const { type, message, patch } = admissionEvent(base, admission, capabilities.findTaskType(spec.type)?.capabilities ?? []);
     const step = transition(TaskState.PENDING, type);
     if (!step.allowed) throw protocolError(ErrorCode.INTERNAL, "admission produced an illegal first event");

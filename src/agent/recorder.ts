@@ -12,7 +12,9 @@ import { MessageType, type Header } from "../../gen/synapse/v1/envelope_pb.js";
 import { ErrorCode } from "../../gen/synapse/v1/errors_pb.js";
 import { AgentStatus, HeartbeatPayloadSchema, TaskState, type DecisionAction } from "../../gen/synapse/v1/payloads_pb.js";
 import type { CapabilitiesProvider } from "../capabilities/provider.js";
-import { seal } from "../envelope/seal.js";
+import type { AgentKey } from "../crypto/keys.js";
+import { sealConfidential } from "../envelope/confidential.js";
+import { seal, type SealInput } from "../envelope/seal.js";
 import type { AgentObserver } from "../observability/agent-observer.js";
 import { sending, transitioning } from "../observability/spans.js";
 import { carriedSealFields } from "../observability/trace-context.js";
@@ -21,6 +23,7 @@ import { transition, TERMINAL_STATES } from "../protocol/state-machine.js";
 import { StoreConflictError, type CarriedIds, type PartyRecord, type SeenMessage, type StoredEvent, type StoredReply, type TaskPatch, type TaskRecord, type TaskStore } from "../store/store.js";
 import type { AgentIdentity } from "./identity.js";
 import { seenWithReply } from "./message-gate.js";
+import type { TaskKeys } from "./task-keys.js";
 
 /** States in which a task holds one of the max_concurrent_tasks slots. */
 export const ACTIVE_STATES = Object.values(TaskState).filter(
@@ -66,10 +69,17 @@ export interface RecorderOptions {
   now: () => number;
   /** Told of each committed state change and each message signed. */
   observer: Pick<AgentObserver, "transition" | "messageSent">;
+  /** The keys of confidential tasks, whose events are sealed with them. */
+  keys: TaskKeys;
 }
 
 export class EventRecorder {
   constructor(private readonly options: RecorderOptions) {}
+
+  /** The keys of confidential tasks. */
+  get keys(): TaskKeys {
+    return this.options.keys;
+  }
 
   get self(): PartyRecord {
     const { identity } = this.options;
@@ -122,9 +132,11 @@ export class EventRecorder {
     if (from !== task.state) this.options.observer.transition(from, task.state, task);
   }
 
-  sealEvent(task: Pick<TaskRecord, "taskId" | "requester" | "carried">, type: MessageType, message: Message, sequence: number, replyTo?: string, encodedPayload?: Uint8Array): StoredEvent {
+  sealEvent(task: Pick<TaskRecord, "taskId" | "requester" | "carried" | "confidential">, type: MessageType, message: Message, sequence: number, replyTo?: string, encodedPayload?: Uint8Array): StoredEvent {
+    // A confidential task's events are signed, then sealed with its key (docs/PROTOCOL.md §9.4).
+    const sealWith = task.confidential === undefined ? seal : (input: SealInput, key: AgentKey) => sealConfidential(input, key, { taskKey: this.options.keys.of(task) });
     const { envelope, header } = sending(type, task.carried, () =>
-      seal(
+      sealWith(
         {
           messageType: type,
           payload: message,

@@ -2,6 +2,8 @@
 // completion or failure. Every write is fenced by the run's lease (one
 // refused for a lost lease stops the run), and a run's last write is tried
 // again while the store cannot be used.
+import { createHash } from "node:crypto";
+import { sealResult } from "../envelope/confidential.js";
 import { create, type JsonValue } from "@bufbuild/protobuf";
 import { MessageType } from "../../gen/synapse/v1/envelope_pb.js";
 import {
@@ -84,6 +86,7 @@ export class RunWrites {
   async complete(taskId: string, result: FinishedResult): Promise<boolean> {
     // The completion says more than a progress report it follows within the interval.
     this.progressReports.take(taskId);
+    if (result.stream) result = await this.sealedForTask(taskId, result);
     if (result.stream) {
       const bytes = result.stream.bytes;
       await this.untilStored(() => this.options.store.putResult(taskId, bytes));
@@ -115,6 +118,14 @@ export class RunWrites {
       }),
     ));
     return recorded !== undefined;
+  }
+
+  /** A confidential task's result stream as it is stored and served: sealed records (docs/PROTOCOL.md §9.5). */
+  private async sealedForTask(taskId: string, result: FinishedResult): Promise<FinishedResult> {
+    const task = await this.untilStored(() => this.options.store.getTask(taskId));
+    if (task?.confidential === undefined || result.stream === undefined) return result;
+    const bytes = sealResult(this.options.recorder.keys.of(task), taskId, result.stream.bytes);
+    return { ...result, stream: { contentType: result.stream.contentType, bytes, sha256: new Uint8Array(createHash("sha256").update(bytes).digest()) } };
   }
 
   async fail(taskId: string, failure: FailureReport): Promise<boolean> {

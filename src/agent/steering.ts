@@ -33,6 +33,13 @@ export interface SteeringOptions {
   runner: ExecutionRunner;
 }
 
+/** A message on a confidential task must be confidential too (docs/PROTOCOL.md §9.4). */
+function requireSealedAsTask(task: TaskRecord, header: Header): void {
+  if (task.confidential !== undefined && header.confidential === undefined) {
+    throw protocolError(ErrorCode.CONFIDENTIALITY_REQUIRED, `task ${task.taskId} is confidential: ${wireName(header.messageType)} must be sealed to it`);
+  }
+}
+
 export class TaskSteering {
   private readonly access: TaskAccess;
 
@@ -49,6 +56,7 @@ export class TaskSteering {
       if (!(await this.access.mayRead(task, header.sender!.agentId))) throw taskNotFound(header.taskId);
       throw protocolError(ErrorCode.PERMISSION_DENIED, `only the requester of task ${task.taskId} may send ${wireName(header.messageType)}; escalation contacts decide`);
     }
+    requireSealedAsTask(task, header);
     return task;
   }
 
@@ -62,6 +70,7 @@ export class TaskSteering {
     const sender = header.sender!.agentId;
     const task = await this.options.store.getTask(header.taskId);
     if (task === undefined || !(await this.access.mayRead(task, sender))) throw taskNotFound(header.taskId);
+    requireSealedAsTask(task, header);
     const pending = task.pendingDecision;
     if (pending === undefined) return task; // nothing to decide: the state machine refuses it
     const deciders = pending.deciders.length > 0 ? pending.deciders : [task.requester.agentId];

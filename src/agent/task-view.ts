@@ -6,6 +6,21 @@ import type { TaskRecord } from "../store/store.js";
 
 /** The task as GetTask, ListTasks and Watch show it; `withRequest: false` leaves out the request (Send: the sender has it). */
 export function taskView(record: TaskRecord, options: { withRequest?: boolean } = {}): Task {
+  // A confidential task's content is read from its sealed events by its parties; the view shows the rest.
+  if (record.confidential !== undefined) {
+    return create(TaskSchema, {
+      taskId: record.taskId,
+      taskType: record.taskType,
+      state: record.state,
+      progress: record.progress,
+      requester: record.requester,
+      executor: record.executor,
+      createdAt: timestampFromMs(record.createdAtMs),
+      updatedAt: timestampFromMs(record.updatedAtMs),
+      lastSequence: BigInt(record.lastSequence),
+      confidential: record.confidential,
+    });
+  }
   return create(TaskSchema, {
     taskId: record.taskId,
     taskType: record.taskType,

@@ -89,6 +89,12 @@ export interface SubmitOptions {
   parentTaskId?: string;
   /** Uploaded files the task names (POST /upload answered sha256 and size); the signature covers them. */
   uploads?: Array<{ name: string; sha256: string; size: number }>;
+  /**
+   * Make the task confidential (docs/PROTOCOL.md §9): every message of it is
+   * signed, then encrypted to the executor's published encryption key and to
+   * this requester's own; the executor's store keeps it sealed.
+   */
+  confidential?: boolean;
 }
 
 /** A human's decision, for {@link SynapseClient.decide}. */

@@ -26,10 +26,11 @@ import {
   type TaskAckPayload,
 } from "../../gen/synapse/v1/payloads_pb.js";
 import { bytesEqual } from "../crypto/encoding.js";
-import { keyIdOf } from "../crypto/keys.js";
+import { keyIdOf, type AgentKey } from "../crypto/keys.js";
 import { issueToken } from "../crypto/tokens.js";
 import { open, type OpenedEnvelope } from "../envelope/open.js";
-import { seal } from "../envelope/seal.js";
+import { sealConfidential, type ConfidentialSealing } from "../envelope/confidential.js";
+import { seal, type SealInput } from "../envelope/seal.js";
 import type { TrustPolicy } from "../envelope/trust.js";
 import { PinnedKeys, TrustChain } from "../envelope/trust-sources.js";
 import { stateAfterEvent } from "../protocol/event-state.js";
@@ -39,6 +40,7 @@ import { isTerminal, WAITING_STATES } from "../protocol/state-machine.js";
 import { clientSending, type OutgoingTrace } from "../observability/spans.js";
 import { freshTraceparent, traceFieldsOf, type TraceFields } from "../observability/trace-context.js";
 import type { ClientOptions, ClientWatchItem, DecisionInput, EnvelopeExtras, SendResult, SubmitOptions, VerifiedMessage, WatchOptions } from "./requester-types.js";
+import { RequesterKeys, withEventContent } from "./confidential.js";
 import { RememberedTaskIds } from "./task-ids.js";
 import { createTransport } from "./transport.js";
 
@@ -67,6 +69,10 @@ export class SynapseClient {
   private cachedToken: { token: string; renewAtMs: number } | undefined;
   /** The trace, session and correlation ids of the tasks this client submitted (the latest ones). */
   private readonly taskIds = new RememberedTaskIds();
+  /** The keys of its confidential tasks. */
+  private readonly sealedTasks: RequesterKeys;
+  /** The sealing of the task_request being made (its wrapped keys), between making it and sealing the envelope. */
+  private pendingSealing: ConfidentialSealing | undefined;
 
   private constructor(
     private readonly options: ClientOptions,
@@ -84,6 +90,7 @@ export class SynapseClient {
     this.maxRetries = options.maxRetries ?? 5;
     this.retryBaseDelayMs = options.retryBaseDelayMs ?? 500;
     this.sendRetries = options.sendRetries ?? 3;
+    this.sealedTasks = new RequesterKeys({ agentId: options.identity.agentId, keyId: options.identity.key.keyId }, options.identity.encryption);
   }
 
   /** Learns the executor's identity (GetCapabilities) and checks its key against the trust policy. */
@@ -139,7 +146,10 @@ export class SynapseClient {
   envelope(type: MessageType, payload: Message, extra: EnvelopeExtras = {}): Envelope {
     const known = this.taskIds.get(extra.taskId);
     const trace = extra.traceparent ? extra : this.traceFor(known);
-    return seal(
+    // Every message about a confidential task is sealed with its key (docs/PROTOCOL.md §9).
+    const sealing = extra.taskId === undefined ? undefined : (this.pendingSealing ?? this.sealedTasks.sealingFor(extra.taskId));
+    const sealWith = sealing === undefined ? seal : (input: SealInput, key: AgentKey) => sealConfidential(input, key, sealing);
+    return sealWith(
       {
         messageType: type,
         payload,
@@ -175,7 +185,12 @@ export class SynapseClient {
    * contact reads are the requester's).
    */
   async verify(envelope: Envelope, options: { record?: boolean; receiver?: string } = {}): Promise<VerifiedMessage> {
-    const opened: OpenedEnvelope = await open(envelope, { trust: this.trust, self: options.receiver ?? this.me.agentId, checkTime: !options.record });
+    const opened: OpenedEnvelope = await open(envelope, {
+      trust: this.trust,
+      self: options.receiver ?? this.me.agentId,
+      checkTime: !options.record,
+      confidential: this.sealedTasks.opener((taskId) => this.storedTask(taskId)),
+    });
     if (opened.header.sender?.agentId !== this.executor.agentId) {
       throw protocolError(ErrorCode.UNKNOWN_SENDER, `reply signed by ${opened.header.sender?.agentId}, not the executor ${this.executor.agentId}`);
     }
@@ -232,13 +247,20 @@ export class SynapseClient {
     // A new trace for the task, unless a span is active: the task's events will all carry it.
     const sent = await clientSending(MessageType.TASK_REQUEST, taskId, undefined, (trace) => {
       this.taskIds.remember(taskId, { trace: trace.fields, sessionId: options.sessionId, correlationId: options.correlationId });
-      const envelope = this.envelope(MessageType.TASK_REQUEST, request, {
-        taskId,
-        idempotencyKey: options.idempotencyKey,
-        sessionId: options.sessionId,
-        correlationId: options.correlationId,
-        ...trace.fields,
-      });
+      // A confidential request carries the task key wrapped to the executor and to this requester.
+      this.pendingSealing = options.confidential ? this.sealedTasks.forNewTask(taskId, this.capabilities) : undefined;
+      let envelope: Envelope;
+      try {
+        envelope = this.envelope(MessageType.TASK_REQUEST, request, {
+          taskId,
+          idempotencyKey: options.idempotencyKey,
+          sessionId: options.sessionId,
+          correlationId: options.correlationId,
+          ...trace.fields,
+        });
+      } finally {
+        this.pendingSealing = undefined;
+      }
       return this.send(envelope, options.waitMs, undefined, trace.headers);
     });
     return { taskId, ...sent };
@@ -292,11 +314,36 @@ export class SynapseClient {
     return this.sendTraced(MessageType.TASK_ACK, taskId, payload);
   }
 
-  /** A task's current state (GetTask). */
+  /**
+   * A task's current state (GetTask). A confidential task's view has no
+   * content: its status line, question, decision, result and error are read
+   * here from its sealed events, opened with the task's key.
+   */
   async getTask(taskId: string): Promise<Task> {
+    const task = await this.storedTask(taskId);
+    if (task.confidential === undefined) return task;
+    this.sealedTasks.learn(task);
+    const events: VerifiedMessage[] = [];
+    if (task.lastSequence > 0n) {
+      for await (const item of this.watch(taskId)) {
+        if (item.kind !== "event") continue;
+        events.push(item.event);
+        if (BigInt(item.sequence) >= task.lastSequence) break;
+      }
+    }
+    return withEventContent(task, events);
+  }
+
+  /** The task as the executor shows it (GetTask). */
+  private async storedTask(taskId: string): Promise<Task> {
     const { task } = await this.p2p.getTask({ taskId }, { headers: await this.authHeaders() });
     if (task === undefined) throw protocolError(ErrorCode.TASK_NOT_FOUND, `no task ${taskId}`);
     return task;
+  }
+
+  /** Whether this client holds the key of a task it submitted confidential (or has read). */
+  isConfidential(taskId: string): boolean {
+    return this.sealedTasks.has(taskId);
   }
 
   /** This requester's tasks at the executor (all of them for an operator key), newest first, a page at a time (ListTasks), by state and task type. */
@@ -405,6 +452,10 @@ export class SynapseClient {
             // With a starting offset, only the bytes read here are returned, so only the whole stream is hashed.
             if ((options.offset ?? 0) === 0 && !bytesEqual(new Uint8Array(createHash("sha256").update(bytes).digest()), digest)) {
               throw protocolError(ErrorCode.SIGNATURE_INVALID, "result SHA-256 does not match what the executor signed");
+            }
+            // A confidential task's stream is sealed records: the whole of it opens to the result (from offset 0 only).
+            if ((options.offset ?? 0) === 0 && (this.sealedTasks.has(taskId) || this.sealedTasks.learn(await this.storedTask(taskId)) !== undefined)) {
+              return this.sealedTasks.openResult(taskId, bytes);
             }
             return bytes;
           }

@@ -66,12 +66,18 @@ export function wrapTaskKey(taskKey: Uint8Array, parties: WrapParties, recipient
 }
 
 /**
- * The task key of a confidential task_request, from the entry wrapped to
- * `self` with one of its keys; checked against the header's task_key_id.
+ * The task key of a confidential task, from the entry of its request's
+ * `confidential` wrapped to `self` with one of its keys; checked against
+ * task_key_id. `sender` is the request's sender (agent id and key id).
  */
-export function unwrapTaskKey(header: Header, self: string, ring: EncryptionKeyRing, nowMs: number = Date.now()): Uint8Array {
-  const confidential = header.confidential!;
-  const sender = { agentId: header.sender?.agentId ?? "", keyId: header.sender?.keyId ?? "" };
+export function unwrapTaskKey(
+  confidential: Confidentiality,
+  taskId: string,
+  sender: { agentId: string; keyId: string },
+  self: string,
+  ring: EncryptionKeyRing,
+  nowMs: number = Date.now(),
+): Uint8Array {
   const mine = confidential.keys.filter((wrapped) => wrapped.agentId === self);
   const wrapped = mine.find((entry) => ring.find(entry.keyId, nowMs) !== undefined);
   if (wrapped === undefined) {
@@ -81,10 +87,15 @@ export function unwrapTaskKey(header: Header, self: string, ring: EncryptionKeyR
     );
   }
   const key = ring.find(wrapped.keyId, nowMs)!;
-  const taskKey = hpkeOpen(key.privateKey, wrapped.enc, wrapInfo({ taskId: header.taskId, sender, recipient: { agentId: self, keyId: wrapped.keyId } }), EMPTY, wrapped.ciphertext);
+  const taskKey = hpkeOpen(key.privateKey, wrapped.enc, wrapInfo({ taskId, sender, recipient: { agentId: self, keyId: wrapped.keyId } }), EMPTY, wrapped.ciphertext);
   if (taskKey === undefined || taskKey.byteLength !== TASK_KEY_BYTES) throw decryptionFailed("the wrapped task key does not open");
   if (taskKeyIdOf(taskKey) !== confidential.taskKeyId) throw decryptionFailed("the wrapped task key does not match header.confidential.task_key_id");
   return new Uint8Array(taskKey);
+}
+
+/** The task key of a confidential task_request, wrapped to `self`. */
+export function unwrapRequestKey(header: Header, self: string, ring: EncryptionKeyRing, nowMs: number = Date.now()): Uint8Array {
+  return unwrapTaskKey(header.confidential!, header.taskId, { agentId: header.sender?.agentId ?? "", keyId: header.sender?.keyId ?? "" }, self, ring, nowMs);
 }
 
 /** How to seal one confidential message. */

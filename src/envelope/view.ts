@@ -12,7 +12,9 @@ export function payloadView(header: Header, payload: Message): Payload {
   return create(PayloadSchema, { body: { case: info.payloadCase, value: payload } as Payload["body"] });
 }
 
+/** The view of a message: a confidential one shows its header only (its payload is for its parties, docs/PROTOCOL.md §9.4). */
 export function envelopeView(header: Header, payload: Message): EnvelopeView {
+  if (header.confidential !== undefined) return create(EnvelopeViewSchema, { header });
   return create(EnvelopeViewSchema, { header, payload: payloadView(header, payload) });
 }
 
@@ -24,5 +26,6 @@ export function signedMessage(envelope: Envelope, header: Header, payload: Messa
 export function decodeUnverified(envelope: Envelope): { header: Header; payload: Message | undefined } {
   const header = fromBinary(HeaderSchema, envelope.header);
   const info = messageTypeInfo(header.messageType);
+  if (header.confidential !== undefined) return { header, payload: undefined };
   return { header, payload: info === undefined ? undefined : fromBinary(info.payloadSchema, envelope.payload) };
 }

@@ -36,7 +36,7 @@ export function groupService(host: GroupHost, agent: Agent, draining: AbortSigna
   const bearer = { audience: agent.identity.agentId, trust: agent.trust };
   return {
     async send(request, ctx) {
-      const opened = await openSent(request.envelope, { trust: agent.trust, self: agent.identity.agentId, selfKeyId: agent.identity.key.keyId, clockSkewMs: agent.clockSkewMs }, ctx);
+      const opened = await openSent(request.envelope, agent.openOptions, ctx);
       // The server's metrics count it.
       agent.observers.messageReceived(opened.header.messageType);
       const outcome = await host.receive(opened);

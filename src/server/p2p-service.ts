@@ -112,7 +112,7 @@ export function p2pService(agent: Agent, draining: AbortSignal, replyLimit: numb
   };
   return {
     async send(request, ctx) {
-      const opened = await openSent(request.envelope, { trust: agent.trust, self: agent.identity.agentId, selfKeyId: agent.identity.key.keyId, clockSkewMs: agent.clockSkewMs }, ctx);
+      const opened = await openSent(request.envelope, agent.openOptions, ctx);
       const outcome = await agent.engine.receive(opened);
       let task = outcome.task;
       if (request.wait !== undefined && task !== undefined) {

@@ -46,11 +46,14 @@ const taskEvents = new WeakMap<Envelope, Uint8Array>();
 export function signedMessageBytes(stored: StoredReply): Uint8Array {
   let bytes = signedMessages.get(stored.envelope);
   if (bytes === undefined) {
-    const payload = delimitedFields([[payloadFieldOf(stored.header.messageType), stored.envelope.payload]]);
-    const view = delimitedFields([
-      [VIEW_HEADER, stored.envelope.header],
-      [VIEW_PAYLOAD, payload],
-    ]);
+    // A confidential message's view is its header only: its payload is ciphertext (docs/PROTOCOL.md §9.4).
+    const view =
+      stored.header.confidential !== undefined
+        ? delimitedFields([[VIEW_HEADER, stored.envelope.header]])
+        : delimitedFields([
+            [VIEW_HEADER, stored.envelope.header],
+            [VIEW_PAYLOAD, delimitedFields([[payloadFieldOf(stored.header.messageType), stored.envelope.payload]])],
+          ]);
     bytes = delimitedFields([
       [SIGNED_ENVELOPE, envelopeEncoding(stored.envelope)],
       [SIGNED_VIEW, view],

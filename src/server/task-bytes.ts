@@ -33,6 +33,7 @@ const nanos = (ms: number) => (ms - seconds(ms) * 1000) * 1_000_000;
 
 /** The binary Task view of `record` without its request (what a Send reply shows), or undefined when not covered here. */
 export function taskViewBytes(record: TaskRecord): Uint8Array | undefined {
+  if (record.confidential !== undefined) return undefined;
   if (record.pendingInfo !== undefined || record.pendingDecision !== undefined || record.error !== undefined || record.rejection !== undefined) return undefined;
   const result = record.result === undefined ? undefined : knownEncoding(record.result);
   if (record.result !== undefined && result === undefined) return undefined;

@@ -1,7 +1,8 @@
 // How records become table rows and back, for the SQL stores: protobuf
 // messages as their binary encoding, JSON values as JSON text, signed
 // envelopes as the exact bytes of the Envelope message (never re-signed).
-import { fromBinary, toBinary, type JsonObject } from "@bufbuild/protobuf";
+import { create, fromBinary, toBinary, type JsonObject } from "@bufbuild/protobuf";
+import { ConfidentialitySchema } from "../../gen/synapse/v1/confidential_pb.js";
 import { timestampMs } from "@bufbuild/protobuf/wkt";
 import { EnvelopeSchema, HeaderSchema, type Envelope } from "../../gen/synapse/v1/envelope_pb.js";
 import {
@@ -61,6 +62,8 @@ export interface TaskRow {
   tracestate: string;
   session_id: string;
   correlation_id: string;
+  confidential: Uint8Array | null;
+  sealed: Uint8Array | null;
 }
 
 /** The columns of the tasks table, in insert order. */
@@ -101,6 +104,8 @@ export const TASK_COLUMNS = [
   "tracestate",
   "session_id",
   "correlation_id",
+  "confidential",
+  "sealed",
 ] as const satisfies ReadonlyArray<keyof TaskRow>;
 
 const bin = (bytes: Uint8Array) => (Buffer.isBuffer(bytes) ? bytes : Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength));
@@ -146,6 +151,7 @@ const FIELD_COLUMNS: { [K in keyof TaskPatch]-?: (value: TaskPatch[K]) => Record
   leaseOwner: (owner) => ({ lease_owner: owner ?? "" }),
   leaseUntilMs: (ms) => ({ lease_until_ms: ms ?? 0 }),
   answers: (answers) => ({ answers: answersColumn(answers) }),
+  sealed: (sealed) => ({ sealed: sealed === undefined ? null : bin(sealed) }),
 };
 
 /** The columns a patch sets, with their values. */
@@ -201,6 +207,8 @@ export function taskRow(task: TaskRecord): Record<(typeof TASK_COLUMNS)[number],
     tracestate: task.carried?.tracestate ?? "",
     session_id: task.carried?.sessionId ?? "",
     correlation_id: task.carried?.correlationId ?? "",
+    confidential: task.confidential === undefined ? null : bin(toBinary(ConfidentialitySchema, task.confidential)),
+    sealed: task.sealed === undefined ? null : bin(task.sealed),
   };
 }
 
@@ -262,6 +270,8 @@ export function taskFromRow(row: TaskRow): TaskRecord {
     leaseUntilMs: Number(row.lease_until_ms),
     answers: JSON.parse(row.answers) as TaskAnswer[],
     carried: carriedFromRow(row),
+    confidential: optional(row.confidential ?? null, (bytes) => fromBinary(ConfidentialitySchema, bytes)),
+    sealed: row.sealed === null || row.sealed === undefined ? undefined : new Uint8Array(row.sealed),
   };
 }
 
@@ -277,7 +287,8 @@ export function decodeSigned(bytes: Uint8Array): StoredReply {
   const header = fromBinary(HeaderSchema, envelope.header);
   const info = messageTypeInfo(header.messageType);
   if (info === undefined) throw new TypeError(`stored envelope has an unknown message type ${header.messageType}`);
-  return { envelope, header, payload: fromBinary(info.payloadSchema, envelope.payload) };
+  // A confidential payload is ciphertext: whoever holds the task key opens it (src/agent/sealed-store.ts).
+  return { envelope, header, payload: header.confidential === undefined ? fromBinary(info.payloadSchema, envelope.payload) : create(info.payloadSchema) };
 }
 
 export function eventFromBytes(taskId: string, sequence: number, bytes: Uint8Array): StoredEvent {

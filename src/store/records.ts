@@ -41,6 +41,8 @@ export function firstRecord(task: NewTask): TaskRecord {
     leaseUntilMs: task.leaseUntilMs,
     answers: task.answers,
     carried: task.carried,
+    confidential: task.confidential,
+    sealed: task.sealed,
   };
   return record;
 }

@@ -5,6 +5,7 @@
 // event that records it and the message that caused it commit together,
 // guarded by the task's version (optimistic locking).
 import type { JsonObject, Message } from "@bufbuild/protobuf";
+import type { Confidentiality } from "../../gen/synapse/v1/confidential_pb.js";
 import type { Envelope, Header } from "../../gen/synapse/v1/envelope_pb.js";
 import type {
   TaskError,
@@ -103,12 +104,20 @@ export interface TaskRecord {
   readonly answers: readonly TaskAnswer[];
   /** The request's trace context, session and correlation ids; fixed when the task is created. */
   readonly carried?: CarriedIds;
+  /** For a confidential task: its request's Confidentiality (the task key wrapped to each party); fixed when the task is created. */
+  readonly confidential?: Confidentiality;
+  /**
+   * For a confidential task, as stored: its content (request, input,
+   * questions, answers, status line, result, error) sealed under its key;
+   * those fields are then empty in the store (see src/agent/sealed-store.ts).
+   */
+  readonly sealed?: Uint8Array;
 }
 
 /** A task as created: the store sets version and lastSequence. */
 export type NewTask = Omit<TaskRecord, "version" | "lastSequence">;
 
-export type TaskPatch = Partial<Omit<TaskRecord, "taskId" | "version" | "lastSequence" | "createdAtMs" | "requester" | "executor" | "taskType" | "requestMessageId" | "idempotencyKey" | "carried">>;
+export type TaskPatch = Partial<Omit<TaskRecord, "taskId" | "version" | "lastSequence" | "createdAtMs" | "requester" | "executor" | "taskType" | "requestMessageId" | "idempotencyKey" | "carried" | "confidential">>;
 
 /** One entry of a task's event log: a signed envelope and its decoded form. */
 export interface StoredEvent {

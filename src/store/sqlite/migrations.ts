@@ -391,4 +391,12 @@ CREATE TABLE a2a_push_configs (
 CREATE INDEX a2a_push_configs_active ON a2a_push_configs (created_at_ms) WHERE status = 'active';
 `,
   },
+  {
+    version: 10,
+    description: "confidential tasks: the request's wrapped keys, and the task's content sealed",
+    sql: `
+ALTER TABLE tasks ADD COLUMN confidential BLOB;
+ALTER TABLE tasks ADD COLUMN sealed BLOB;
+`,
+  },
 ];

@@ -1,0 +1,216 @@
+// A TaskStore that keeps confidential tasks sealed at rest (docs/PROTOCOL.md
+// §9.6): before a confidential task's record goes to the store underneath,
+// its content (request, input, questions, answers, status line, result,
+// error) is sealed into one value under the task's key and the fields are
+// emptied; on the way back it is opened again, and so are the payloads of
+// its sealed events. What the engine sees is plaintext, in memory only.
+// Every other task, and every other method, passes through unchanged.
+import { create, fromBinary, toBinary, type JsonObject, type Message } from "@bufbuild/protobuf";
+import { HeaderSchema } from "../../gen/synapse/v1/envelope_pb.js";
+import {
+  TaskErrorSchema,
+  TaskNeedHumanPayloadSchema,
+  TaskNeedInfoPayloadSchema,
+  TaskRejectPayloadSchema,
+  TaskRequestPayloadSchema,
+  TaskResultSchema,
+} from "../../gen/synapse/v1/payloads_pb.js";
+import { openAtRest, openSealedPayload, sealAtRest } from "../envelope/confidential.js";
+import { messageTypeInfo } from "../protocol/message-types.js";
+import type { CommitOptions, CreateOptions, ListTasksQuery, NewTask, StoredEvent, TaskPatch, TaskRecord, TaskStore } from "../store/store.js";
+import type { TaskKeys } from "./task-keys.js";
+
+/** The fields of a record that carry a task's content. */
+type Content = Pick<TaskRecord, "request" | "payload" | "pendingInfo" | "pendingDecision" | "result" | "error" | "rejection" | "answers" | "statusMessage">;
+const CONTENT_FIELDS = ["request", "payload", "pendingInfo", "pendingDecision", "result", "error", "rejection", "answers", "statusMessage"] as const satisfies ReadonlyArray<keyof Content>;
+
+const b64 = (message: Message | undefined, schema: Parameters<typeof toBinary>[0]) => (message === undefined ? null : Buffer.from(toBinary(schema, message)).toString("base64"));
+const unb64 = <T extends Message>(text: string | null, schema: Parameters<typeof fromBinary>[0]) => (text === null ? undefined : (fromBinary(schema, Buffer.from(text, "base64")) as T));
+
+function encodeContent(content: Content): Uint8Array {
+  return Buffer.from(
+    JSON.stringify({
+      request: b64(content.request, TaskRequestPayloadSchema),
+      payload: content.payload,
+      pendingInfo: b64(content.pendingInfo, TaskNeedInfoPayloadSchema),
+      pendingDecision: b64(content.pendingDecision, TaskNeedHumanPayloadSchema),
+      result: b64(content.result, TaskResultSchema),
+      error: b64(content.error, TaskErrorSchema),
+      rejection: b64(content.rejection, TaskRejectPayloadSchema),
+      answers: content.answers,
+      statusMessage: content.statusMessage,
+    }),
+  );
+}
+
+function decodeContent(bytes: Uint8Array): Content {
+  const parsed = JSON.parse(Buffer.from(bytes).toString("utf8")) as Record<string, unknown>;
+  return {
+    request: unb64(parsed.request as string, TaskRequestPayloadSchema)!,
+    payload: parsed.payload as JsonObject,
+    pendingInfo: unb64(parsed.pendingInfo as string | null, TaskNeedInfoPayloadSchema),
+    pendingDecision: unb64(parsed.pendingDecision as string | null, TaskNeedHumanPayloadSchema),
+    result: unb64(parsed.result as string | null, TaskResultSchema),
+    error: unb64(parsed.error as string | null, TaskErrorSchema),
+    rejection: unb64(parsed.rejection as string | null, TaskRejectPayloadSchema),
+    answers: parsed.answers as TaskRecord["answers"],
+    statusMessage: parsed.statusMessage as string,
+  };
+}
+
+/**
+ * What the store underneath keeps of a confidential task's content: the
+ * task type (its request names nothing else) and, for a pending decision,
+ * only its id and deadline, which escalation finds due tasks by.
+ */
+function emptied(content: Content, taskId: string, taskType: string): Content {
+  return {
+    request: create(TaskRequestPayloadSchema, { task: { id: taskId, type: taskType } }),
+    payload: {},
+    pendingInfo: undefined,
+    pendingDecision:
+      content.pendingDecision === undefined ? undefined : create(TaskNeedHumanPayloadSchema, { decisionId: content.pendingDecision.decisionId, deadline: content.pendingDecision.deadline }),
+    result: undefined,
+    error: undefined,
+    rejection: undefined,
+    answers: [],
+    statusMessage: "",
+  };
+}
+
+const contentOf = (record: Content): Content => ({
+  request: record.request,
+  payload: record.payload,
+  pendingInfo: record.pendingInfo,
+  pendingDecision: record.pendingDecision,
+  result: record.result,
+  error: record.error,
+  rejection: record.rejection,
+  answers: record.answers,
+  statusMessage: record.statusMessage,
+});
+
+export class SealedContent {
+  // Each confidential task's content as last written or read, by version: a commit seals the whole of it again.
+  private readonly latest = new Map<string, { version: number; content: Content }>();
+  // Whether each task lately seen is confidential, so that a commit to a plaintext task reads nothing first.
+  private readonly kinds = new Map<string, boolean>();
+
+  constructor(
+    private readonly inner: TaskStore,
+    private readonly keys: TaskKeys,
+  ) {}
+
+  private seal(task: Pick<TaskRecord, "taskId" | "requester" | "confidential">, content: Content): Uint8Array {
+    return sealAtRest(this.keys.of(task), task.taskId, encodeContent(content));
+  }
+
+  /** A stored record with its content opened (a plaintext task as it is). */
+  opened(record: TaskRecord): TaskRecord;
+  opened(record: TaskRecord | undefined): TaskRecord | undefined;
+  opened(record: TaskRecord | undefined): TaskRecord | undefined {
+    if (record !== undefined) this.noteKind(record.taskId, record.confidential !== undefined);
+    if (record?.confidential === undefined || record.sealed === undefined) return record;
+    const content = decodeContent(openAtRest(this.keys.of(record), record.taskId, record.sealed));
+    this.remember(record.taskId, record.version, content);
+    return { ...record, ...content, sealed: undefined };
+  }
+
+  private noteKind(taskId: string, confidential: boolean): void {
+    if (this.kinds.get(taskId) === confidential) return;
+    if (this.kinds.size >= 100_000) this.kinds.delete(this.kinds.keys().next().value!);
+    this.kinds.set(taskId, confidential);
+  }
+
+  private remember(taskId: string, version: number, content: Content): void {
+    if (this.latest.size >= 10_000 && !this.latest.has(taskId)) this.latest.delete(this.latest.keys().next().value!);
+    this.latest.set(taskId, { version, content });
+  }
+
+  async createTask(task: NewTask, firstEvent: StoredEvent, options?: CreateOptions): Promise<TaskRecord> {
+    this.noteKind(task.taskId, task.confidential !== undefined);
+    if (task.confidential === undefined) return this.inner.createTask(task, firstEvent, options);
+    const content = contentOf(task);
+    const stored = await this.inner.createTask({ ...task, ...emptied(content, task.taskId, task.taskType), sealed: this.seal(task, content) }, firstEvent, options);
+    this.remember(task.taskId, stored.version, content);
+    return { ...stored, ...content, sealed: undefined };
+  }
+
+  async getTask(taskId: string): Promise<TaskRecord | undefined> {
+    return this.opened(await this.inner.getTask(taskId));
+  }
+
+  async commit(taskId: string, expectedVersion: number, patch: TaskPatch, event?: StoredEvent, options?: CommitOptions): Promise<TaskRecord> {
+    if (this.kinds.get(taskId) === false) return this.inner.commit(taskId, expectedVersion, patch, event, options);
+    const touchesContent = CONTENT_FIELDS.some((field) => field in patch);
+    const known = this.latest.get(taskId);
+    let current = known?.version === expectedVersion ? known.content : undefined;
+    let record: TaskRecord | undefined;
+    if (current === undefined && touchesContent) {
+      record = await this.getTask(taskId);
+      if (record?.confidential !== undefined) current = contentOf(record);
+    }
+    if (current === undefined) {
+      const stored = await this.inner.commit(taskId, expectedVersion, patch, event, options);
+      return this.opened(stored);
+    }
+    const content: Content = { ...current };
+    for (const field of CONTENT_FIELDS) if (field in patch) (content as Record<string, unknown>)[field] = patch[field];
+    const owner = record ?? (await this.inner.getTask(taskId));
+    if (owner === undefined) return this.inner.commit(taskId, expectedVersion, patch, event, options); // gone: the store says how
+    const stored = await this.inner.commit(taskId, expectedVersion, { ...patch, ...emptied(content, taskId, owner.taskType), sealed: this.seal(owner, content) }, event, options);
+    this.remember(taskId, stored.version, content);
+    return { ...stored, ...content, sealed: undefined };
+  }
+
+  async listTasks(query: ListTasksQuery) {
+    const page = await this.inner.listTasks(query);
+    return { ...page, tasks: page.tasks.map((task) => this.opened(task)) };
+  }
+
+  async findTaskByIdempotencyKey(requesterAgentId: string, key: string) {
+    return this.opened(await this.inner.findTaskByIdempotencyKey(requesterAgentId, key));
+  }
+
+  async listUnleased(...args: Parameters<TaskStore["listUnleased"]>) {
+    return (await this.inner.listUnleased(...args)).map((task) => this.opened(task));
+  }
+
+  async listDecisionDeadlines(...args: Parameters<TaskStore["listDecisionDeadlines"]>) {
+    return (await this.inner.listDecisionDeadlines(...args)).map((task) => this.opened(task));
+  }
+
+  /** Events with their sealed payloads opened (the envelope stays as it travelled). */
+  async listEvents(taskId: string, fromSequence: number, limit?: number): Promise<StoredEvent[]> {
+    const events = await this.inner.listEvents(taskId, fromSequence, limit);
+    if (!events.some((event) => event.header.confidential !== undefined)) return events;
+    const task = await this.inner.getTask(taskId);
+    if (task?.confidential === undefined) return events;
+    const key = this.keys.of(task);
+    return events.map((event) => {
+      if (event.header.confidential === undefined) return event;
+      const { payload } = openSealedPayload(event.envelope.header, event.header ?? fromBinary(HeaderSchema, event.envelope.header), event.envelope.payload, key);
+      return { ...event, payload: fromBinary(messageTypeInfo(event.header.messageType)!.payloadSchema, payload) };
+    });
+  }
+}
+
+const INTERCEPTED = new Set<PropertyKey>(["createTask", "getTask", "commit", "listTasks", "findTaskByIdempotencyKey", "listUnleased", "listDecisionDeadlines", "listEvents"]);
+
+/** `inner`, with confidential tasks sealed at rest. */
+export function sealedTaskStore(inner: TaskStore, keys: TaskKeys): TaskStore {
+  const sealed = new SealedContent(inner, keys);
+  const bound = new Map<PropertyKey, unknown>(); // each method bound once, not at every call
+  return new Proxy(inner, {
+    get(target, property) {
+      const known = bound.get(property);
+      if (known !== undefined) return known;
+      const owner = INTERCEPTED.has(property) ? sealed : target;
+      const value = Reflect.get(owner, property, owner) as unknown;
+      if (typeof value !== "function") return value;
+      const method = (value as (...args: unknown[]) => unknown).bind(owner);
+      bound.set(property, method);
+      return method;
+    },
+  });
+}
