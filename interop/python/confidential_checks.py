@@ -11,8 +11,10 @@ every event opened with the task key.
 (d) a confidential request with one ciphertext bit flipped is refused with
     decryption_failed.
 
-And the reverse direction: the TypeScript command line submits a confidential
-task to the kit's Agent."""
+And the reverse direction, to the kit's Agent (a task type that requires
+confidentiality): the kit's Client, the TypeScript SynapseClient
+(ts_confidential_submit.mjs) and, when its submit offers --confidential, the
+TypeScript command line."""
 
 from __future__ import annotations
 
@@ -21,6 +23,7 @@ import subprocess
 import tempfile
 import uuid
 from dataclasses import dataclass
+from pathlib import Path
 
 import grpc
 from google.protobuf import json_format
@@ -162,10 +165,13 @@ def run_own_agent(report: Reporter, cli: str | None) -> None:
     url = f"http://127.0.0.1:{port}"
     try:
         report.check("confidential.kit_agent.python_client", lambda: _python_client(url, agent))
-        if cli:
+        if not cli:
+            report.skip("confidential.kit_agent.typescript_client", "no --cli")
+            return
+        report.check("confidential.kit_agent.typescript_client", lambda: _ts_client(cli, url, agent))
+        # The command line's own flag, once it has one.
+        if "--confidential" in subprocess.run(["node", cli, "submit", "--help"], capture_output=True, text=True, timeout=60).stdout:
             report.check("confidential.kit_agent.typescript_cli", lambda: _cli(cli, url, agent))
-        else:
-            report.skip("confidential.kit_agent.typescript_cli", "no --cli")
     finally:
         server.stop(None)
 
@@ -184,6 +190,32 @@ def _python_client(url: str, agent: Agent) -> None:
         require(output_of(events[-1].payload.result) == {"shouted": "HUSH"}, "the output differs")
 
 
+def _new_confidential_task(agent: Agent, before: set[str]) -> None:
+    new = [agent._tasks[t] for t in set(agent._tasks) - before]
+    require(len(new) == 1 and new[0].task_key is not None, "the kit's agent did not take one confidential task")
+    for event in new[0].events:
+        require(b"QUIET" not in event.message.envelope.payload and b"quiet" not in event.message.envelope.payload,
+                "an event carries the text in the clear")
+
+
+def _ts_client(cli: str, url: str, agent: Agent) -> None:
+    """The TypeScript SynapseClient (the command line's) with confidential: true: it
+    verifies the kit agent's binding, wraps the task key, and opens the sealed events."""
+    dist = Path(cli).resolve().parents[2]
+    before = set(agent._tasks)
+    with tempfile.TemporaryDirectory(prefix="synapse-ts-home-") as home:
+        done = subprocess.run(["node", str(Path(__file__).with_name("ts_confidential_submit.mjs")), str(dist), url, "shout",
+                               '{"text":"quiet please"}', home], capture_output=True, text=True, timeout=60)
+    require(done.returncode == 0, f"exit {done.returncode}: {done.stdout} {done.stderr}")
+    lines = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+    events = [line for line in lines if "type" in line]
+    require([e["type"] for e in events] == ["TASK_CONFIRM", "TASK_COMPLETE"], f"events {events}")
+    require(all(e["sealed"] for e in events), f"an event was not sealed: {events}")
+    require(events[-1].get("output") == {"shouted": "QUIET PLEASE"}, f"the opened output is {events[-1].get('output')!r}")
+    require(lines[-1].get("confidential") is True and lines[-1].get("result") is True, f"GetTask as the client read it: {lines[-1]}")
+    _new_confidential_task(agent, before)
+
+
 def _cli(cli: str, url: str, agent: Agent) -> None:
     """`synapse submit URL --protocol grpc --type shout --confidential --watch --json`."""
     before = set(agent._tasks)
@@ -192,5 +224,4 @@ def _cli(cli: str, url: str, agent: Agent) -> None:
                                "--confidential", "--watch", "--json", "--home", home], capture_output=True, text=True, timeout=60)
     require(done.returncode == 0, f"exit {done.returncode}: {done.stdout} {done.stderr}")
     require("QUIET PLEASE" in done.stdout, f"the command line did not open the result: {done.stdout}")
-    new = [agent._tasks[t] for t in set(agent._tasks) - before]
-    require(len(new) == 1 and new[0].task_key is not None, "the kit's agent did not take a confidential task")
+    _new_confidential_task(agent, before)
