@@ -9,6 +9,7 @@ from collections.abc import Iterator
 
 import grpc
 import pytest
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from synapse.v1 import envelope_pb2, p2p_pb2, payloads_pb2
 
 from synapse_kit import (
@@ -27,8 +28,11 @@ from synapse_kit import (
     protocol_code,
     seal,
     seal_confidential,
+    signing_input,
     verify_encryption_key,
 )
+from synapse_kit.confidential import message_key, open_sealed_payload
+from synapse_kit.keys import pae
 
 SECRET = "The merger closes on Friday; tell no one."
 
@@ -200,3 +204,40 @@ def test_a_client_without_the_task_key_cannot_open_a_sealed_event(agent: tuple[A
             open_envelope(event, TrustStore(client.executor), self_id=client.identity.agent_id, records=True)
         assert error.value.code == "encryption_key_unknown"
         assert envelope_pb2.Header.FromString(event.header).confidential.task_key_id
+
+
+def test_follow_ups_are_sealed_and_replays_recognised(agent: tuple[Agent, str, threading.Event]) -> None:
+    _, url, _ = agent
+    with Client.connect(url, Identity.generate()) as client:
+        sent = client.submit("slow", {}, confidential=True)
+        # The answer is sealed, so it opens; this agent never asked, so it is out of turn.
+        refused(lambda: client.provide_info(sent.task_id, {"max_sentences": 2}), grpc.StatusCode.FAILED_PRECONDITION, "illegal_transition")
+        envelope = client.seal(envelope_pb2.MESSAGE_TYPE_TASK_CANCEL, payloads_pb2.TaskCancelPayload(task_id=sent.task_id), sent.task_id)
+        assert envelope.signature.value == b"" and envelope_pb2.Header.FromString(envelope.header).HasField("confidential")
+        first, again = client.send(envelope), client.send(envelope)
+        assert again.reply.envelope == first.reply.envelope
+        # The same message id with other sealed bytes is a replay.
+        header = envelope_pb2.Header.FromString(envelope.header)
+        other = client.seal(envelope_pb2.MESSAGE_TYPE_TASK_CANCEL, payloads_pb2.TaskCancelPayload(task_id=sent.task_id, reason="again"),
+                            sent.task_id, message_id=header.message_id)
+        refused(lambda: client.send(other), grpc.StatusCode.ALREADY_EXISTS, "replay_detected")
+        # Another requester cannot tell the task exists, sealed or not.
+        with Client.connect(url, Identity.generate()) as stranger:
+            key = client.task_key(sent.task_id)
+            forged, _ = seal_confidential(stranger.identity, envelope_pb2.MESSAGE_TYPE_TASK_CANCEL,
+                                          payloads_pb2.TaskCancelPayload(task_id=sent.task_id), stranger.executor, key, task_id=sent.task_id)
+            refused(lambda: stranger.send(forged), grpc.StatusCode.INVALID_ARGUMENT, "encryption_key_unknown")
+
+
+def test_an_inner_signature_by_another_key_is_refused(agent: tuple[Agent, str, threading.Event]) -> None:
+    _, url, _ = agent
+    with Client.connect(url, Identity.generate()) as client:
+        sent = client.submit("slow", {}, confidential=True)
+        envelope = client.seal(envelope_pb2.MESSAGE_TYPE_TASK_CANCEL, payloads_pb2.TaskCancelPayload(task_id=sent.task_id), sent.task_id)
+        header = envelope_pb2.Header.FromString(envelope.header)
+        key = client.task_key(sent.task_id)
+        _, payload = open_sealed_payload(envelope.header, header, envelope.payload, key)
+        forged_signature = Identity.generate().sign(signing_input(envelope.header, payload))
+        envelope.payload = AESGCM(message_key(key, header.message_id)).encrypt(
+            header.confidential.nonce, forged_signature + payload, pae([b"synapse.v1.Confidential", envelope.header]))
+        refused(lambda: client.send(envelope), grpc.StatusCode.INVALID_ARGUMENT, "inner_signature_invalid")
