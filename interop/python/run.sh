@@ -5,7 +5,8 @@
 # (skipped when the stamp says they are already installed) and the Python kit
 # (kits/python, every run), generates the Python protobuf modules from proto/
 # into interop/python/gen, and runs synapse_interop.py with the URL,
-# test/vectors and the TypeScript command line (dist/src/cli/main.js). The
+# test/vectors and the TypeScript command line (dist/src/cli/main.js; its
+# client also drives ts_confidential_submit.mjs). The
 # program's exit status is passed through.
 set -euo pipefail
 

@@ -5,7 +5,8 @@ runs the vector checks, the live checks against the server at URL, a gRPC-only
 agent that registers there and receives callbacks, and the kit's own agent
 serving a task to the kit's client and (with --cli) to the TypeScript command
 line, and the A2A checks with the official a2a-sdk client against the
-server's A2A face (JSON-RPC and gRPC). It prints "PASS <name>" or "FAIL <name>: <why>" for each check and exits
+server's A2A face (JSON-RPC and gRPC), and confidential tasks (PROTOCOL.md §9)
+both ways. It prints "PASS <name>" or "FAIL <name>: <why>" for each check and exits
 1 if any check failed (2 for a usage error)."""
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ def main(argv: list[str]) -> int:
     # Imported only now: they import the generated synapse.v1 modules.
     import a2a_checks
     import agent_checks
+    import confidential_checks
     import live_checks
     import vector_checks
     from report import Reporter
@@ -44,6 +46,8 @@ def main(argv: list[str]) -> int:
     agent_checks.run(report, args.url)
     agent_checks.run_own_agent(report, args.cli)
     a2a_checks.run(report, args.url)
+    confidential_checks.run(report, args.url)
+    confidential_checks.run_own_agent(report, args.cli)
     print(f"{report.passed} passed, {report.failed} failed", flush=True)
     return 1 if report.failed else 0
 

@@ -22,7 +22,7 @@ VECTORS = Path(os.environ.get("SYNAPSE_VECTORS", ROOT / "test" / "vectors"))
 
 def _generate() -> None:
     try:
-        importlib.import_module("synapse.v1.envelope_pb2")
+        importlib.import_module("synapse.v1.confidential_pb2")
         return
     except ImportError:
         pass

@@ -4,8 +4,9 @@ It covers what generated stubs cannot: the Ed25519 envelope rules (signing
 input, key ids, the receiver's checks in the order of PROTOCOL.md §2.4),
 self-certifying agent ids, EdDSA bearer tokens (§5.4), a requester ``Client``
 (send with wait, watch with resume and verified events, get_task, read_result
-with resume and the signed SHA-256) and a minimal executor, ``Agent``, for a
-grpcio server.
+with resume and the signed SHA-256), confidential tasks (§9: sign, then seal
+with a task key wrapped with HPKE to each party's X25519 key) and a minimal
+executor, ``Agent``, for a grpcio server.
 
 The messages are the user's: generate proto/synapse/v1 into a directory on
 ``sys.path`` (the modules are ``synapse.v1.*_pb2``) before using the kit::
@@ -23,6 +24,28 @@ Quick start::
 
 from .agent import BASIC_INTERFACES, Agent, Callbacks, Handler, Task, TaskFailure, TaskType
 from .client import Client, SendResult, WatchItem, channel_for, is_terminal_event, is_terminal_state, to_dict
+from .confidential import (
+    ConfidentialKeys,
+    EncryptionKey,
+    EncryptionKeyRing,
+    current_encryption_key,
+    encryption_key_id,
+    load_encryption_key,
+    load_or_create_encryption_key,
+    new_task_key,
+    open_at_rest,
+    open_result,
+    save_encryption_key,
+    seal_at_rest,
+    seal_confidential,
+    seal_result,
+    sign_encryption_key,
+    task_key_id,
+    unwrap_task_key,
+    verify_encryption_key,
+    wrap_task_key,
+    wrap_to_binding,
+)
 from .envelope import (
     DEFAULT_CLOCK_SKEW_SECONDS,
     PROTOCOL_VERSION,
@@ -43,6 +66,10 @@ from .trust import Peer, TrustChain, TrustPolicy, TrustStore, Verdict, trust_on_
 __all__ = [
     "BASIC_INTERFACES", "Agent", "Callbacks", "Handler", "Task", "TaskFailure", "TaskType",
     "Client", "SendResult", "WatchItem", "channel_for", "is_terminal_event", "is_terminal_state", "to_dict",
+    "ConfidentialKeys", "EncryptionKey", "EncryptionKeyRing", "current_encryption_key", "encryption_key_id", "load_encryption_key",
+    "load_or_create_encryption_key", "new_task_key", "open_at_rest", "open_result", "save_encryption_key", "seal_at_rest",
+    "seal_confidential", "seal_result", "sign_encryption_key", "task_key_id", "unwrap_task_key", "verify_encryption_key",
+    "wrap_task_key", "wrap_to_binding",
     "DEFAULT_CLOCK_SKEW_SECONDS", "PROTOCOL_VERSION", "Opened", "new_uuid", "open_envelope", "payload_class", "payload_type",
     "seal", "seal_header", "sign_bytes",
     "Refused", "error_detail_of", "protocol_code", "status_code_for",

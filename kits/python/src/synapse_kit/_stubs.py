@@ -55,6 +55,12 @@ def capabilities() -> ModuleType:
     return module("capabilities")
 
 
+def confidential() -> ModuleType:
+    """synapse.v1.confidential_pb2: ConfidentialSuite, EncryptionKeyBinding, SignedEncryptionKey,
+    WrappedKey and Confidentiality (PROTOCOL.md §9)."""
+    return module("confidential")
+
+
 def errors() -> ModuleType:
     """synapse.v1.errors_pb2: ErrorCode and ErrorDetail."""
     return module("errors")

@@ -9,6 +9,14 @@ requested, see ``expect_callbacks``) and, with bearer tokens, GetTask,
 ListTasks and Watch. Every event is sealed once and the same bytes go to
 every reader.
 
+Confidential tasks (PROTOCOL.md §9): the agent publishes its X25519 encryption
+key in its capabilities, signed by its identity key; it opens a confidential
+task_request with the task key wrapped to it, and every later message of the
+task with that key; it seals every event of such a task with the task key, and
+GetTask answers it with ``confidential`` and without its content. A plaintext
+message on a confidential task, or a plaintext request for a task type with
+``requires_confidentiality``, is refused with confidentiality_required.
+
 What it does not do: everything is in memory (no durable store: a restart
 forgets tasks, pins and the replay memory); it pushes no callbacks (a
 task_request with callback_url is refused with invalid_params: the requester
@@ -34,6 +42,7 @@ from google.protobuf.timestamp_pb2 import Timestamp
 
 from . import _stubs
 from .client import is_terminal_event, is_terminal_state
+from .confidential import ConfidentialKeys, EncryptionKey, EncryptionKeyRing, seal_confidential, sign_encryption_key
 from .envelope import DEFAULT_CLOCK_SKEW_SECONDS, PROTOCOL_VERSION, Opened, open_envelope, seal, type_name
 from .errors import Refused
 from .keys import Identity
@@ -85,6 +94,8 @@ class TaskType:
     description: str = ""
     input_schema: str = ""
     output_schema: str = ""
+    requires_confidentiality: bool = False
+    """Only confidential requests are taken (PROTOCOL.md §9)."""
 
 
 BASIC_INTERFACES = [
@@ -117,6 +128,11 @@ class _TaskRecord:
     rejection: Message | None = None
     first_reply: Message | None = None
     cancelled: threading.Event = field(default_factory=threading.Event)
+    session_id: str = ""
+    task_key: bytes | None = field(default=None, repr=False)
+    """Set on a confidential task: the key its events are sealed with."""
+    confidentiality: Message | None = None
+    """On a confidential task: the request's header.confidential (its wrapped keys)."""
 
 
 @dataclass
@@ -134,8 +150,9 @@ class Callbacks:
 
     _END = object()
 
-    def __init__(self, executor: Peer) -> None:
+    def __init__(self, executor: Peer, task_key: bytes | None = None) -> None:
         self.executor = executor
+        self.task_key = task_key
         self.last = 0
         self._queue: queue.Queue[Any] = queue.Queue()
 
@@ -170,8 +187,15 @@ class Agent:
     def __init__(self, identity: Identity, *, name: str = "Synapse Python agent",
                  task_types: Sequence[TaskType] | Mapping[str, Handler] = (), trust: TrustPolicy | None = None,
                  max_concurrent_tasks: int = 10, task_timeout: float = 300.0,
-                 clock_skew: float = DEFAULT_CLOCK_SKEW_SECONDS, heartbeat_interval: float = 30.0) -> None:
+                 clock_skew: float = DEFAULT_CLOCK_SKEW_SECONDS, heartbeat_interval: float = 30.0,
+                 encryption_key: EncryptionKey | EncryptionKeyRing | None = None) -> None:
         self.identity = identity
+        if not isinstance(encryption_key, EncryptionKeyRing):
+            encryption_key = EncryptionKeyRing(encryption_key or EncryptionKey.generate())
+        self.encryption_keys = encryption_key
+        """The X25519 keys confidential requests are wrapped to (a fresh one unless given)."""
+        self._bindings: dict[tuple[str, float | None], Message] = {}
+        self._confidential = ConfidentialKeys(self.encryption_keys, self._task_key_of)
         self.name = name
         if isinstance(task_types, Mapping):
             task_types = [TaskType(t, h) for t, h in task_types.items()]
@@ -201,12 +225,21 @@ class Agent:
             max_file_size=10 << 20, max_concurrent_tasks=self.max_concurrent_tasks,
             max_task_duration_seconds=int(self.task_timeout), support_progress_updates=True,
             public_key=self.identity.public_key, key_id=self.identity.key_id,
+            encryption_keys=[self._binding(k) for k in self.encryption_keys.published()],
         )
+
+    def _binding(self, key: EncryptionKey) -> Message:
+        """Each key's binding is signed once."""
+        name = (key.key_id, key.retired_until)
+        if name not in self._bindings:
+            self._bindings[name] = sign_encryption_key(self.identity, key)
+        return self._bindings[name]
 
     @staticmethod
     def _supported(t: TaskType) -> Message:
         return _stubs.capabilities().SupportedTaskType(type=t.type, name=t.name, description=t.description,
-                                                       input_schema=t.input_schema, output_schema=t.output_schema)
+                                                       input_schema=t.input_schema, output_schema=t.output_schema,
+                                                       requires_confidentiality=t.requires_confidentiality)
 
     def interfaces(self) -> list[Message]:
         """What GetSupportedInterfaces declares: the 8 basic interfaces."""
@@ -286,16 +319,17 @@ class Agent:
 
     # ── callbacks for tasks this agent requested ─────────────────────────
 
-    def expect_callbacks(self, executor: Peer, task_id: str) -> Callbacks:
+    def expect_callbacks(self, executor: Peer, task_id: str, task_key: bytes | None = None) -> Callbacks:
         """Prepares to receive the events ``executor`` pushes for a task this agent
         requests with callback_url set to its own endpoint (call it before submitting).
         The executor's key is trusted for its id from then on. Each pushed event must
         be signed by that executor, addressed to this agent and the next in sequence:
         it is delivered through the returned Callbacks and answered with a signed
         p2p:ack; one received before is acknowledged again without effect; a gap is
-        refused with illegal_transition."""
+        refused with illegal_transition. For a confidential task, ``task_key`` opens
+        the sealed events (and a plaintext one is refused with confidentiality_required)."""
         self._vouched.add(executor)
-        box = Callbacks(executor)
+        box = Callbacks(executor, task_key)
         with self._lock:
             self._expected[task_id] = box
         return box
@@ -305,7 +339,7 @@ class Agent:
     def _send(self, request: Message, context: grpc.ServicerContext) -> Message:
         p2p = _stubs.p2p()
         opened = open_envelope(request.envelope, self.trust, self_id=self.identity.agent_id,
-                               self_key_id=self.identity.key_id, clock_skew=self.clock_skew)
+                               self_key_id=self.identity.key_id, clock_skew=self.clock_skew, confidential=self._confidential)
         message_id = opened.header.message_id
         with self._lock:
             prior = self._seen.get(message_id)
@@ -346,6 +380,17 @@ class Agent:
         if h.HasField("expires_at"):
             expires = max(expires, h.expires_at.ToNanoseconds() / 1e9)
         self._seen[h.message_id] = _Seen(opened.digest, reply, record.id if record else "", expires + self.clock_skew)
+
+    def _task_key_of(self, header: Message) -> bytes | None:
+        """The key of a confidential task this message may speak of: its requester's
+        messages, or the events of a task this agent requested."""
+        record = self._tasks.get(header.task_id)
+        if record is not None and record.requester.agent_id == header.sender.agent_id:
+            return record.task_key
+        box = self._expected.get(header.task_id)
+        if box is not None and box.executor.agent_id == header.sender.agent_id:
+            return box.task_key
+        return None
 
     def _dispatch(self, opened: Opened) -> tuple[Message | None, _TaskRecord | None]:
         """Acts on an opened message (the lock is held)."""
@@ -393,6 +438,8 @@ class Agent:
         record = self._tasks.get(opened.header.task_id)
         if record is None or record.requester.agent_id != opened.header.sender.agent_id:
             raise Refused("task_not_found", f"no task {opened.header.task_id[:128]}")
+        if record.task_key is not None and not opened.confidential:
+            raise Refused("confidentiality_required", f"task {record.id} is confidential: its requester's messages must be sealed")
         return record
 
     def _illegal(self, record: _TaskRecord, opened: Opened) -> Refused:
@@ -418,11 +465,15 @@ class Agent:
         return self._signed(envelope, header, payload)
 
     def _record_event(self, record: _TaskRecord, kind: str, payload: Message, state: int, reply_to: str = "") -> Message:
-        """Seals the next event of a task (the lock is held) and wakes its readers."""
+        """Seals the next event of a task (the lock is held) and wakes its readers;
+        a confidential task's with its task key."""
         p2p = _stubs.p2p()
-        envelope, header = seal(self.identity, _stubs.envelope().MessageType.Value("MESSAGE_TYPE_" + kind), payload, record.requester,
-                                task_id=record.id, reply_to=reply_to, sequence=len(record.events) + 1,
-                                session_id=record.request.context.session_id)
+        message_type = _stubs.envelope().MessageType.Value("MESSAGE_TYPE_" + kind)
+        options = dict(task_id=record.id, reply_to=reply_to, sequence=len(record.events) + 1, session_id=record.session_id)
+        if record.task_key is not None:
+            envelope, header = seal_confidential(self.identity, message_type, payload, record.requester, record.task_key, **options)
+        else:
+            envelope, header = seal(self.identity, message_type, payload, record.requester, **options)
         signed = self._signed(envelope, header, payload)
         record.events.append(p2p.TaskEvent(sequence=header.sequence, message=signed))
         record.state = state
@@ -438,6 +489,12 @@ class Agent:
             executor=env.AgentRef(agent_id=self.identity.agent_id, key_id=self.identity.key_id),
             created_at=_ts(record.created), updated_at=_ts(record.updated), last_sequence=len(record.events), request=record.request,
         )
+        if record.confidentiality is not None:
+            # The content is read from the sealed events (§9.4).
+            for name in ("status_message", "request"):
+                task.ClearField(name)
+            task.confidential.CopyFrom(record.confidentiality)
+            return task
         for name in ("result", "failure", "rejection"):
             value = getattr(record, name)
             if value is not None:
@@ -461,15 +518,24 @@ class Agent:
             raise Refused("invalid_params", "callback_url is not supported by this agent: watch or poll the task instead")
         if task_id in self._tasks:
             raise Refused("invalid_params", f"task id {task_id[:128]} is already in use", status=grpc.StatusCode.ALREADY_EXISTS)
+        task_type = self.task_types.get(request.task.type)
+        if task_type is not None and task_type.requires_confidentiality and not opened.confidential:
+            raise Refused("confidentiality_required", f"task type {task_type.type!r} takes only confidential requests")
         if self._heartbeat().active_tasks >= self.max_concurrent_tasks:
             raise Refused("concurrency_limit", f"this agent runs at most {self.max_concurrent_tasks} tasks at once")
         request.task.id = task_id
         now = time.time()
         record = _TaskRecord(task_id, request.task.type, requester, request, payloads.TASK_STATE_PENDING, now, now)
+        if opened.confidential:
+            record.task_key = opened.task_key
+            record.confidentiality = opened.header.confidential
+            # What the request's clear header showed already; its context stays sealed.
+            record.session_id = header.session_id
+        else:
+            record.session_id = request.context.session_id
         self._tasks[task_id] = record
         if header.idempotency_key:
             self._idempotency[key] = task_id
-        task_type = self.task_types.get(record.type)
         reason = None
         if task_type is None:
             reason = payloads.Reason(code=errors.ERROR_CODE_CAPABILITY_LACKING, message=f"task type {record.type[:128]!r} is not supported")
@@ -547,6 +613,8 @@ class Agent:
             if record is not None and record.requester.agent_id == header.sender.agent_id:
                 raise Refused("permission_denied", f"{type_name(opened.type).lower()} is sent by a task's executor, and this agent is the executor of task {record.id}")
             raise Refused("task_not_found", f"no task {header.task_id[:128]}")
+        if box.task_key is not None and not opened.confidential:
+            raise Refused("confidentiality_required", f"task {header.task_id[:128]} is confidential: its events must be sealed")
         if header.sequence == box.last + 1:
             box.last = header.sequence
             box._put(opened)

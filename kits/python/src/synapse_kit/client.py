@@ -1,6 +1,9 @@
 """A requester client over gRPC: it seals every message with its identity,
 verifies every reply and event against the executor's key, resumes watches
-and result reads after a dropped connection, and makes its bearer tokens."""
+and result reads after a dropped connection, and makes its bearer tokens.
+Confidential tasks (PROTOCOL.md §9) are sealed to the executor's published
+encryption key and to the client's own, so that their events, answers and
+results are read only by the two parties."""
 
 from __future__ import annotations
 
@@ -18,6 +21,18 @@ from google.protobuf.duration_pb2 import Duration
 from google.protobuf.message import Message
 
 from . import _stubs
+from .confidential import (
+    ConfidentialKeys,
+    EncryptionKey,
+    EncryptionKeyRing,
+    current_encryption_key,
+    new_task_key,
+    open_result,
+    seal_confidential,
+    unwrap_task_key,
+    wrap_task_key,
+    wrap_to_binding,
+)
 from .envelope import Opened, new_uuid, open_envelope, seal, type_name
 from .errors import Refused
 from .keys import Identity
@@ -95,19 +110,30 @@ class Client:
     resumptions of watch and read_result, ``send_retries`` how often send sends
     the same envelope again after UNAVAILABLE (a server shutting down, a stream
     it refused, or one that cannot be reached); both back off from
-    ``retry_base_delay`` seconds, doubling each time."""
+    ``retry_base_delay`` seconds, doubling each time. ``encryption_key`` is the
+    requester's own X25519 key (or ring): every confidential task's key is
+    wrapped to it too, so a client holding it reads the task from any process
+    (without one, a fresh key serves this client only)."""
 
     def __init__(self, channel: grpc.Channel, identity: Identity, *, executor: Peer | None = None,
-                 timeout: float = 30.0, max_retries: int = 5, retry_base_delay: float = 0.5, send_retries: int = 3) -> None:
+                 timeout: float = 30.0, max_retries: int = 5, retry_base_delay: float = 0.5, send_retries: int = 3,
+                 encryption_key: EncryptionKey | EncryptionKeyRing | None = None) -> None:
         self.channel = channel
         self.identity = identity
+        if not isinstance(encryption_key, EncryptionKeyRing):
+            encryption_key = EncryptionKeyRing(encryption_key or EncryptionKey.generate())
+        self.encryption_keys = encryption_key
+        self._task_keys: dict[str, bytes] = {}
+        self._plain_tasks: set[str] = set()
+        self._keys_lock = threading.Lock()
+        self._confidential = ConfidentialKeys(self.encryption_keys, self._task_key_of)
         self.timeout = timeout
         self.max_retries = max_retries
         self.retry_base_delay = retry_base_delay
         self.send_retries = send_retries
         caps, p2p = _stubs.capabilities(), _stubs.p2p()
-        get_caps = _rpc(channel, "CapabilitiesService", "GetCapabilities", caps.GetCapabilitiesRequest, caps.GetCapabilitiesResponse)
-        self.capabilities = get_caps(caps.GetCapabilitiesRequest(), timeout=timeout).capabilities
+        self._get_caps = _rpc(channel, "CapabilitiesService", "GetCapabilities", caps.GetCapabilitiesRequest, caps.GetCapabilitiesResponse)
+        self.capabilities = self._get_caps(caps.GetCapabilitiesRequest(), timeout=timeout).capabilities
         declared = Peer.from_capabilities(self.capabilities)
         if executor is not None and (executor.agent_id != declared.agent_id or executor.public_key != declared.public_key):
             raise Refused("unknown_sender", f"the agent declares {declared.agent_id} with key {declared.key_id}, "
@@ -138,15 +164,24 @@ class Client:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def seal(self, message_type: int, payload: Message, task_id: str = "", **header: Any) -> Message:
-        """Seals a message to the executor (receiver key id pinned); returns the envelope."""
-        envelope, _ = seal(self.identity, message_type, payload, self.executor, task_id=task_id, **header)
+    def seal(self, message_type: int, payload: Message, task_id: str = "", *, confidential: bool | None = None, **header: Any) -> Message:
+        """Seals a message to the executor (receiver key id pinned); returns the envelope.
+        A message about a confidential task is sealed with its task key (``confidential``
+        None: whenever the task is confidential, learnt from GetTask if need be)."""
+        if confidential is None:
+            request = message_type == _stubs.envelope().MESSAGE_TYPE_TASK_REQUEST
+            confidential = bool(task_id) and not request and self.is_confidential(task_id)
+        if confidential:
+            envelope, _ = seal_confidential(self.identity, message_type, payload, self.executor, self.task_key(task_id), task_id=task_id, **header)
+        else:
+            envelope, _ = seal(self.identity, message_type, payload, self.executor, task_id=task_id, **header)
         return envelope
 
     def verify(self, envelope: Message, *, records: bool = False) -> Opened:
-        """Opens a message the executor signed and addressed to this requester;
-        ``records`` skips the freshness check, for events read back."""
-        opened = open_envelope(envelope, self._trust, self_id=self.identity.agent_id, records=records)
+        """Opens a message the executor signed and addressed to this requester (a
+        confidential one with its task's key); ``records`` skips the freshness check,
+        for events read back."""
+        opened = open_envelope(envelope, self._trust, self_id=self.identity.agent_id, records=records, confidential=self._confidential)
         if opened.header.sender.agent_id != self.executor.agent_id:
             raise Refused("unknown_sender", f"signed by {opened.header.sender.agent_id}, not the executor {self.executor.agent_id}")
         return opened
@@ -176,8 +211,13 @@ class Client:
         return SendResult(task_id, reply, task)
 
     def submit(self, task_type: str, input: dict[str, Any] | None = None, *, task_id: str = "", wait: float | None = None,
-               idempotency_key: str = "", callback_url: str = "", session_id: str = "") -> SendResult:
-        """Sends a signed task_request for ``task_type`` with the JSON object ``input``."""
+               idempotency_key: str = "", callback_url: str = "", session_id: str = "", confidential: bool | None = None) -> SendResult:
+        """Sends a signed task_request for ``task_type`` with the JSON object ``input``.
+        ``confidential`` (None: when the executor declares the task type
+        requires_confidentiality) seals it as PROTOCOL.md §9.2 says: the executor's
+        current encryption key is taken from fresh capabilities and its binding
+        verified against the executor's identity key, a new task key is wrapped to
+        the executor and to this client, and the request is signed, then sealed."""
         payloads, env = _stubs.payloads(), _stubs.envelope()
         task_id = task_id or new_uuid()
         struct = struct_pb2.Struct()
@@ -188,15 +228,110 @@ class Client:
         )
         if session_id:
             request.context.session_id = session_id
-        envelope = self.seal(env.MESSAGE_TYPE_TASK_REQUEST, request, task_id, idempotency_key=idempotency_key, session_id=session_id)
+        if confidential is None:
+            confidential = any(t.type == task_type and t.requires_confidentiality for t in self.capabilities.supported_task_types)
+        if confidential:
+            task_key, keys = self.wrap_new_task_key(task_id)
+            envelope, _ = seal_confidential(self.identity, env.MESSAGE_TYPE_TASK_REQUEST, request, self.executor, task_key, keys=keys,
+                                            task_id=task_id, idempotency_key=idempotency_key, session_id=session_id)
+        else:
+            with self._keys_lock:
+                self._plain_tasks.add(task_id)
+            envelope = self.seal(env.MESSAGE_TYPE_TASK_REQUEST, request, task_id, confidential=False,
+                                 idempotency_key=idempotency_key, session_id=session_id)
         result = self.send(envelope, wait)
         result.task_id = task_id
         return result
 
     def cancel(self, task_id: str, reason: str = "") -> SendResult:
-        """Sends a signed task_cancel; the reply is the executor's task_ack."""
+        """Sends a signed task_cancel (sealed on a confidential task); the reply is the executor's task_ack."""
         payload = _stubs.payloads().TaskCancelPayload(task_id=task_id, reason=reason)
         return self.send(self.seal(_stubs.envelope().MESSAGE_TYPE_TASK_CANCEL, payload, task_id))
+
+    def provide_info(self, task_id: str, fields: dict[str, Any], note: str = "", *, wait: float | None = None) -> SendResult:
+        """Answers a task_need_info with a task_info_provided (sealed on a confidential task)."""
+        struct = struct_pb2.Struct()
+        struct.update(fields)
+        payload = _stubs.payloads().TaskInfoProvidedPayload(task_id=task_id, fields=struct, note=note)
+        return self.send(self.seal(_stubs.envelope().MESSAGE_TYPE_TASK_INFO_PROVIDED, payload, task_id), wait)
+
+    # ── confidential tasks ───────────────────────────────────────────────
+
+    def wrap_new_task_key(self, task_id: str) -> tuple[bytes, list[Message]]:
+        """A task key for a new confidential task, wrapped to the executor's current key
+        (from capabilities fetched now, its binding checked against the executor's
+        identity key) and to this client's."""
+        caps = _stubs.capabilities()
+        fresh = self._get_caps(caps.GetCapabilitiesRequest(), timeout=self.timeout).capabilities
+        if fresh.agent_id != self.executor.agent_id or bytes(fresh.public_key) != self.executor.public_key:
+            raise Refused("unknown_sender", f"the agent now declares {fresh.agent_id[:128]}, not {self.executor.agent_id}")
+        binding = current_encryption_key(fresh.encryption_keys, self.executor.agent_id, self.executor.public_key)
+        task_key = new_task_key()
+        own = self.encryption_keys.current
+        keys = [wrap_to_binding(task_key, task_id, self.identity, binding),
+                wrap_task_key(task_key, task_id, self.identity, self.identity.agent_id, own.key_id, own.public_key)]
+        with self._keys_lock:
+            self._task_keys[task_id] = task_key
+        return task_key, keys
+
+    def is_confidential(self, task_id: str) -> bool:
+        """Whether a task is confidential: known here, or else told by GetTask."""
+        with self._keys_lock:
+            if task_id in self._task_keys:
+                return True
+            if task_id in self._plain_tasks:
+                return False
+        try:
+            task = self.get_task(task_id)
+        except grpc.RpcError as error:
+            if error.code() == grpc.StatusCode.NOT_FOUND:
+                return False  # the executor will say so itself
+            raise
+        if not task.HasField("confidential"):
+            with self._keys_lock:
+                self._plain_tasks.add(task_id)
+            return False
+        self._unwrap(task)
+        return True
+
+    def task_key(self, task_id: str) -> bytes:
+        """A confidential task's key: held since the submit, or unwrapped from
+        GetTask's Task.confidential with this client's encryption key. Refused
+        with encryption_key_unknown when the task is not confidential."""
+        key = self._task_key_of_id(task_id)
+        if key is None:
+            raise Refused("encryption_key_unknown", f"task {task_id[:128]} is not confidential, or not this requester's")
+        return key
+
+    def _task_key_of_id(self, task_id: str) -> bytes | None:
+        with self._keys_lock:
+            key = self._task_keys.get(task_id)
+        if key is not None or not task_id:
+            return key
+        try:
+            task = self.get_task(task_id)
+        except grpc.RpcError as error:
+            if error.code() == grpc.StatusCode.NOT_FOUND:
+                return None  # no such task of ours: the key is unknown
+            raise
+        return self._unwrap(task) if task.HasField("confidential") else None
+
+    def _task_key_of(self, header: Message) -> bytes | None:
+        return self._task_key_of_id(header.task_id)
+
+    def _unwrap(self, task: Message) -> bytes:
+        """The task key wrapped to this client in a Task's ``confidential``; the
+        wrap names the request's sender, this requester."""
+        key = unwrap_task_key(task.confidential, task.task_id, task.requester.agent_id, task.requester.key_id,
+                              self.identity.agent_id, self.encryption_keys)
+        with self._keys_lock:
+            self._task_keys[task.task_id] = key
+        return key
+
+    def read_confidential_result(self, task_id: str, *, expected: Message | None = None) -> bytes:
+        """A confidential task's result, read (size and SHA-256 checked against
+        ``expected``, the signed result.stream) and opened record by record."""
+        return open_result(self.task_key(task_id), task_id, self.read_result(task_id, expected=expected))
 
     def token(self, lifetime: int = 180) -> str:
         """A fresh bearer token for the executor."""

@@ -13,7 +13,7 @@ import os
 import re
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from google.protobuf import message_factory
 from google.protobuf.message import DecodeError, Message
@@ -23,6 +23,9 @@ from . import _stubs
 from .errors import Refused
 from .keys import PUBLIC_KEY_LENGTH, SIGNATURE_LENGTH, Identity, key_id, signing_input, verify
 from .trust import Peer, TrustPolicy, Verdict
+
+if TYPE_CHECKING:
+    from .confidential import ConfidentialKeys
 
 PROTOCOL_VERSION = "1.0.0"
 DEFAULT_CLOCK_SKEW_SECONDS = 300.0
@@ -131,6 +134,29 @@ def seal(
     """Builds the header of a message to ``receiver`` (a Peer pins its key id; a str
     names the agent only), serializes header and payload once and signs those bytes.
     Returns (envelope, header)."""
+    header = build_header(identity, message_type, payload, receiver, task_id=task_id, reply_to=reply_to, sequence=sequence,
+                          session_id=session_id, correlation_id=correlation_id, idempotency_key=idempotency_key,
+                          message_id=message_id, sent_at=sent_at, ttl_seconds=ttl_seconds)
+    return seal_header(identity, header, payload), header
+
+
+def build_header(
+    identity: Identity,
+    message_type: int,
+    payload: Message,
+    receiver: Peer | str,
+    *,
+    task_id: str = "",
+    reply_to: str = "",
+    sequence: int = 0,
+    session_id: str = "",
+    correlation_id: str = "",
+    idempotency_key: str = "",
+    message_id: str = "",
+    sent_at: float | None = None,
+    ttl_seconds: float = DEFAULT_TTL_SECONDS,
+) -> Message:
+    """The header ``seal`` signs, unserialized (checked against the payload's type)."""
     env = _stubs.envelope()
     want = payload_type(message_type)
     if not want:
@@ -157,7 +183,7 @@ def seal(
         payload_type=want,
         sequence=sequence,
     )
-    return seal_header(identity, header, payload), header
+    return header
 
 
 @dataclass
@@ -170,6 +196,13 @@ class Opened:
     public_key: bytes
     digest: bytes = field(repr=False)
     """SHA-256 over signing input and signature: equal digests are the same envelope."""
+    task_key: bytes | None = field(default=None, repr=False)
+    """For a confidential message: the task key it opened with."""
+
+    @property
+    def confidential(self) -> bool:
+        """Whether the message travelled sealed (PROTOCOL.md §9)."""
+        return self.header.HasField("confidential")
 
     @property
     def type(self) -> int:
@@ -179,6 +212,9 @@ class Opened:
     def view(self) -> Message:
         """The decoded EnvelopeView, for SignedMessage.view."""
         p2p, payloads = _stubs.p2p(), _stubs.payloads()
+        if self.confidential:
+            # A sealed event's view shows its clear header only (§9.4).
+            return p2p.EnvelopeView(header=self.header)
         body = payloads.Payload()
         f = _payload_field(self.type)
         if f is not None:
@@ -195,6 +231,7 @@ def open_envelope(
     records: bool = False,
     clock_skew: float = DEFAULT_CLOCK_SKEW_SECONDS,
     now: float | None = None,
+    confidential: ConfidentialKeys | None = None,
 ) -> Opened:
     """Checks an envelope as a receiver must (PROTOCOL.md §2.4), in order: the
     signature over the received bytes (present, Ed25519, 64 bytes; the trusted key
@@ -202,15 +239,63 @@ def open_envelope(
     parsed header's sender key id, the key's binding to the sender's agent id, the
     receiver (``self_id``, and ``self_key_id`` when the sender pinned one), the major
     protocol version, the clock skew and expiry (skipped for ``records``: events
-    read back from a task's log), and the payload type. Raises Refused."""
+    read back from a task's log), and the payload type. Raises Refused.
+
+    An envelope whose signature value is empty and whose header has
+    ``confidential`` set is opened as §9.3 says: the same header checks first,
+    then the task key from ``confidential`` (without it: encryption_key_unknown),
+    the payload decrypted and the signature inside verified."""
     env = _stubs.envelope()
     sig = envelope.signature
+    if envelope.HasField("signature") and not sig.value:
+        header = _parse_header(envelope.header)
+        if header.HasField("confidential"):
+            return _open_confidential(envelope, header, trust, self_id, self_key_id, records, clock_skew, now, confidential)
     if not envelope.HasField("signature") or not sig.value:
         raise Refused("signature_invalid", "envelope is not signed")
     if sig.algorithm != env.SIGNATURE_ALGORITHM_ED25519:
         raise Refused("signature_invalid", f"signature algorithm {sig.algorithm} is not Ed25519")
     if len(sig.value) != SIGNATURE_LENGTH:
         raise Refused("signature_invalid", f"signature is {len(sig.value)} bytes, not 64")
+    public_key = _signer_key(envelope, trust)
+    data = signing_input(envelope.header, envelope.payload)
+    if not verify(public_key, sig.value, data):
+        raise Refused("signature_invalid", "signature does not verify")
+    # Only now, with the bytes proven to be the signer's, parse them.
+    header = _parse_header(envelope.header)
+    _check_header(header, sig.key_id, public_key, trust, self_id, self_key_id, records, clock_skew, now)
+    payload = _parse_payload(header, envelope.payload)
+    trust.accepted(header.sender.agent_id, sig.key_id, public_key)
+    digest = hashlib.sha256(data + bytes(sig.value)).digest()
+    return Opened(envelope, header, payload, public_key, digest)
+
+
+def _open_confidential(envelope: Message, header: Message, trust: TrustPolicy, self_id: str, self_key_id: str, records: bool,
+                       clock_skew: float, now: float | None, keys: ConfidentialKeys | None) -> Opened:
+    from .confidential import open_sealed_payload
+
+    sig = envelope.signature
+    public_key = _signer_key(envelope, trust)
+    at = time.time() if now is None else now
+    _check_header(header, sig.key_id, public_key, trust, self_id, self_key_id, records, clock_skew, at)
+    if keys is None:
+        raise Refused("encryption_key_unknown", "this receiver holds no key for confidential messages")
+    task_key = keys.task_key_for(header, self_id, at)
+    signature, plaintext = open_sealed_payload(envelope.header, header, envelope.payload, task_key)
+    if not verify(public_key, signature, signing_input(envelope.header, plaintext)):
+        raise Refused("inner_signature_invalid", "the signature inside the confidential payload does not verify")
+    payload = _parse_payload(header, plaintext)
+    trust.accepted(header.sender.agent_id, sig.key_id, public_key)
+    # The digest of the bytes as they travelled, for replay checks (§9.3).
+    digest = hashlib.sha256(signing_input(envelope.header, envelope.payload)).digest()
+    return Opened(envelope, header, payload, public_key, digest, task_key)
+
+
+def _signer_key(envelope: Message, trust: TrustPolicy) -> bytes:
+    """The sender's public key: from the trust policy, or embedded when its id matches."""
+    sig = envelope.signature
+    if sig.algorithm != _stubs.envelope().SIGNATURE_ALGORITHM_ED25519:
+        raise Refused("signature_invalid", f"signature algorithm {sig.algorithm} is not Ed25519")
     public_key = trust.key_for(sig.key_id)
     if public_key is None and sig.public_key:
         if len(sig.public_key) != PUBLIC_KEY_LENGTH or key_id(sig.public_key) != sig.key_id:
@@ -218,26 +303,32 @@ def open_envelope(
         public_key = bytes(sig.public_key)
     if public_key is None:
         raise Refused("unknown_sender", f"no public key known for key id {_clip(sig.key_id)}")
-    data = signing_input(envelope.header, envelope.payload)
-    if not verify(public_key, sig.value, data):
-        raise Refused("signature_invalid", "signature does not verify")
+    return public_key
 
-    header = env.Header()
+
+def _parse_header(data: bytes) -> Message:
+    header = _stubs.envelope().Header()
     try:
-        header.ParseFromString(envelope.header)
+        header.ParseFromString(data)
     except DecodeError:
         raise Refused("message_format_invalid", "header bytes are not a synapse.v1.Header") from None
+    return header
+
+
+def _check_header(header: Message, signing_key_id: str, public_key: bytes, trust: TrustPolicy, self_id: str, self_key_id: str,
+                  records: bool, clock_skew: float, now: float | None) -> None:
+    """Every check of a header that the signature (or, sealed, the associated data) covers."""
     _check_header_strings(header)
     sender = header.sender.agent_id
     if not sender:
         raise Refused("message_format_invalid", "header.sender.agent_id is required")
-    if header.sender.key_id != sig.key_id:
+    if header.sender.key_id != signing_key_id:
         raise Refused("signature_invalid", "header.sender.key_id differs from the signature's key_id")
-    verdict = trust.check(sender, sig.key_id, public_key)
+    verdict = trust.check(sender, signing_key_id, public_key)
     if verdict is Verdict.CONFLICT:
         raise Refused("unknown_sender", f"agent {_clip(sender)} is known with a different key")
     if verdict is not Verdict.TRUSTED:
-        raise Refused("unknown_sender", f"agent {_clip(sender)} with key {_clip(sig.key_id)} is not trusted")
+        raise Refused("unknown_sender", f"agent {_clip(sender)} with key {_clip(signing_key_id)} is not trusted")
     if self_id and header.receiver.agent_id != self_id:
         raise Refused("wrong_receiver", f"message is addressed to {_clip(header.receiver.agent_id)!r}, not {self_id}")
     if self_key_id and header.receiver.key_id and header.receiver.key_id != self_key_id:
@@ -250,7 +341,6 @@ def open_envelope(
     if version.group(1) != PROTOCOL_VERSION.split(".")[0]:
         raise Refused("unsupported_version", f"protocol {_clip(header.protocol_version)} is not compatible with {PROTOCOL_VERSION}")
     _check_time(header, records, clock_skew, time.time() if now is None else now)
-
     field_ = _payload_field(header.message_type)
     if field_ is None:
         raise Refused("message_format_invalid", f"unknown message type {header.message_type}")
@@ -259,14 +349,16 @@ def open_envelope(
         raise Refused("message_format_invalid", f"{type_name(header.message_type)} must carry {want}, not {_clip(header.payload_type)!r}")
     if is_task_scoped(header.message_type) and not header.task_id:
         raise Refused("message_format_invalid", f"{type_name(header.message_type)} requires header.task_id")
+
+
+def _parse_payload(header: Message, data: bytes) -> Message:
+    field_ = _payload_field(header.message_type)
     payload = message_factory.GetMessageClass(field_.message_type)()
     try:
-        payload.ParseFromString(envelope.payload)
+        payload.ParseFromString(data)
     except DecodeError:
-        raise Refused("message_format_invalid", f"payload bytes are not a {want}") from None
-    trust.accepted(sender, sig.key_id, public_key)
-    digest = hashlib.sha256(data + bytes(sig.value)).digest()
-    return Opened(envelope, header, payload, public_key, digest)
+        raise Refused("message_format_invalid", f"payload bytes are not a {field_.message_type.full_name}") from None
+    return payload
 
 
 def _check_header_strings(header: Message) -> None:

@@ -18,6 +18,10 @@ ERROR_DETAIL_TYPE_URL = "type.googleapis.com/synapse.v1.ErrorDetail"
 _STATUS: dict[str, grpc.StatusCode] = {
     "message_format_invalid": grpc.StatusCode.INVALID_ARGUMENT,
     "invalid_params": grpc.StatusCode.INVALID_ARGUMENT,
+    "confidentiality_required": grpc.StatusCode.INVALID_ARGUMENT,
+    "decryption_failed": grpc.StatusCode.INVALID_ARGUMENT,
+    "encryption_key_unknown": grpc.StatusCode.INVALID_ARGUMENT,
+    "inner_signature_invalid": grpc.StatusCode.INVALID_ARGUMENT,
     "signature_invalid": grpc.StatusCode.UNAUTHENTICATED,
     "message_expired": grpc.StatusCode.UNAUTHENTICATED,
     "unknown_sender": grpc.StatusCode.UNAUTHENTICATED,
