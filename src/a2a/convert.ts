@@ -19,6 +19,7 @@ import {
 } from "../../gen/lf/a2a/v1/a2a_pb.js";
 import { MessageType } from "../../gen/synapse/v1/envelope_pb.js";
 import {
+  TaskRequestPayloadSchema,
   TaskState,
   type TaskAckPayload,
   type TaskCompletePayload,
@@ -217,6 +218,22 @@ export function taskHistory(task: TaskRecord, events: readonly StoredEvent[], co
 }
 
 /** The A2A Task for a Synapse task. `events`: its event log, needed when history is shown. */
+/** A confidential task as A2A sees it: its id, type, parties and state, none of its content. */
+export function withoutContent(task: TaskRecord): TaskRecord {
+  return {
+    ...task,
+    statusMessage: "",
+    request: create(TaskRequestPayloadSchema, { task: { id: task.taskId, type: task.taskType } }),
+    payload: {},
+    pendingInfo: undefined,
+    pendingDecision: undefined,
+    result: undefined,
+    error: undefined,
+    rejection: undefined,
+    answers: [],
+  };
+}
+
 export function a2aTask(task: TaskRecord, context: ConvertContext, shape: TaskShape = {}, events: readonly StoredEvent[] = [], streamBytes?: Uint8Array): Task {
   const historyLength = shape.historyLength;
   let history: Message[] = [];

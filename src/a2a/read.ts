@@ -6,7 +6,7 @@ import { ListTasksResponseSchema, TaskState as A2AState, type ListTasksRequest, 
 import type { Agent } from "../agent/agent.js";
 import type { TaskRecord } from "../store/store.js";
 import type { A2ACaller } from "./auth.js";
-import { a2aTask, INLINE_RESULT_BYTES, type ConvertContext, type TaskShape } from "./convert.js";
+import { a2aTask, INLINE_RESULT_BYTES, withoutContent, type ConvertContext, type TaskShape } from "./convert.js";
 import { a2aError } from "./errors.js";
 import { readerOf } from "./send.js";
 import { synapseStates } from "./states.js";
@@ -28,6 +28,8 @@ export function historyShape(historyLength: number | undefined, field = "history
 
 /** The A2A Task for a record, with its event log read when history is wanted and a small result stream inlined. */
 export async function loadTask(agent: Agent, convert: ConvertContext, task: TaskRecord, shape: TaskShape): Promise<Task> {
+  // A2A has no confidential messages: a confidential task shows A2A its id and state, its content only its Synapse parties.
+  if (task.confidential !== undefined) return a2aTask(withoutContent(task), convert, shape);
   const events = shape.historyLength === 0 ? [] : await agent.store.listEvents(task.taskId, 1);
   let streamBytes: Uint8Array | undefined;
   const stream = task.resultStream;

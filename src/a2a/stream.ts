@@ -29,6 +29,7 @@ import { inA2ATerms } from "./synapse-errors.js";
 
 /** The agent's message an event carries for the status it leads to, if any. */
 function eventMessage(task: TaskRecord, event: StoredEvent, context: ConvertContext): Message | undefined {
+  if (event.header.confidential !== undefined) return undefined; // its content is for its Synapse parties only
   const id = `${task.taskId}-${event.sequence}`;
   const agentText = (value: string, extra?: Parameters<typeof dataPart>[0]) => agentMessage(task, id, extra === undefined ? [textPart(value)] : [textPart(value), dataPart(extra)]);
   switch (event.header.messageType) {
@@ -75,7 +76,7 @@ export async function eventUpdates(agent: Agent, convert: ConvertContext, task: 
   if (state === TaskState.COMPLETED) {
     const current = (await agent.store.getTask(task.taskId)) ?? task;
     const loaded = (await loadTask(agent, convert, current, { historyLength: 0 })).artifacts;
-    for (const artifact of loaded.length > 0 ? loaded : resultArtifacts(current)) {
+    for (const artifact of loaded.length > 0 || current.confidential !== undefined ? loaded : resultArtifacts(current)) {
       updates.push(create(StreamResponseSchema, { payload: { case: "artifactUpdate", value: create(TaskArtifactUpdateEventSchema, { taskId: task.taskId, contextId, artifact, append: false, lastChunk: true }) } }));
     }
   }

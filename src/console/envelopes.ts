@@ -114,6 +114,10 @@ export function verifyEnvelope(envelope: Envelope | undefined, expect: Expectati
   if (envelope === undefined || signature === undefined) return refuse("no signature");
   // What a refused message claims, parsed only to show it (never to decide anything).
   const claimed = () => unverifiedHeader(envelope);
+  // A confidential task's events carry their signature inside the ciphertext; this console holds no X25519 key to open them.
+  if (signature.value.byteLength === 0 && claimed()?.confidential !== undefined) {
+    return refuse("sealed: a confidential task's events open only with its parties' keys (synapse status or watch shows them)", claimed());
+  }
   if (signature.algorithm !== SignatureAlgorithm.ED25519 || signature.value.byteLength !== nacl.sign.signatureLength) {
     return refuse("not a 64-byte Ed25519 signature", claimed());
   }
