@@ -12,7 +12,7 @@ import { TaskCompletePayloadSchema, TaskInfoProvidedPayloadSchema, TaskNeedInfoP
 import { nodeEd25519 } from "../src/crypto/ed25519.js";
 import { toHex } from "../src/crypto/encoding.js";
 import { encryptionKeyOf } from "../src/crypto/encryption-keys.js";
-import { deriveX25519, rawPrivateKey } from "../src/crypto/hpke.js";
+import { deriveX25519 } from "../src/crypto/hpke.js";
 import { keyFromSeed } from "../src/crypto/keys.js";
 import { sealConfidential, sealResult, taskKeyIdOf, wrapTaskKey } from "../src/envelope/confidential.js";
 import { signEncryptionKey } from "../src/envelope/encryption-binding.js";
@@ -227,7 +227,7 @@ const document = {
         ed25519_seed: toHex(p.key.seed),
         ed25519_public_key: toHex(p.key.publicKey),
         key_id: p.key.keyId,
-        x25519_private_key: toHex(rawPrivateKey(p.encryption.privateKey)),
+        x25519_private_key: toHex(p.encryption.secretKey),
         x25519_public_key: toHex(p.encryption.publicKey),
         encryption_key_id: p.encryption.keyId,
         encryption_key_binding_hex: toHex(toBinary(SignedEncryptionKeySchema, signEncryptionKey(p.agentId, p.key, p.encryption, nodeEd25519))),

@@ -13,7 +13,7 @@ import { ErrorDetailSchema } from "../gen/synapse/v1/errors_pb.js";
 import { P2PService } from "../gen/synapse/v1/p2p_pb.js";
 import { createClient } from "@connectrpc/connect";
 import { createGrpcTransport } from "@connectrpc/connect-node";
-import { TaskCancelPayloadSchema, TaskState, type TaskNeedInfoPayload } from "../gen/synapse/v1/payloads_pb.js";
+import { TaskCancelPayloadSchema, TaskInfoProvidedPayloadSchema, TaskState, type TaskNeedInfoPayload } from "../gen/synapse/v1/payloads_pb.js";
 import { loadOrCreateIdentity } from "../src/agent/identity.js";
 import type { SynapseClient } from "../src/client/requester.js";
 import { fromValue } from "../src/protocol/json-values.js";
@@ -132,8 +132,14 @@ describe("a confidential task", () => {
 describe("refusals", () => {
   it("refuses a plaintext message on a confidential task with confidentiality_required", async () => {
     const { taskId } = await client.submit("summarization", { text: SECRET_TEXT }, { confidential: true, waitMs: 5000 });
-    const plain = await connectClient(server, { identity: (client as unknown as { options: { identity: never } }).options.identity });
-    expect(await protocolCode(plain.provideInfo(taskId, { max_sentences: 1 }))).toBe("confidentiality_required");
+    // Another client of the same requester, which has not read the task: its envelope is plaintext.
+    const other = await connectClient(server, { identity: (client as unknown as { options: { identity: never } }).options.identity });
+    const plain = other.envelope(MessageType.TASK_INFO_PROVIDED, create(TaskInfoProvidedPayloadSchema, { taskId, fields: { max_sentences: 1 } }), { taskId });
+    expect(fromBinary(HeaderSchema, plain.header).confidential).toBeUndefined();
+    const raw = createClient(P2PService, createGrpcTransport({ baseUrl: server.url }));
+    expect(await protocolCode(raw.send({ envelope: plain }))).toBe("confidentiality_required");
+    // Through the client's own call, the task's key is learnt from its view first, and the answer goes sealed.
+    expect((await other.provideInfo(taskId, { max_sentences: 1 }, { waitMs: 5000 })).task?.state).toBe(TaskState.COMPLETED);
   });
 
   it("refuses a sealed message whose header was changed with decryption_failed", async () => {

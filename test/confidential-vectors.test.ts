@@ -44,7 +44,7 @@ const trust: TrustPolicy = {
 
 function openAs(opener: string, envelope: Envelope) {
   const party = vectors.parties[opener]!;
-  const ring = new EncryptionKeyRing(encryptionKeyOf(x25519PrivateKey(hex(party.x25519_private_key)), 0));
+  const ring = new EncryptionKeyRing(encryptionKeyOf(hex(party.x25519_private_key), 0));
   return open(envelope, {
     trust,
     self: party.agent_id,

@@ -3,17 +3,18 @@
 // agent.key: `encryption.key` (PKCS#8 PEM, mode 0600) and, for each retired
 // key, `encryption-retired/<key id>.key` with its end of overlap in the
 // PEM's first line as a comment.
-import { createHash, createPrivateKey, type KeyObject } from "node:crypto";
+import { createHash, createPrivateKey } from "node:crypto";
 import { chmod, mkdir, readdir, readFile, rename, rm, stat, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { toBase64Url } from "./encoding.js";
-import { generateX25519, rawPublicKey } from "./hpke.js";
+import { generateX25519, rawPrivateKey, x25519, x25519PrivateKey } from "./hpke.js";
 
 /** How long a retired key is still opened, by default: 7 days. */
 export const DEFAULT_ENCRYPTION_OVERLAP_MS = 7 * 24 * 3600 * 1000;
 
 export interface EncryptionKey {
-  readonly privateKey: KeyObject;
+  /** The raw 32-byte X25519 private key. Never leaves the process except to its key file. */
+  readonly secretKey: Uint8Array;
   /** The raw 32-byte X25519 public key. */
   readonly publicKey: Uint8Array;
   /** RFC 7638 thumbprint of the OKP JWK with crv "X25519". */
@@ -30,19 +31,22 @@ export function encryptionKeyIdOf(publicKey: Uint8Array): string {
   return createHash("sha256").update(canonical).digest("base64url");
 }
 
-export function encryptionKeyOf(privateKey: KeyObject, createdAtMs: number, retiredUntilMs?: number): EncryptionKey {
-  if (privateKey.asymmetricKeyType !== "x25519") throw new TypeError(`not an X25519 key: ${privateKey.asymmetricKeyType ?? "unknown"}`);
-  const publicKey = new Uint8Array(rawPublicKey(privateKey));
-  return { privateKey, publicKey, keyId: encryptionKeyIdOf(publicKey), createdAtMs, retiredUntilMs };
+/** The key whose raw private bytes are `secretKey`. */
+export function encryptionKeyOf(secretKey: Uint8Array, createdAtMs: number, retiredUntilMs?: number): EncryptionKey {
+  if (secretKey.byteLength !== 32) throw new RangeError("an X25519 private key is 32 bytes");
+  const publicKey = x25519.publicKeyOf(secretKey);
+  return { secretKey: Uint8Array.from(secretKey), publicKey, keyId: encryptionKeyIdOf(publicKey), createdAtMs, retiredUntilMs };
 }
 
 export function encryptionKeyToPem(key: EncryptionKey): string {
-  return key.privateKey.export({ format: "pem", type: "pkcs8" }).toString();
+  return x25519PrivateKey(key.secretKey).export({ format: "pem", type: "pkcs8" }).toString();
 }
 
 /** Reads an X25519 private key in PKCS#8 PEM (as `openssl genpkey -algorithm x25519` writes it). */
 export function encryptionKeyFromPem(pem: string, createdAtMs = 0, retiredUntilMs?: number): EncryptionKey {
-  return encryptionKeyOf(createPrivateKey({ key: pem, format: "pem" }), createdAtMs, retiredUntilMs);
+  const keyObject = createPrivateKey({ key: pem, format: "pem" });
+  if (keyObject.asymmetricKeyType !== "x25519") throw new TypeError(`not an X25519 key: ${keyObject.asymmetricKeyType ?? "unknown"}`);
+  return encryptionKeyOf(rawPrivateKey(keyObject), createdAtMs, retiredUntilMs);
 }
 
 /** The keys an agent opens with: the current one first, then the retired ones within their overlap. */
@@ -91,7 +95,7 @@ export async function loadOrCreateEncryptionKeys(dataDir: string, nowMs: number 
   let current: EncryptionKey;
   try {
     const path = join(dataDir, CURRENT_FILE);
-    current = encryptionKeyFromPem(await readFile(path, "utf8"), (await stat(path)).mtimeMs);
+    current = encryptionKeyFromPem(await readFile(path, "utf8"), Math.floor((await stat(path)).mtimeMs));
   } catch (error) {
     if ((error as NodeJS.ErrnoException).code !== "ENOENT") throw error;
     current = encryptionKeyOf(generateX25519(), nowMs);

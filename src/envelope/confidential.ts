@@ -87,7 +87,7 @@ export function unwrapTaskKey(
     );
   }
   const key = ring.find(wrapped.keyId, nowMs)!;
-  const taskKey = hpkeOpen(key.privateKey, wrapped.enc, wrapInfo({ taskId, sender, recipient: { agentId: self, keyId: wrapped.keyId } }), EMPTY, wrapped.ciphertext);
+  const taskKey = hpkeOpen(key.secretKey, key.publicKey, wrapped.enc, wrapInfo({ taskId, sender, recipient: { agentId: self, keyId: wrapped.keyId } }), EMPTY, wrapped.ciphertext);
   if (taskKey === undefined || taskKey.byteLength !== TASK_KEY_BYTES) throw decryptionFailed("the wrapped task key does not open");
   if (taskKeyIdOf(taskKey) !== confidential.taskKeyId) throw decryptionFailed("the wrapped task key does not match header.confidential.task_key_id");
   return new Uint8Array(taskKey);
