@@ -74,6 +74,26 @@ describe("broadcast", () => {
     checkSignedOutputs(task);
   });
 
+  it("seals each sub-task to its member when the group task is confidential, and still gathers every output", async () => {
+    const sent = await lead.submitTask(
+      "workers",
+      { groupTaskId: "sealed", taskType: "text_analysis", payload: { text: "Sealed groups work. Only members read." }, strategy: GroupTaskStrategy.BROADCAST, members: members(a, b), confidential: true },
+      WAIT,
+    );
+    const task = sent.groupTask!;
+    expect(task.state).toBe(GroupTaskState.COMPLETED);
+    expect(task.outputs.map((output) => output.agentId)).toEqual(members(a, b));
+    // The host opened each member's sealed task_complete: the outputs are there, the envelopes as they travelled.
+    expect(task.outputs.every((output) => JSON.stringify(output.output).includes("characters"))).toBe(true);
+    for (const output of task.outputs) {
+      const header = fromBinary(HeaderSchema, output.taskComplete!.envelope!.header);
+      expect(header.confidential?.taskKeyId).toMatch(/^[A-Za-z0-9_-]{22}$/);
+      expect(header.receiver?.agentId).toBe(host.ref.agentId);
+    }
+    // Two sub-tasks, two task keys: one HPKE message per member.
+    expect(new Set(task.outputs.map((output) => fromBinary(HeaderSchema, output.taskComplete!.envelope!.header).confidential!.taskKeyId)).size).toBe(2);
+  });
+
   it("fails with the partial results when a member fails, after the others finished", async () => {
     const task = (await lead.submitTask("workers", { groupTaskId: "slow-all", taskType: "data_analysis", payload: slow, strategy: GroupTaskStrategy.BROADCAST }, WAIT)).groupTask!;
     expect(task.state).toBe(GroupTaskState.FAILED);

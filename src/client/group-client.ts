@@ -192,6 +192,7 @@ export class GroupClient {
       members: input.members ?? [],
       memberTimeout: input.memberTimeoutMs === undefined ? undefined : durationFromMs(input.memberTimeoutMs),
       maxAttempts: input.maxAttempts ?? 0,
+      confidential: input.confidential ?? false,
     });
     return this.send(this.envelope(MessageType.A2N_GROUP_TASK_SUBMIT, payload, groupTaskId), groupId, waitMs);
   }

@@ -83,6 +83,8 @@ export interface GroupTaskInput {
   memberTimeoutMs?: number;
   /** Shard: attempts per shard across members; default min(3, members). */
   maxAttempts?: number;
+  /** Make every sub-task confidential: sealed to each member's encryption key (docs/PROTOCOL.md §9). */
+  confidential?: boolean;
 }
 
 /** A vote, for {@link GroupClient.startVote}. */

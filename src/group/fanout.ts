@@ -18,6 +18,7 @@ import type { GroupStorage } from "../store/group-storage.js";
 import type { GroupLog } from "./log.js";
 import type { MemberConnector } from "./members.js";
 import { memberOf } from "./rules.js";
+import { submitTerms } from "./strategy.js";
 import { isOver, memberTimeoutMs, recordLost, recordMemberEvent, subtaskInput, type TaskChange } from "./tasks.js";
 
 export interface FanoutOptions {
@@ -140,6 +141,7 @@ export class GroupTaskRunner {
           correlationId: ref.groupTaskId,
           parentTaskId: ref.groupTaskId,
           metadata: { group_id: groupId, group_task_id: ref.groupTaskId, slot: ref.slot, attempt: ref.attempt },
+          confidential: submitTerms(task).confidential,
         });
       }
       for await (const item of client.watch(ref.subtaskId, { fromSequence: Number(subtask.memberSequence) + 1, signal })) {

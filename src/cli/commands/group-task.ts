@@ -11,7 +11,7 @@ import { printJson, printLine } from "../output.js";
 
 export const groupTaskUsage = `usage: synapse group task URL GROUP_ID --type TASK_TYPE (--payload JSON | --shards JSON_ARRAY [--payload JSON])
                             [--strategy broadcast|shard|quorum] [--quorum K] [--member AGENT_ID|URL]...
-                            [--member-timeout SECONDS] [--max-attempts N] [--task-id ID] [--wait [--timeout SECONDS]]
+                            [--member-timeout SECONDS] [--max-attempts N] [--confidential] [--task-id ID] [--wait [--timeout SECONDS]]
        synapse group task URL GROUP_ID --task-id ID [--wait [--timeout SECONDS]]           (show it)
        synapse group task URL GROUP_ID --task-id ID --answer SUBTASK_ID (--set K=V ... | --approve | --modify --set K=V ... | --reject)
        synapse group task URL GROUP_ID --task-id ID --cancel [--reason TEXT]
@@ -24,6 +24,9 @@ retried on another member) or quorum (done when K of them completed); --member
 (repeatable; an agent id or an agent's URL) picks the members, in order. The
 members' signed task_complete messages come back in the group task; a sub-task
 id is GROUP_TASK_ID.SLOT.ATTEMPT (the first sub-task of task sum is sum.0.1).
+--confidential seals each sub-task to its member's encryption key (one task key
+per sub-task, wrapped to the member and to the host): only the host and that
+member read it.
 Exit status: 0 completed (or running), 1 failed or cancelled (or refused),
 2 usage error, 3 a sub-task waits for an answer (--answer it).`;
 
@@ -57,6 +60,7 @@ export async function groupTask(argv: string[]): Promise<number> {
       member: { type: "string", multiple: true },
       "member-timeout": { type: "string" },
       "max-attempts": { type: "string" },
+      confidential: { type: "boolean" },
       "task-id": { type: "string" },
       wait: { type: "boolean" },
       timeout: { type: "string" },
@@ -144,6 +148,7 @@ export async function groupTask(argv: string[]): Promise<number> {
       members: values.member === undefined ? undefined : await Promise.all(values.member.map((member) => (/^https?:\/\//.test(member) ? agentAt(member, values).then((agent) => agent.agentId) : member))),
       memberTimeoutMs: values["member-timeout"] === undefined ? undefined : integerOption(values["member-timeout"], "--member-timeout")! * 1000,
       maxAttempts: integerOption(values["max-attempts"], "--max-attempts"),
+      confidential: values.confidential,
     },
     waitMs,
   );
