@@ -70,7 +70,7 @@ describe("npm run bench -- confidential", () => {
     expect(report.cpu.cpu_ratio.median).toBeGreaterThan(0);
     expect(report.result.result_bytes).toBeGreaterThan(0.99 * 1024 * 1024);
     expect(report.result.result_bytes).toBeLessThan(1.01 * 1024 * 1024);
-    const [plain, sealed] = report.result.summary as Array<{ kind: string; stream_bytes: number }>;
+    const [plain, sealed] = report.result.summary as [{ kind: string; stream_bytes: number }, { kind: string; stream_bytes: number }];
     expect(plain).toMatchObject({ kind: "plain", stream_bytes: report.result.result_bytes });
     // Sealed records carry a 16-byte tag each: the stream is longer than what it opens to.
     expect(sealed.kind).toBe("confidential");
