@@ -1,11 +1,14 @@
-// npm run bench [-- memory | stores | peer] [options]: see args.ts for the options.
+// npm run bench [-- memory | stores | peer | confidential] [options]: see args.ts for the options.
 //   (no mode)  signed submission vs a bare unary call over gRPC and Connect JSON, in one process, plus Ed25519 ops/s
 //   memory     RSS of `synapse serve` (child process) after 0, 10k, 50k, 100k tasks on the memory, SQLite and PostgreSQL stores
 //   stores     signed-submission throughput on SQLite (fsync normal and full) and PostgreSQL as ratios to the memory store
 //   peer       Synapse vs the A2A JavaScript SDK (@a2a-js/sdk) with one Go load generator: ratios, CPU per task, memory, payloads, Watch fan-out
+//   confidential  sealed (docs/PROTOCOL.md §9) vs plain tasks on one `synapse serve` child: server CPU per task, tasks/s, 1 MiB result MiB/s
 // Progress goes to stderr; stdout holds only the table or the JSON object (--json).
 import { cpus } from "node:os";
 import { BENCH_USAGE, BenchUsageError, parseBenchArgs } from "./args.js";
+import { confidentialBench } from "./confidential.js";
+import { toConfidentialJson, toConfidentialTable } from "./confidential-report.js";
 import { memoryBench } from "./memory.js";
 import { GoMissingError } from "./peer/loadgen.js";
 import { peerBench } from "./peer/peer.js";
@@ -42,6 +45,11 @@ async function main(): Promise<string> {
       const report = await peerBench(options, progress);
       report.config = { ...report.config, ...machine() };
       return options.json ? toPeerJson(report) : toPeerTable(report);
+    }
+    case "confidential": {
+      const report = await confidentialBench(options, progress);
+      report.config = { ...report.config, ...machine() };
+      return options.json ? toConfidentialJson(report) : toConfidentialTable(report);
     }
   }
 }
