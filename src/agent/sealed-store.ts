@@ -27,11 +27,17 @@ const CONTENT_FIELDS = ["request", "payload", "pendingInfo", "pendingDecision", 
 const b64 = (message: Message | undefined, schema: Parameters<typeof toBinary>[0]) => (message === undefined ? null : Buffer.from(toBinary(schema, message)).toString("base64"));
 const unb64 = <T extends Message>(text: string | null, schema: Parameters<typeof fromBinary>[0]) => (text === null ? undefined : (fromBinary(schema, Buffer.from(text, "base64")) as T));
 
-function encodeContent(content: Content): Uint8Array {
+// The request, sealed once when the task is made (it may be large, and never changes); the rest at each change.
+function encodeRequest(request: TaskRecord["request"]): Uint8Array {
+  return toBinary(TaskRequestPayloadSchema, request);
+}
+
+function encodeState(content: Content): Uint8Array {
+  // The input is most often the request's payload itself: then it is not written twice.
+  const inputIsRequest = content.request.task?.payload !== undefined && content.payload === content.request.task.payload;
   return Buffer.from(
     JSON.stringify({
-      request: b64(content.request, TaskRequestPayloadSchema),
-      payload: content.payload,
+      payload: inputIsRequest ? null : content.payload,
       pendingInfo: b64(content.pendingInfo, TaskNeedInfoPayloadSchema),
       pendingDecision: b64(content.pendingDecision, TaskNeedHumanPayloadSchema),
       result: b64(content.result, TaskResultSchema),
@@ -43,11 +49,12 @@ function encodeContent(content: Content): Uint8Array {
   );
 }
 
-function decodeContent(bytes: Uint8Array): Content {
-  const parsed = JSON.parse(Buffer.from(bytes).toString("utf8")) as Record<string, unknown>;
+function decodeContent(requestBytes: Uint8Array, stateBytes: Uint8Array): Content {
+  const request = fromBinary(TaskRequestPayloadSchema, requestBytes);
+  const parsed = JSON.parse(Buffer.from(stateBytes).toString("utf8")) as Record<string, unknown>;
   return {
-    request: unb64(parsed.request as string, TaskRequestPayloadSchema)!,
-    payload: parsed.payload as JsonObject,
+    request,
+    payload: (parsed.payload as JsonObject | null) ?? request.task?.payload ?? {},
     pendingInfo: unb64(parsed.pendingInfo as string | null, TaskNeedInfoPayloadSchema),
     pendingDecision: unb64(parsed.pendingDecision as string | null, TaskNeedHumanPayloadSchema),
     result: unb64(parsed.result as string | null, TaskResultSchema),
@@ -90,9 +97,13 @@ const contentOf = (record: Content): Content => ({
   statusMessage: record.statusMessage,
 });
 
+/** What sealing a task's content needs of its record. */
+type Owner = Pick<TaskRecord, "taskId" | "taskType" | "requester" | "confidential">;
+const ownerOf = (task: Owner): Owner => ({ taskId: task.taskId, taskType: task.taskType, requester: task.requester, confidential: task.confidential });
+
 export class SealedContent {
   // Each confidential task's content as last written or read, by version: a commit seals the whole of it again.
-  private readonly latest = new Map<string, { version: number; content: Content }>();
+  private readonly latest = new Map<string, { version: number; content: Content; owner: Owner }>();
   // Whether each task lately seen is confidential, so that a commit to a plaintext task reads nothing first.
   private readonly kinds = new Map<string, boolean>();
 
@@ -101,8 +112,12 @@ export class SealedContent {
     private readonly keys: TaskKeys,
   ) {}
 
-  private seal(task: Pick<TaskRecord, "taskId" | "requester" | "confidential">, content: Content): Uint8Array {
-    return sealAtRest(this.keys.of(task), task.taskId, encodeContent(content));
+  private sealState(task: Owner, content: Content): Uint8Array {
+    return sealAtRest(this.keys.of(task), task.taskId, encodeState(content), "state");
+  }
+
+  private sealRequest(task: Owner, content: Content): Uint8Array {
+    return sealAtRest(this.keys.of(task), task.taskId, encodeRequest(content.request), "request");
   }
 
   /** A stored record with its content opened (a plaintext task as it is). */
@@ -110,10 +125,14 @@ export class SealedContent {
   opened(record: TaskRecord | undefined): TaskRecord | undefined;
   opened(record: TaskRecord | undefined): TaskRecord | undefined {
     if (record !== undefined) this.noteKind(record.taskId, record.confidential !== undefined);
-    if (record?.confidential === undefined || record.sealed === undefined) return record;
-    const content = decodeContent(openAtRest(this.keys.of(record), record.taskId, record.sealed));
-    this.remember(record.taskId, record.version, content);
-    return { ...record, ...content, sealed: undefined };
+    if (record?.confidential === undefined || record.sealed === undefined || record.sealedRequest === undefined) return record;
+    // The version last written or read here is the same content: nothing to open again.
+    const known = this.latest.get(record.taskId);
+    if (known !== undefined && known.version === record.version) return { ...record, ...known.content, sealed: undefined, sealedRequest: undefined };
+    const key = this.keys.of(record);
+    const content = decodeContent(openAtRest(key, record.taskId, record.sealedRequest, "request"), openAtRest(key, record.taskId, record.sealed, "state"));
+    this.remember(record.taskId, record.version, content, ownerOf(record));
+    return { ...record, ...content, sealed: undefined, sealedRequest: undefined };
   }
 
   private noteKind(taskId: string, confidential: boolean): void {
@@ -122,18 +141,20 @@ export class SealedContent {
     this.kinds.set(taskId, confidential);
   }
 
-  private remember(taskId: string, version: number, content: Content): void {
+  private remember(taskId: string, version: number, content: Content, owner: Owner): void {
     if (this.latest.size >= 10_000 && !this.latest.has(taskId)) this.latest.delete(this.latest.keys().next().value!);
-    this.latest.set(taskId, { version, content });
+    this.latest.set(taskId, { version, content, owner });
   }
 
   async createTask(task: NewTask, firstEvent: StoredEvent, options?: CreateOptions): Promise<TaskRecord> {
     this.noteKind(task.taskId, task.confidential !== undefined);
     if (task.confidential === undefined) return this.inner.createTask(task, firstEvent, options);
     const content = contentOf(task);
-    const stored = await this.inner.createTask({ ...task, ...emptied(content, task.taskId, task.taskType), sealed: this.seal(task, content) }, firstEvent, options);
-    this.remember(task.taskId, stored.version, content);
-    return { ...stored, ...content, sealed: undefined };
+    const owner = ownerOf(task);
+    const sealed = { sealed: this.sealState(owner, content), sealedRequest: this.sealRequest(owner, content) };
+    const stored = await this.inner.createTask({ ...task, ...emptied(content, task.taskId, task.taskType), ...sealed }, firstEvent, options);
+    this.remember(task.taskId, stored.version, content, owner);
+    return { ...stored, ...content, sealed: undefined, sealedRequest: undefined };
   }
 
   async getTask(taskId: string): Promise<TaskRecord | undefined> {
@@ -144,23 +165,25 @@ export class SealedContent {
     if (this.kinds.get(taskId) === false) return this.inner.commit(taskId, expectedVersion, patch, event, options);
     const touchesContent = CONTENT_FIELDS.some((field) => field in patch);
     const known = this.latest.get(taskId);
-    let current = known?.version === expectedVersion ? known.content : undefined;
-    let record: TaskRecord | undefined;
+    let current = known?.version === expectedVersion ? known : undefined;
     if (current === undefined && touchesContent) {
-      record = await this.getTask(taskId);
-      if (record?.confidential !== undefined) current = contentOf(record);
+      const record = await this.getTask(taskId); // reads it, opened, into `latest`
+      if (record?.confidential !== undefined && record.version === expectedVersion) current = this.latest.get(taskId);
     }
     if (current === undefined) {
       const stored = await this.inner.commit(taskId, expectedVersion, patch, event, options);
       return this.opened(stored);
     }
-    const content: Content = { ...current };
+    const content: Content = { ...current.content };
     for (const field of CONTENT_FIELDS) if (field in patch) (content as Record<string, unknown>)[field] = patch[field];
-    const owner = record ?? (await this.inner.getTask(taskId));
-    if (owner === undefined) return this.inner.commit(taskId, expectedVersion, patch, event, options); // gone: the store says how
-    const stored = await this.inner.commit(taskId, expectedVersion, { ...patch, ...emptied(content, taskId, owner.taskType), sealed: this.seal(owner, content) }, event, options);
-    this.remember(taskId, stored.version, content);
-    return { ...stored, ...content, sealed: undefined };
+    const { owner } = current;
+    // Only a patch that changes content seals it again; one of state, progress or lease alone leaves it as it is.
+    const sealedPatch = touchesContent
+      ? { ...patch, ...emptied(content, taskId, owner.taskType), sealed: this.sealState(owner, content), ...("request" in patch ? { sealedRequest: this.sealRequest(owner, content) } : {}) }
+      : patch;
+    const stored = await this.inner.commit(taskId, expectedVersion, sealedPatch, event, options);
+    this.remember(taskId, stored.version, content, owner);
+    return { ...stored, ...content, sealed: undefined, sealedRequest: undefined };
   }
 
   async listTasks(query: ListTasksQuery) {
@@ -184,7 +207,7 @@ export class SealedContent {
   async listEvents(taskId: string, fromSequence: number, limit?: number): Promise<StoredEvent[]> {
     const events = await this.inner.listEvents(taskId, fromSequence, limit);
     if (!events.some((event) => event.header.confidential !== undefined)) return events;
-    const task = await this.inner.getTask(taskId);
+    const task = this.latest.get(taskId)?.owner ?? (await this.inner.getTask(taskId));
     if (task?.confidential === undefined) return events;
     const key = this.keys.of(task);
     return events.map((event) => {

@@ -102,7 +102,7 @@ export class RequesterKeys {
   }
 }
 
-/** A confidential task's view with what its opened events say: status line, question, decision asked, result, error. */
+/** A confidential task's view with what its opened events say (its latest, or more in order): status line, question, decision asked, result, error. */
 export function withEventContent(task: Task, events: readonly VerifiedMessage[]): Task {
   const view = create(TaskSchema, task);
   for (const event of events) {

@@ -326,10 +326,11 @@ export class SynapseClient {
     this.sealedTasks.learn(task);
     const events: VerifiedMessage[] = [];
     if (task.lastSequence > 0n) {
-      // Read up to the last event and no further: the stream is cancelled then, not left to wait for more.
+      // The latest event says what the task is at (its result, error, question or progress): read it alone,
+      // and cancel the stream then rather than leave it waiting for more.
       const stop = new AbortController();
       try {
-        for await (const item of this.watch(taskId, { signal: stop.signal })) {
+        for await (const item of this.watch(taskId, { signal: stop.signal, fromSequence: Number(task.lastSequence) })) {
           if (item.kind !== "event") continue;
           events.push(item.event);
           if (BigInt(item.sequence) >= task.lastSequence) break;

@@ -198,15 +198,15 @@ export function openResult(taskKey: Uint8Array, taskId: string, sealed: Uint8Arr
 
 // ── the record at rest ──────────────────────────────────────────────────────
 
-/** Seals a task record's content for the store: a fresh nonce, then AES-128-GCM with the task id as associated data. */
-export function sealAtRest(taskKey: Uint8Array, taskId: string, plaintext: Uint8Array): Uint8Array {
+/** Seals part of a task record for the store: a fresh nonce, then AES-128-GCM with the task id and the part's name as associated data. */
+export function sealAtRest(taskKey: Uint8Array, taskId: string, plaintext: Uint8Array, part: string): Uint8Array {
   const nonce = new Uint8Array(randomBytes(NONCE_BYTES));
-  return Buffer.concat([nonce, aesGcmSeal(derivedKey(taskKey, "synapse.v1.RecordKey", taskId), nonce, text(taskId), plaintext)]);
+  return Buffer.concat([nonce, aesGcmSeal(derivedKey(taskKey, "synapse.v1.RecordKey", taskId), nonce, pae([text(taskId), text(part)]), plaintext)]);
 }
 
-export function openAtRest(taskKey: Uint8Array, taskId: string, sealed: Uint8Array): Uint8Array {
-  const opened = aesGcmOpen(derivedKey(taskKey, "synapse.v1.RecordKey", taskId), sealed.subarray(0, NONCE_BYTES), text(taskId), sealed.subarray(NONCE_BYTES));
-  if (opened === undefined) throw decryptionFailed(`the stored record of task ${clip(taskId)} does not open`);
+export function openAtRest(taskKey: Uint8Array, taskId: string, sealed: Uint8Array, part: string): Uint8Array {
+  const opened = aesGcmOpen(derivedKey(taskKey, "synapse.v1.RecordKey", taskId), sealed.subarray(0, NONCE_BYTES), pae([text(taskId), text(part)]), sealed.subarray(NONCE_BYTES));
+  if (opened === undefined) throw decryptionFailed(`the stored ${part} of task ${clip(taskId)} does not open`);
   return opened;
 }
 

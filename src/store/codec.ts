@@ -64,6 +64,7 @@ export interface TaskRow {
   correlation_id: string;
   confidential: Uint8Array | null;
   sealed: Uint8Array | null;
+  sealed_request: Uint8Array | null;
 }
 
 /** The columns of the tasks table, in insert order. */
@@ -106,6 +107,7 @@ export const TASK_COLUMNS = [
   "correlation_id",
   "confidential",
   "sealed",
+  "sealed_request",
 ] as const satisfies ReadonlyArray<keyof TaskRow>;
 
 const bin = (bytes: Uint8Array) => (Buffer.isBuffer(bytes) ? bytes : Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength));
@@ -152,6 +154,7 @@ const FIELD_COLUMNS: { [K in keyof TaskPatch]-?: (value: TaskPatch[K]) => Record
   leaseUntilMs: (ms) => ({ lease_until_ms: ms ?? 0 }),
   answers: (answers) => ({ answers: answersColumn(answers) }),
   sealed: (sealed) => ({ sealed: sealed === undefined ? null : bin(sealed) }),
+  sealedRequest: (sealed) => ({ sealed_request: sealed === undefined ? null : bin(sealed) }),
 };
 
 /** The columns a patch sets, with their values. */
@@ -209,6 +212,7 @@ export function taskRow(task: TaskRecord): Record<(typeof TASK_COLUMNS)[number],
     correlation_id: task.carried?.correlationId ?? "",
     confidential: task.confidential === undefined ? null : bin(toBinary(ConfidentialitySchema, task.confidential)),
     sealed: task.sealed === undefined ? null : bin(task.sealed),
+    sealed_request: task.sealedRequest === undefined ? null : bin(task.sealedRequest),
   };
 }
 
@@ -272,6 +276,7 @@ export function taskFromRow(row: TaskRow): TaskRecord {
     carried: carriedFromRow(row),
     confidential: optional(row.confidential ?? null, (bytes) => fromBinary(ConfidentialitySchema, bytes)),
     sealed: row.sealed === null || row.sealed === undefined ? undefined : new Uint8Array(row.sealed),
+    sealedRequest: row.sealed_request === null || row.sealed_request === undefined ? undefined : new Uint8Array(row.sealed_request),
   };
 }
 

@@ -43,6 +43,7 @@ export function firstRecord(task: NewTask): TaskRecord {
     carried: task.carried,
     confidential: task.confidential,
     sealed: task.sealed,
+    sealedRequest: task.sealedRequest,
   };
   return record;
 }

@@ -112,6 +112,8 @@ export interface TaskRecord {
    * those fields are then empty in the store (see src/agent/sealed-store.ts).
    */
   readonly sealed?: Uint8Array;
+  /** For a confidential task, as stored: its request (and its input while that is the request's), sealed once when it is made. */
+  readonly sealedRequest?: Uint8Array;
 }
 
 /** A task as created: the store sets version and lastSequence. */

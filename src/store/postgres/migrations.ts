@@ -291,6 +291,7 @@ CREATE INDEX a2a_push_configs_active ON a2a_push_configs (created_at_ms) WHERE s
     sql: `
 ALTER TABLE tasks ADD COLUMN confidential BYTEA;
 ALTER TABLE tasks ADD COLUMN sealed BYTEA;
+ALTER TABLE tasks ADD COLUMN sealed_request BYTEA;
 `,
   },
 ];

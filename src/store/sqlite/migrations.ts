@@ -397,6 +397,7 @@ CREATE INDEX a2a_push_configs_active ON a2a_push_configs (created_at_ms) WHERE s
     sql: `
 ALTER TABLE tasks ADD COLUMN confidential BLOB;
 ALTER TABLE tasks ADD COLUMN sealed BLOB;
+ALTER TABLE tasks ADD COLUMN sealed_request BLOB;
 `,
   },
 ];
