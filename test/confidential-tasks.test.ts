@@ -13,8 +13,9 @@ import { ErrorDetailSchema } from "../gen/synapse/v1/errors_pb.js";
 import { P2PService } from "../gen/synapse/v1/p2p_pb.js";
 import { createClient } from "@connectrpc/connect";
 import { createGrpcTransport } from "@connectrpc/connect-node";
-import { TaskCancelPayloadSchema, TaskState, type TaskNeedInfoPayload } from "../gen/synapse/v1/payloads_pb.js";
-import { loadOrCreateIdentity } from "../src/agent/identity.js";
+import { TaskCancelPayloadSchema, TaskInfoProvidedPayloadSchema, TaskState, type TaskNeedInfoPayload } from "../gen/synapse/v1/payloads_pb.js";
+import { loadOrCreateIdentity, type AgentIdentity } from "../src/agent/identity.js";
+import { seal } from "../src/envelope/seal.js";
 import type { SynapseClient } from "../src/client/requester.js";
 import { fromValue } from "../src/protocol/json-values.js";
 import { sqliteStorage } from "../src/store/sqlite/index.js";
@@ -132,8 +133,20 @@ describe("a confidential task", () => {
 describe("refusals", () => {
   it("refuses a plaintext message on a confidential task with confidentiality_required", async () => {
     const { taskId } = await client.submit("summarization", { text: SECRET_TEXT }, { confidential: true, waitMs: 5000 });
-    const plain = await connectClient(server, { identity: (client as unknown as { options: { identity: never } }).options.identity });
-    expect(await protocolCode(plain.provideInfo(taskId, { max_sentences: 1 }))).toBe("confidentiality_required");
+    // Signed by the requester, but not sealed (a client with its identity would learn the key from GetTask and seal).
+    const identity = (client as unknown as { options: { identity: AgentIdentity } }).options.identity;
+    const plain = seal(
+      {
+        messageType: MessageType.TASK_INFO_PROVIDED,
+        payload: create(TaskInfoProvidedPayloadSchema, { taskId, fields: { max_sentences: 1 } }),
+        sender: { agentId: identity.agentId, systemId: identity.systemId },
+        receiver: { agentId: server.agent.identity.agentId },
+        taskId,
+      },
+      identity.key,
+    ).envelope;
+    const raw = createClient(P2PService, createGrpcTransport({ baseUrl: server.url }));
+    expect(await protocolCode(raw.send({ envelope: plain }))).toBe("confidentiality_required");
   });
 
   it("refuses a sealed message whose header was changed with decryption_failed", async () => {

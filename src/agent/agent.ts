@@ -153,7 +153,7 @@ export function createAgent(options: AgentOptions): Agent {
   });
   const provider = new CapabilitiesProvider(capabilities, { ...AGENT_WIRING, groups: options.groups === true });
   const observers = new AgentObservers();
-  const keys = new TaskKeys(identity.agentId, encryption, now);
+  const keys = new TaskKeys(identity.agentId, identity.key.keyId, encryption, now);
   const store = new TimedTaskStore(sealedTaskStore(options.store ?? new MemoryTaskStore(now), keys), observers);
   const instanceId = options.instanceId ?? randomUUID();
   const leaseMs = options.leaseMs ?? DEFAULT_LEASE_MS;
@@ -202,10 +202,14 @@ export function createAgent(options: AgentOptions): Agent {
     self: identity.agentId,
     selfKeyId: identity.key.keyId,
     clockSkewMs,
-    confidential: keys.opener((taskId) => store.getTask(taskId)),
+    confidential: keys.opener(
+      (taskId) => store.getTask(taskId),
+      (executorAgentId, taskId) => store.getOutbound(executorAgentId, taskId),
+    ),
   };
   return {
-    identity,
+    // With the encryption keys it uses, so that a client with this identity (a callback requester) holds them too.
+    identity: identity.encryption === encryption ? identity : { ...identity, encryption },
     openOptions,
     keys,
     provider,

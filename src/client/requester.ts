@@ -10,6 +10,7 @@ import { durationFromMs, timestampFromMs } from "@bufbuild/protobuf/wkt";
 import { Code, ConnectError, createClient, type Client } from "@connectrpc/connect";
 import { createHash } from "node:crypto";
 import { CapabilitiesService, type AgentCapabilities } from "../../gen/synapse/v1/capabilities_pb.js";
+import { ConfidentialitySchema } from "../../gen/synapse/v1/confidential_pb.js";
 import { MessageType, type Envelope } from "../../gen/synapse/v1/envelope_pb.js";
 import { ErrorCode } from "../../gen/synapse/v1/errors_pb.js";
 import { P2PService, type SendResponse, type Task, type TaskEvent } from "../../gen/synapse/v1/p2p_pb.js";
@@ -29,7 +30,7 @@ import { bytesEqual } from "../crypto/encoding.js";
 import { keyIdOf, type AgentKey } from "../crypto/keys.js";
 import { issueToken } from "../crypto/tokens.js";
 import { open, type OpenedEnvelope } from "../envelope/open.js";
-import { sealConfidential, type ConfidentialSealing } from "../envelope/confidential.js";
+import { confidentialityOf, sealConfidential, type ConfidentialSealing } from "../envelope/confidential.js";
 import { seal, type SealInput } from "../envelope/seal.js";
 import type { TrustPolicy } from "../envelope/trust.js";
 import { PinnedKeys, TrustChain } from "../envelope/trust-sources.js";
@@ -243,13 +244,15 @@ export class SynapseClient {
       callbackUrl: this.options.callback?.url ?? "",
       uploads: (options.uploads ?? []).map((upload) => ({ name: upload.name, sha256: upload.sha256, size: BigInt(upload.size) })),
     });
-    // Expect the pushes before asking, so that not even the first one is refused.
-    await this.options.callback?.inbox.expect(this.executor, taskId);
+    // A confidential request carries the task key wrapped to the executor and to this requester.
+    const sealing = options.confidential ? this.sealedTasks.forNewTask(taskId, this.capabilities) : undefined;
+    // Expect the pushes before asking, so that not even the first one is refused; a confidential
+    // task's pushes open at the callback agent with the key wrapped to it.
+    await this.options.callback?.inbox.expect(this.executor, taskId, sealing === undefined ? undefined : create(ConfidentialitySchema, { ...confidentialityOf(sealing), nonce: new Uint8Array(0) }));
     // A new trace for the task, unless a span is active: the task's events will all carry it.
     const sent = await clientSending(MessageType.TASK_REQUEST, taskId, undefined, (trace) => {
       this.taskIds.remember(taskId, { trace: trace.fields, sessionId: options.sessionId, correlationId: options.correlationId });
-      // A confidential request carries the task key wrapped to the executor and to this requester.
-      this.pendingSealing = options.confidential ? this.sealedTasks.forNewTask(taskId, this.capabilities) : undefined;
+      this.pendingSealing = sealing;
       let envelope: Envelope;
       try {
         envelope = this.envelope(MessageType.TASK_REQUEST, request, {

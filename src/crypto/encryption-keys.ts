@@ -91,7 +91,8 @@ export async function loadOrCreateEncryptionKeys(dataDir: string, nowMs: number 
   let current: EncryptionKey;
   try {
     const path = join(dataDir, CURRENT_FILE);
-    current = encryptionKeyFromPem(await readFile(path, "utf8"), (await stat(path)).mtimeMs);
+    // Whole milliseconds: the binding's Timestamp takes no fraction of a nanosecond.
+    current = encryptionKeyFromPem(await readFile(path, "utf8"), Math.floor((await stat(path)).mtimeMs));
   } catch (error) {
     if ((error as NodeJS.ErrnoException).code !== "ENOENT") throw error;
     current = encryptionKeyOf(generateX25519(), nowMs);
