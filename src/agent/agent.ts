@@ -162,7 +162,7 @@ export function createAgent(options: AgentOptions): Agent {
   const schemas = new TaskSchemas(capabilities.supportedTaskTypes);
   const escalation = new EscalationPolicies(capabilities.supportedTaskTypes);
   const recorder = new EventRecorder({ identity, capabilities: provider, store, now, observer: observers, keys });
-  const runner = new ExecutionRunner({ capabilities: provider, handlers: options.handlers, schemas, store, bus, recorder, config, logger, now, instanceId, leaseMs, uploads, escalation });
+  const runner = new ExecutionRunner({ capabilities: provider, handlers: options.handlers, schemas, store, bus, recorder, config, logger, now, instanceId, leaseMs, uploads, escalation, keys });
   const outbound = options.outbound ?? new OutboundPolicy();
   const callbacks = new CallbackSender({
     store,
