@@ -5,7 +5,7 @@
 // under another task's key fails the task with decryption_failed; the record
 // code refuses a cut, reordered or renamed file.
 import { createHash } from "node:crypto";
-import { readdir, readFile, writeFile } from "node:fs/promises";
+import { readdir, readFile, stat, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ErrorCode } from "../gen/synapse/v1/errors_pb.js";
@@ -18,6 +18,7 @@ import { uuidV7 } from "../src/protocol/ids.js";
 import { fromValue } from "../src/protocol/json-values.js";
 import { findErrorDetail } from "../src/protocol/errors.js";
 import { sqliteStorage } from "../src/store/sqlite/index.js";
+import { runCli } from "./helpers/cli.js";
 import { connectClient, requesterIdentity, startTestServer, tempDir, type TestServer } from "./helpers/server.js";
 
 const ROWS = 9000;
@@ -102,6 +103,35 @@ describe("an upload named by a confidential task", () => {
     expect(task?.state).toBe(TaskState.FAILED);
     expect((await client.getTask(task!.taskId)).error?.code).toBe(ErrorCode.DECRYPTION_FAILED);
   });
+});
+
+describe("the command line", () => {
+  it("`synapse upload --confidential --task-id ID` seals the file with a key kept in --home until `synapse submit --confidential --task-id ID` sends it", async () => {
+    const home = await tempDir("synapse-conf-cli-");
+    const taskId = uuidV7();
+    const uploaded = await runCli(["upload", server.url, csvPath, "--name", "csv", "--confidential", "--task-id", taskId, "--home", home]);
+    expect(uploaded.stderr).toBe("");
+    expect(uploaded.code).toBe(0);
+    const plaintext = await readFile(csvPath);
+    const [, sha256, size] = /^csv=([0-9a-f]{64}):(\d+)\n$/.exec(uploaded.stdout) ?? [];
+    expect(Number(size)).toBe(plaintext.byteLength + 16 * Math.ceil(plaintext.byteLength / RESULT_RECORD_BYTES));
+    expect(sha256).not.toBe(createHash("sha256").update(plaintext).digest("hex"));
+    const keyFile = join(home, "tasks", `${taskId}.key`);
+    expect((await stat(keyFile)).mode & 0o777).toBe(0o600);
+
+    const submitted = await runCli(["submit", server.url, "--type", "data_analysis", "--confidential", "--task-id", taskId, "--upload", uploaded.stdout.trim(), "--wait", "--json", "--home", home]);
+    expect(submitted.stderr).toBe("");
+    expect(submitted.code).toBe(0);
+    const output = JSON.parse(submitted.stdout).task.result.output as { rows: number; columns: Record<string, { max: number }> };
+    expect(output.rows).toBe(ROWS);
+    expect(output.columns.amount?.max).toBe(expected.max);
+    // The request carries the key now (wrapped): the file is gone.
+    await expect(stat(keyFile)).rejects.toMatchObject({ code: "ENOENT" });
+
+    const alone = await runCli(["upload", server.url, csvPath, "--confidential", "--home", home]);
+    expect(alone.code).toBe(2);
+    expect(alone.stderr).toContain("--confidential needs --task-id");
+  }, 60_000);
 });
 
 describe("upload records", () => {
