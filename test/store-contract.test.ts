@@ -6,7 +6,8 @@
 // tasks read back as committed (store-contract/finished.ts), and the
 // groups a host keeps (store-contract/groups.ts).
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { create } from "@bufbuild/protobuf";
+import { create, toBinary } from "@bufbuild/protobuf";
+import { ConfidentialitySchema, ConfidentialSuite } from "../gen/synapse/v1/confidential_pb.js";
 import { TaskRequestPayloadSchema, TaskState } from "../gen/synapse/v1/payloads_pb.js";
 import type { StoreChange } from "../src/store/changes.js";
 import type { Storage } from "../src/store/storage.js";
@@ -255,6 +256,21 @@ for (const kind of storeKinds()) {
       await store.appendOutboundEvent("x", signedEvent("o1", 2), TaskState.EXECUTING);
       expect(await store.getOutbound("x", "o1")).toMatchObject({ lastSequence: 2, state: TaskState.EXECUTING });
       expect((await store.listOutboundEvents("x", "o1", 2)).map((e) => e.sequence)).toEqual([2]);
+    });
+
+    it("keeps a confidential outbound task's wrapped keys, and a plaintext one's absence of them", async () => {
+      const confidential = create(ConfidentialitySchema, {
+        suite: ConfidentialSuite.X25519_HKDF_SHA256_AES128GCM,
+        taskKeyId: "AAAAAAAAAAAAAAAAAAAAAA",
+        keys: [{ agentId: "me", keyId: "k1", enc: new Uint8Array(32).fill(7), ciphertext: new Uint8Array(48).fill(9) }],
+      });
+      await store.expectOutbound({ executorAgentId: "x", taskId: "c1", state: TaskState.PENDING, lastSequence: 0, confidential });
+      await store.expectOutbound({ executorAgentId: "x", taskId: "p1", state: TaskState.PENDING, lastSequence: 0 });
+      const read = await store.getOutbound("x", "c1");
+      expect(toBinary(ConfidentialitySchema, read!.confidential!)).toEqual(toBinary(ConfidentialitySchema, confidential));
+      const advanced = await store.appendOutboundEvent("x", signedEvent("c1", 1), TaskState.CONFIRMED);
+      expect(Buffer.from(advanced.confidential!.keys[0]!.ciphertext)).toEqual(Buffer.alloc(48, 9));
+      expect((await store.getOutbound("x", "p1"))?.confidential).toBeUndefined();
     });
 
     it("the callback outbox: one owner at a time, due times, progress kept, done entries left alone", async () => {

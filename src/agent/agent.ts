@@ -153,7 +153,7 @@ export function createAgent(options: AgentOptions): Agent {
   });
   const provider = new CapabilitiesProvider(capabilities, { ...AGENT_WIRING, groups: options.groups === true });
   const observers = new AgentObservers();
-  const keys = new TaskKeys(identity.agentId, encryption, now);
+  const keys = new TaskKeys(identity.agentId, identity.key.keyId, encryption, now);
   const store = new TimedTaskStore(sealedTaskStore(options.store ?? new MemoryTaskStore(now), keys), observers);
   const instanceId = options.instanceId ?? randomUUID();
   const leaseMs = options.leaseMs ?? DEFAULT_LEASE_MS;
@@ -162,7 +162,7 @@ export function createAgent(options: AgentOptions): Agent {
   const schemas = new TaskSchemas(capabilities.supportedTaskTypes);
   const escalation = new EscalationPolicies(capabilities.supportedTaskTypes);
   const recorder = new EventRecorder({ identity, capabilities: provider, store, now, observer: observers, keys });
-  const runner = new ExecutionRunner({ capabilities: provider, handlers: options.handlers, schemas, store, bus, recorder, config, logger, now, instanceId, leaseMs, uploads, escalation });
+  const runner = new ExecutionRunner({ capabilities: provider, handlers: options.handlers, schemas, store, bus, recorder, config, logger, now, instanceId, leaseMs, uploads, escalation, keys });
   const outbound = options.outbound ?? new OutboundPolicy();
   const callbacks = new CallbackSender({
     store,
@@ -202,10 +202,14 @@ export function createAgent(options: AgentOptions): Agent {
     self: identity.agentId,
     selfKeyId: identity.key.keyId,
     clockSkewMs,
-    confidential: keys.opener((taskId) => store.getTask(taskId)),
+    confidential: keys.opener(
+      (taskId) => store.getTask(taskId),
+      (executorAgentId, taskId) => store.getOutbound(executorAgentId, taskId),
+    ),
   };
   return {
-    identity,
+    // With the encryption keys it uses, so that a client with this identity (a callback requester) holds them too.
+    identity: identity.encryption === encryption ? identity : { ...identity, encryption },
     openOptions,
     keys,
     provider,

@@ -3,6 +3,7 @@
 // (signature, sender, receiver); here it must be the next in sequence and a
 // legal step of the state machine, and is kept in the store.
 import { create } from "@bufbuild/protobuf";
+import type { Confidentiality } from "../../gen/synapse/v1/confidential_pb.js";
 import { ErrorCode } from "../../gen/synapse/v1/errors_pb.js";
 import { AckPayloadSchema, TaskState, type AckPayload } from "../../gen/synapse/v1/payloads_pb.js";
 import type { OpenedEnvelope } from "../envelope/open.js";
@@ -50,11 +51,13 @@ export class CallbackInbox {
   /**
    * Expects the events of a task this agent is about to request from the
    * executor. The agent vouches for the executor's key, so that its pushes
-   * are trusted even when its id is not self-certifying.
+   * are trusted even when its id is not self-certifying. For a confidential
+   * task, `confidential` is its request's (the task key wrapped to each
+   * party, one of them to this agent): the pushed events open with it.
    */
-  async expect(executor: ExpectedExecutor, taskId: string): Promise<void> {
+  async expect(executor: ExpectedExecutor, taskId: string, confidential?: Confidentiality): Promise<void> {
     await this.trust.vouch?.(executor.agentId, executor.keyId, executor.publicKey);
-    await this.store.expectOutbound({ taskId, executorAgentId: executor.agentId, state: TaskState.PENDING, lastSequence: 0 });
+    await this.store.expectOutbound({ taskId, executorAgentId: executor.agentId, state: TaskState.PENDING, lastSequence: 0, ...(confidential === undefined ? {} : { confidential }) });
   }
 
   /** @internal */

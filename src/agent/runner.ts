@@ -28,6 +28,7 @@ import { Questions } from "./questions.js";
 import type { EventRecorder } from "./recorder.js";
 import { RunWrites } from "./run-writes.js";
 import type { TaskSchemas } from "./schemas.js";
+import type { TaskKeys } from "./task-keys.js";
 import type { AgentUploads } from "./uploads.js";
 
 /** States in which a task has work for a handler (or an admission decision) that nobody may be doing. */
@@ -60,6 +61,8 @@ export interface RunnerOptions {
   progressIntervalMs?: number;
   /** Where the files tasks name are read from. */
   uploads?: AgentUploads;
+  /** The keys of confidential tasks: a confidential task's uploads are opened with its key. */
+  keys?: TaskKeys;
   /** The task types' escalation policies (who decides at which level, how long each waits). */
   escalation: EscalationPolicies;
 }
@@ -283,7 +286,7 @@ export class ExecutionRunner implements ExecutionHost {
         maxStreamBytes: 1024 * 1024 * 1024,
       },
       this.options.logger,
-      this.options.uploads?.forTask(task.requester.agentId, task.request.uploads),
+      this.options.uploads?.forTask(task.requester.agentId, task.request.uploads, task.confidential === undefined || task.request.uploads.length === 0 ? undefined : this.options.keys?.of(task)),
       task.carried,
     );
     this.executions.set(task.taskId, execution);

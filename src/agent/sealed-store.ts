@@ -3,7 +3,9 @@
 // its content (request, input, questions, answers, status line, result,
 // error) is sealed into one value under the task's key and the fields are
 // emptied; on the way back it is opened again, and so are the payloads of
-// its sealed events. What the engine sees is plaintext, in memory only.
+// its sealed events, and of the sealed events executors pushed for the
+// confidential tasks this agent requested. What the engine sees is
+// plaintext, in memory only.
 // Every other task, and every other method, passes through unchanged.
 import { create, fromBinary, toBinary, type JsonObject, type Message } from "@bufbuild/protobuf";
 import { HeaderSchema } from "../../gen/synapse/v1/envelope_pb.js";
@@ -210,15 +212,27 @@ export class SealedContent {
     const task = this.latest.get(taskId)?.owner ?? (await this.inner.getTask(taskId));
     if (task?.confidential === undefined) return events;
     const key = this.keys.of(task);
-    return events.map((event) => {
-      if (event.header.confidential === undefined) return event;
-      const { payload } = openSealedPayload(event.envelope.header, event.header ?? fromBinary(HeaderSchema, event.envelope.header), event.envelope.payload, key);
-      return { ...event, payload: fromBinary(messageTypeInfo(event.header.messageType)!.payloadSchema, payload) };
-    });
+    return events.map((event) => openedEvent(event, key));
+  }
+
+  /** Pushed events of a task this agent requested, their sealed payloads opened with the key wrapped to itself. */
+  async listOutboundEvents(executorAgentId: string, taskId: string, fromSequence: number): Promise<StoredEvent[]> {
+    const events = await this.inner.listOutboundEvents(executorAgentId, taskId, fromSequence);
+    if (!events.some((event) => event.header.confidential !== undefined)) return events;
+    const task = await this.inner.getOutbound(executorAgentId, taskId);
+    if (task?.confidential === undefined) return events;
+    const key = this.keys.ofOutbound(task);
+    return events.map((event) => openedEvent(event, key));
   }
 }
 
-const INTERCEPTED = new Set<PropertyKey>(["createTask", "getTask", "commit", "listTasks", "findTaskByIdempotencyKey", "listUnleased", "listDecisionDeadlines", "listEvents"]);
+function openedEvent(event: StoredEvent, key: Uint8Array): StoredEvent {
+  if (event.header.confidential === undefined) return event;
+  const { payload } = openSealedPayload(event.envelope.header, event.header ?? fromBinary(HeaderSchema, event.envelope.header), event.envelope.payload, key);
+  return { ...event, payload: fromBinary(messageTypeInfo(event.header.messageType)!.payloadSchema, payload) };
+}
+
+const INTERCEPTED = new Set<PropertyKey>(["createTask", "getTask", "commit", "listTasks", "findTaskByIdempotencyKey", "listUnleased", "listDecisionDeadlines", "listEvents", "listOutboundEvents"]);
 
 /** `inner`, with confidential tasks sealed at rest. */
 export function sealedTaskStore(inner: TaskStore, keys: TaskKeys): TaskStore {

@@ -1,10 +1,13 @@
 // Uploads on the executor side: the limits an agent takes uploads under,
 // the check that a task_request names only the requester's own uploads
 // (at Send), and the files a handler reads, each verified against the hash
-// the request signed before the handler sees a byte of it.
+// the request signed before the handler sees a byte of it; a confidential
+// task's files are sealed (docs/PROTOCOL.md §9.7) and opened as they are read.
+import { ConnectError } from "@connectrpc/connect";
 import { createHash } from "node:crypto";
 import { ErrorCode } from "../../gen/synapse/v1/errors_pb.js";
 import type { UploadReference } from "../../gen/synapse/v1/payloads_pb.js";
+import { openedRecordsSize, openUploadStream } from "../envelope/confidential.js";
 import { clip, protocolError } from "../protocol/errors.js";
 import { isSha256Hex, readUploadChunks, type UploadRecord, type UploadStore } from "../store/uploads.js";
 import { TaskFailure, type TaskUploads, type UploadedFile } from "./handler.js";
@@ -88,9 +91,9 @@ export class AgentUploads {
     }
   }
 
-  /** The files of a task, to verify before its handler runs. */
-  forTask(requesterAgentId: string, references: readonly UploadReference[]): PreparedUploads {
-    return new PreparedUploads(this.store, requesterAgentId, references);
+  /** The files of a task, to verify before its handler runs; `taskKey` (a confidential task's) opens them. */
+  forTask(requesterAgentId: string, references: readonly UploadReference[], taskKey?: Uint8Array): PreparedUploads {
+    return new PreparedUploads(this.store, requesterAgentId, references, taskKey);
   }
 }
 
@@ -102,6 +105,8 @@ export class PreparedUploads {
     private readonly store: UploadStore | undefined,
     private readonly owner: string,
     private readonly references: readonly UploadReference[],
+    /** A confidential task's key: its files are stored sealed, and the handler reads them opened. */
+    private readonly taskKey?: Uint8Array,
   ) {}
 
   static none(): PreparedUploads {
@@ -133,16 +138,20 @@ export class PreparedUploads {
         throw mismatch(reference.name);
       }
       records.set(reference.name, record);
-      files.push({ name: reference.name, sha256: reference.sha256, size, contentType: record.contentType, fileName: record.fileName });
+      // A sealed file's handler sees the size of what it reads: the plaintext's.
+      const plainSize = this.taskKey === undefined ? size : openedRecordsSize(size);
+      if (plainSize < 0) throw new TaskFailure(ErrorCode.DECRYPTION_FAILED, `upload ${reference.name} is too short to be a sealed file`);
+      files.push({ name: reference.name, sha256: reference.sha256, size: plainSize, contentType: record.contentType, fileName: record.fileName });
     }
     const store = this.store;
+    const taskKey = this.taskKey;
     return {
       files,
       get: (name) => files.find((file) => file.name === name),
       open: (name) => {
         const record = records.get(name);
         if (record === undefined || store === undefined) throw new TaskFailure(ErrorCode.INVALID_PARAMS, `the task names no upload ${JSON.stringify(name)}`);
-        return rehashed(store, record, name);
+        return taskKey === undefined ? rehashed(store, record, name) : opened(taskKey, name, rehashed(store, record, name));
       },
     };
   }
@@ -162,4 +171,15 @@ async function* rehashed(store: UploadStore, record: UploadRecord, name: string)
     yield chunk;
   }
   if (hex(hash) !== record.sha256 || size !== record.size) throw mismatch(name);
+}
+
+/** A sealed file's plaintext, record by record; a record that does not open fails the task with decryption_failed. */
+async function* opened(taskKey: Uint8Array, name: string, sealed: AsyncIterable<Uint8Array>): AsyncGenerator<Uint8Array> {
+  try {
+    yield* openUploadStream(taskKey, name, sealed);
+  } catch (error) {
+    // Only the opening's refusals are ConnectErrors here; a store's or the hash check's failure passes as it is.
+    if (error instanceof ConnectError) throw new TaskFailure(ErrorCode.DECRYPTION_FAILED, `upload ${name}: ${error.rawMessage}`);
+    throw error;
+  }
 }

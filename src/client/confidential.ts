@@ -20,7 +20,7 @@ import {
 } from "../../gen/synapse/v1/payloads_pb.js";
 import { encryptionKeyOf, EncryptionKeyRing } from "../crypto/encryption-keys.js";
 import { generateX25519 } from "../crypto/hpke.js";
-import { newTaskKey, openResult, unwrapTaskKey, wrapTaskKey, type ConfidentialSealing } from "../envelope/confidential.js";
+import { newTaskKey, openResult, TASK_KEY_BYTES, unwrapTaskKey, wrapTaskKey, type ConfidentialSealing } from "../envelope/confidential.js";
 import { currentEncryptionKey } from "../envelope/encryption-binding.js";
 import type { ConfidentialKeys } from "../envelope/open.js";
 import { clip, protocolError } from "../protocol/errors.js";
@@ -57,12 +57,32 @@ export class RequesterKeys {
     if (binding === undefined) {
       throw protocolError(ErrorCode.ENCRYPTION_KEY_UNKNOWN, `agent ${clip(executor.agentId)} publishes no encryption key bound to its identity: it takes no confidential tasks`);
     }
-    const taskKey = newTaskKey();
+    // A key made ahead (its task's files were sealed with it) is the task's.
+    const taskKey = this.keys.get(taskId) ?? newTaskKey();
     const wrap = (agentId: string, keyId: string, publicKey: Uint8Array): WrappedKey =>
       wrapTaskKey(taskKey, { taskId, sender: this.me, recipient: { agentId, keyId } }, publicKey);
     const keys = [wrap(executor.agentId, binding.keyId, binding.publicKey), wrap(this.me.agentId, this.ring.current.keyId, this.ring.current.publicKey)];
     this.keys.set(taskId, taskKey);
     return { taskKey, keys };
+  }
+
+  /**
+   * The key of a task not yet requested, made now (or `given`, one made
+   * earlier for it), so that files can be sealed with it before the request.
+   */
+  ahead(taskId: string, given?: Uint8Array): Uint8Array {
+    if (given !== undefined) {
+      if (given.byteLength !== TASK_KEY_BYTES) throw protocolError(ErrorCode.INVALID_PARAMS, `a task key is ${TASK_KEY_BYTES} bytes, not ${given.byteLength}`);
+      const known = this.keys.get(taskId);
+      if (known !== undefined && !Buffer.from(known).equals(given)) throw protocolError(ErrorCode.INVALID_PARAMS, `task ${clip(taskId)} already has another key here`);
+      this.keys.set(taskId, new Uint8Array(given));
+      return given;
+    }
+    const known = this.keys.get(taskId);
+    if (known !== undefined) return known;
+    const key = newTaskKey();
+    this.keys.set(taskId, key);
+    return key;
   }
 
   /** Sealing for a further message of a confidential task this requester holds the key of. */

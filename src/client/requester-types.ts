@@ -95,6 +95,12 @@ export interface SubmitOptions {
    * this requester's own; the executor's store keeps it sealed.
    */
   confidential?: boolean;
+  /**
+   * With `confidential`: the task key {@link SynapseClient.uploadConfidential}
+   * made for this `taskId` in another process (its `taskKey`); in the same
+   * client the key made there is used without it.
+   */
+  taskKey?: Uint8Array;
 }
 
 /** A human's decision, for {@link SynapseClient.decide}. */

@@ -9,7 +9,9 @@ import { create, type JsonObject, type Message } from "@bufbuild/protobuf";
 import { durationFromMs, timestampFromMs } from "@bufbuild/protobuf/wkt";
 import { Code, ConnectError, createClient, type Client } from "@connectrpc/connect";
 import { createHash } from "node:crypto";
+import { readFile } from "node:fs/promises";
 import { CapabilitiesService, type AgentCapabilities } from "../../gen/synapse/v1/capabilities_pb.js";
+import { ConfidentialitySchema } from "../../gen/synapse/v1/confidential_pb.js";
 import { MessageType, type Envelope } from "../../gen/synapse/v1/envelope_pb.js";
 import { ErrorCode } from "../../gen/synapse/v1/errors_pb.js";
 import { P2PService, type SendResponse, type Task, type TaskEvent } from "../../gen/synapse/v1/p2p_pb.js";
@@ -29,7 +31,7 @@ import { bytesEqual } from "../crypto/encoding.js";
 import { keyIdOf, type AgentKey } from "../crypto/keys.js";
 import { issueToken } from "../crypto/tokens.js";
 import { open, type OpenedEnvelope } from "../envelope/open.js";
-import { sealConfidential, type ConfidentialSealing } from "../envelope/confidential.js";
+import { confidentialityOf, sealConfidential, sealUpload, type ConfidentialSealing } from "../envelope/confidential.js";
 import { seal, type SealInput } from "../envelope/seal.js";
 import type { TrustPolicy } from "../envelope/trust.js";
 import { PinnedKeys, TrustChain } from "../envelope/trust-sources.js";
@@ -43,6 +45,7 @@ import type { ClientOptions, ClientWatchItem, DecisionInput, EnvelopeExtras, Sen
 import { RequesterKeys, withEventContent } from "./confidential.js";
 import { RememberedTaskIds } from "./task-ids.js";
 import { createTransport } from "./transport.js";
+import { uploadFile, type UploadAnswer } from "./upload.js";
 
 export type { ClientOptions, ClientWatchItem, DecisionInput, EnvelopeExtras, SendResult, SubmitOptions, VerifiedMessage, WatchOptions } from "./requester-types.js";
 
@@ -243,13 +246,19 @@ export class SynapseClient {
       callbackUrl: this.options.callback?.url ?? "",
       uploads: (options.uploads ?? []).map((upload) => ({ name: upload.name, sha256: upload.sha256, size: BigInt(upload.size) })),
     });
-    // Expect the pushes before asking, so that not even the first one is refused.
-    await this.options.callback?.inbox.expect(this.executor, taskId);
+    // A confidential request carries the task key wrapped to the executor and to this requester.
+    if (options.taskKey !== undefined) {
+      if (!options.confidential) throw protocolError(ErrorCode.INVALID_PARAMS, "a task key is given only with confidential");
+      this.sealedTasks.ahead(taskId, options.taskKey);
+    }
+    const sealing = options.confidential ? this.sealedTasks.forNewTask(taskId, this.capabilities) : undefined;
+    // Expect the pushes before asking, so that not even the first one is refused; a confidential
+    // task's pushes open at the callback agent with the key wrapped to it.
+    await this.options.callback?.inbox.expect(this.executor, taskId, sealing === undefined ? undefined : create(ConfidentialitySchema, { ...confidentialityOf(sealing), nonce: new Uint8Array(0) }));
     // A new trace for the task, unless a span is active: the task's events will all carry it.
     const sent = await clientSending(MessageType.TASK_REQUEST, taskId, undefined, (trace) => {
       this.taskIds.remember(taskId, { trace: trace.fields, sessionId: options.sessionId, correlationId: options.correlationId });
-      // A confidential request carries the task key wrapped to the executor and to this requester.
-      this.pendingSealing = options.confidential ? this.sealedTasks.forNewTask(taskId, this.capabilities) : undefined;
+      this.pendingSealing = sealing;
       let envelope: Envelope;
       try {
         envelope = this.envelope(MessageType.TASK_REQUEST, request, {
@@ -354,6 +363,36 @@ export class SynapseClient {
     if (this.sealedTasks.has(taskId) || this.taskIds.get(taskId) !== undefined) return;
     const task = await this.storedTask(taskId).catch(() => undefined); // not visible: the message is refused as for any task
     if (task !== undefined) this.sealedTasks.learn(task);
+  }
+
+  /**
+   * Uploads a file for a confidential task to name (docs/PROTOCOL.md §9.7):
+   * makes the key of the task `taskId` now (or takes `taskKey`, made for it
+   * earlier), seals the file with it as records under a key for `name`, and
+   * uploads the sealed bytes; the file is read whole into memory to seal.
+   * Then submit the task with the same `taskId`, `confidential: true` and
+   * the answer in `uploads`: the request carries this key, and the executor
+   * opens the file as its handler reads it. The answer's `sha256` and `size`
+   * are the sealed bytes' (what the agent stores and checks); `taskKey` is
+   * for a submit from another process (`SubmitOptions.taskKey`), to keep as
+   * secret as the file.
+   *
+   * @example
+   * ```ts
+   * const taskId = uuidV7();
+   * const csv = await client.uploadConfidential(taskId, "csv", { path: "accounts.csv", contentType: "text/csv" });
+   * await client.submit("data_analysis", {}, { taskId, confidential: true, uploads: [csv] });
+   * ```
+   */
+  async uploadConfidential(
+    taskId: string,
+    name: string,
+    options: { path: string; contentType?: string; taskKey?: Uint8Array; signal?: AbortSignal },
+  ): Promise<UploadAnswer & { name: string; taskKey: Uint8Array }> {
+    const taskKey = this.sealedTasks.ahead(taskId, options.taskKey);
+    const data = sealUpload(taskKey, name, await readFile(options.path));
+    const answer = await uploadFile({ baseUrl: this.options.baseUrl, token: await this.token(), path: options.path, data, contentType: options.contentType, signal: options.signal, ca: this.options.transport?.ca });
+    return { ...answer, name, taskKey };
   }
 
   /** Whether this client holds the key of a task it submitted confidential (or has read). */

@@ -32,6 +32,8 @@ export interface UploadFileOptions {
   token: string;
   /** The file to upload, read as a stream. */
   path: string;
+  /** The bytes to upload instead of the file's (a sealed file, say); `path` then only names it. */
+  data?: Uint8Array;
   /** Its media type; default `application/octet-stream`. */
   contentType?: string;
   /** Aborts the upload. */
@@ -61,7 +63,7 @@ function quoted(value: string): string {
  * ```
  */
 export async function uploadFile(options: UploadFileOptions): Promise<UploadAnswer> {
-  const { size } = await stat(options.path);
+  const size = options.data?.byteLength ?? (await stat(options.path)).size;
   const boundary = `synapse-${randomBytes(12).toString("hex")}`;
   const head = Buffer.from(
     `--${boundary}\r\nContent-Disposition: form-data; name="file"; filename=${quoted(basename(options.path))}\r\n` +
@@ -109,6 +111,11 @@ export async function uploadFile(options: UploadFileOptions): Promise<UploadAnsw
       if (!answered) setTimeout(() => answered || reject(untrustedCertificateError(error, url.href)), 200);
     });
     request.write(head);
+    if (options.data !== undefined) {
+      request.write(options.data);
+      request.end(tail);
+      return;
+    }
     const file = createReadStream(options.path);
     file.on("error", (error) => request.destroy(error));
     file.on("end", () => request.end(tail));

@@ -95,6 +95,7 @@ export async function loadOrCreateEncryptionKeys(dataDir: string, nowMs: number 
   let current: EncryptionKey;
   try {
     const path = join(dataDir, CURRENT_FILE);
+    // Whole milliseconds: the binding's Timestamp takes no fraction of a nanosecond.
     current = encryptionKeyFromPem(await readFile(path, "utf8"), Math.floor((await stat(path)).mtimeMs));
   } catch (error) {
     if ((error as NodeJS.ErrnoException).code !== "ENOENT") throw error;

@@ -1,8 +1,9 @@
 // Confidential messages (docs/PROTOCOL.md §9): a task key wrapped with HPKE
 // to each party, and every message of the task signed in plaintext and then
 // sealed with AES-128-GCM under a key derived from it, the clear header as
-// associated data. Also the task's sealed result records and its record at
-// rest. Every refusal is a typed protocol error.
+// associated data. Also the task's sealed result records, the files it
+// names sealed the same way, and its record at rest. Every refusal is a
+// typed protocol error.
 import { create, toBinary } from "@bufbuild/protobuf";
 import { createHash, randomBytes } from "node:crypto";
 import { ConfidentialitySchema, ConfidentialSuite, WrappedKeySchema, type Confidentiality, type WrappedKey } from "../../gen/synapse/v1/confidential_pb.js";
@@ -156,7 +157,7 @@ export function confidentialDigest(headerBytes: Uint8Array, sealedPayload: Uint8
   return createHash("sha256").update(envelopeSigningInput(headerBytes, sealedPayload)).digest("hex");
 }
 
-// ── result records ──────────────────────────────────────────────────────────
+// ── result and upload records ──────────────────────────────────────────────
 
 function recordNonce(index: number): Uint8Array {
   const nonce = new Uint8Array(NONCE_BYTES);
@@ -164,36 +165,111 @@ function recordNonce(index: number): Uint8Array {
   return nonce;
 }
 
-function recordAad(taskId: string, index: number, final: boolean): Uint8Array {
-  const le = new Uint8Array(8);
-  new DataView(le.buffer).setBigUint64(0, BigInt(index), true);
-  return pae([text("synapse.v1.ResultRecord"), text(taskId), le, Uint8Array.of(final ? 1 : 0)]);
+/** What one kind of record stream is sealed under: its key, and the label and id its records' associated data name. */
+interface RecordScheme {
+  key: Buffer;
+  label: Uint8Array;
+  id: Uint8Array;
+  /** What a refusal calls a record ("result record", "upload csv record"). */
+  what: string;
 }
 
-/** A result sealed as records of RESULT_RECORD_BYTES (§9.5): what is stored, served and signed. */
-export function sealResult(taskKey: Uint8Array, taskId: string, plaintext: Uint8Array): Uint8Array {
-  const key = derivedKey(taskKey, "synapse.v1.ResultKey", taskId);
+function recordAad(scheme: RecordScheme, index: number, final: boolean): Uint8Array {
+  const le = new Uint8Array(8);
+  new DataView(le.buffer).setBigUint64(0, BigInt(index), true);
+  return pae([scheme.label, scheme.id, le, Uint8Array.of(final ? 1 : 0)]);
+}
+
+const resultScheme = (taskKey: Uint8Array, taskId: string): RecordScheme => ({
+  key: derivedKey(taskKey, "synapse.v1.ResultKey", taskId),
+  label: text("synapse.v1.ResultRecord"),
+  id: text(taskId),
+  what: "result record",
+});
+
+const uploadScheme = (taskKey: Uint8Array, name: string): RecordScheme => ({
+  key: derivedKey(taskKey, "synapse.v1.UploadKey", name),
+  label: text("synapse.v1.UploadRecord"),
+  id: text(name),
+  what: `upload ${clip(name)} record`,
+});
+
+function sealRecords(scheme: RecordScheme, plaintext: Uint8Array): Uint8Array {
   const count = Math.max(1, Math.ceil(plaintext.byteLength / RESULT_RECORD_BYTES));
   const parts: Uint8Array[] = [];
   for (let i = 0; i < count; i++) {
     const record = plaintext.subarray(i * RESULT_RECORD_BYTES, Math.min(plaintext.byteLength, (i + 1) * RESULT_RECORD_BYTES));
-    parts.push(aesGcmSeal(key, recordNonce(i), recordAad(taskId, i, i === count - 1), record));
+    parts.push(aesGcmSeal(scheme.key, recordNonce(i), recordAad(scheme, i, i === count - 1), record));
   }
   return Buffer.concat(parts);
 }
 
-/** Opens a whole sealed result; `decryption_failed` when a record does not open or the stream was cut. */
-export function openResult(taskKey: Uint8Array, taskId: string, sealed: Uint8Array): Uint8Array {
-  const key = derivedKey(taskKey, "synapse.v1.ResultKey", taskId);
-  const step = RESULT_RECORD_BYTES + TAG_BYTES;
-  const count = Math.max(1, Math.ceil(sealed.byteLength / step));
+const SEALED_RECORD_BYTES = RESULT_RECORD_BYTES + TAG_BYTES;
+
+function openRecord(scheme: RecordScheme, index: number, final: boolean, sealed: Uint8Array): Uint8Array {
+  const opened = aesGcmOpen(scheme.key, recordNonce(index), recordAad(scheme, index, final), sealed);
+  if (opened === undefined) throw decryptionFailed(`${scheme.what} ${index} does not open`);
+  return opened;
+}
+
+function openRecords(scheme: RecordScheme, sealed: Uint8Array): Uint8Array {
+  const count = Math.max(1, Math.ceil(sealed.byteLength / SEALED_RECORD_BYTES));
   const parts: Uint8Array[] = [];
   for (let i = 0; i < count; i++) {
-    const opened = aesGcmOpen(key, recordNonce(i), recordAad(taskId, i, i === count - 1), sealed.subarray(i * step, Math.min(sealed.byteLength, (i + 1) * step)));
-    if (opened === undefined) throw decryptionFailed(`result record ${i} does not open`);
-    parts.push(opened);
+    parts.push(openRecord(scheme, i, i === count - 1, sealed.subarray(i * SEALED_RECORD_BYTES, Math.min(sealed.byteLength, (i + 1) * SEALED_RECORD_BYTES))));
   }
   return Buffer.concat(parts);
+}
+
+/** Opens a sealed stream record by record as its chunks arrive; the record still held at the end is the final one. */
+async function* openRecordStream(scheme: RecordScheme, chunks: AsyncIterable<Uint8Array>): AsyncGenerator<Uint8Array> {
+  let held = Buffer.alloc(0);
+  let index = 0;
+  for await (const chunk of chunks) {
+    held = held.byteLength === 0 ? Buffer.from(chunk) : Buffer.concat([held, chunk]);
+    // A full record followed by more bytes is not the last one.
+    while (held.byteLength > SEALED_RECORD_BYTES) {
+      yield openRecord(scheme, index++, false, held.subarray(0, SEALED_RECORD_BYTES));
+      held = held.subarray(SEALED_RECORD_BYTES);
+    }
+  }
+  yield openRecord(scheme, index, true, held);
+}
+
+/** The plaintext size of a sealed record stream of `sealedSize` bytes (a size no stream has: -1). */
+export function openedRecordsSize(sealedSize: number): number {
+  const count = Math.max(1, Math.ceil(sealedSize / SEALED_RECORD_BYTES));
+  const size = sealedSize - count * TAG_BYTES;
+  return size < 0 ? -1 : size;
+}
+
+/** A result sealed as records of RESULT_RECORD_BYTES (§9.5): what is stored, served and signed. */
+export function sealResult(taskKey: Uint8Array, taskId: string, plaintext: Uint8Array): Uint8Array {
+  return sealRecords(resultScheme(taskKey, taskId), plaintext);
+}
+
+/** Opens a whole sealed result; `decryption_failed` when a record does not open or the stream was cut. */
+export function openResult(taskKey: Uint8Array, taskId: string, sealed: Uint8Array): Uint8Array {
+  return openRecords(resultScheme(taskKey, taskId), sealed);
+}
+
+/**
+ * A file a confidential task names, sealed as records under the task key
+ * (§9.7): what is uploaded, and what the request's sha256 and size describe.
+ * Seal one file per name per task key (the records' nonces count from 0).
+ */
+export function sealUpload(taskKey: Uint8Array, name: string, plaintext: Uint8Array): Uint8Array {
+  return sealRecords(uploadScheme(taskKey, name), plaintext);
+}
+
+/** Opens a whole sealed upload; `decryption_failed` when a record does not open or the file was cut. */
+export function openUpload(taskKey: Uint8Array, name: string, sealed: Uint8Array): Uint8Array {
+  return openRecords(uploadScheme(taskKey, name), sealed);
+}
+
+/** Opens a sealed upload record by record as its chunks are read (one record in memory at a time). */
+export function openUploadStream(taskKey: Uint8Array, name: string, chunks: AsyncIterable<Uint8Array>): AsyncGenerator<Uint8Array> {
+  return openRecordStream(uploadScheme(taskKey, name), chunks);
 }
 
 // ── the record at rest ──────────────────────────────────────────────────────

@@ -2,7 +2,7 @@
 // messages as their binary encoding, JSON values as JSON text, signed
 // envelopes as the exact bytes of the Envelope message (never re-signed).
 import { create, fromBinary, toBinary, type JsonObject } from "@bufbuild/protobuf";
-import { ConfidentialitySchema } from "../../gen/synapse/v1/confidential_pb.js";
+import { ConfidentialitySchema, type Confidentiality } from "../../gen/synapse/v1/confidential_pb.js";
 import { timestampMs } from "@bufbuild/protobuf/wkt";
 import { EnvelopeSchema, HeaderSchema, type Envelope } from "../../gen/synapse/v1/envelope_pb.js";
 import {
@@ -321,4 +321,13 @@ export function sliceChunks(chunks: readonly Uint8Array[], first: number, offset
   const joined = chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks);
   const start = offset - first * RESULT_CHUNK_BYTES;
   return joined.subarray(start, Math.min(joined.byteLength, start + length));
+}
+
+/** A request's `confidential` as a column value (an outbound task's), and back. */
+export function confidentialityBytes(confidential: Confidentiality | undefined): Uint8Array | null {
+  return confidential === undefined ? null : bin(toBinary(ConfidentialitySchema, confidential));
+}
+
+export function confidentialityFrom(bytes: Uint8Array | null | undefined): Confidentiality | undefined {
+  return bytes === null || bytes === undefined ? undefined : fromBinary(ConfidentialitySchema, bytes);
 }

@@ -182,6 +182,12 @@ export interface OutboundTask {
   readonly executorAgentId: string;
   readonly state: TaskState;
   readonly lastSequence: number;
+  /**
+   * A confidential task's request `confidential` (suite, task key id, the
+   * task key wrapped to each party, one of them to this agent): its pushed
+   * events open with the key unwrapped from it.
+   */
+  readonly confidential?: Confidentiality;
 }
 
 export enum DeliveryStatus {

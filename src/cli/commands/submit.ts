@@ -4,6 +4,7 @@ import { integerOption, parse, requirePositional, UsageError } from "../args.js"
 import { a2aOptions, A2A_USAGE, openTarget, submitA2A } from "../a2a.js";
 import { clientOptions, parseUploads } from "../client.js";
 import { follow } from "../follow.js";
+import { readTaskKey, removeTaskKey } from "../task-key-file.js";
 import { printJson, printLine } from "../output.js";
 import { describeTask, messageJson, taskJson } from "../task-output.js";
 
@@ -19,7 +20,10 @@ docs/PROTOCOL.md §9): only the two can read it, and the agent keeps it sealed;
 status, watch, provide-info and decide open it with the key in --home.
 --upload names a file uploaded before for the handler, under NAME
 (data_analysis reads one named csv): \`synapse upload URL FILE --name NAME\`
-prints NAME=SHA256:SIZE as it goes here. Exit status: 0 when the task completed
+prints NAME=SHA256:SIZE as it goes here; with --confidential --task-id ID,
+files that \`synapse upload --confidential --task-id ID\` sealed for the task
+are opened with the key it kept in --home/tasks/ID.key (removed once the
+request is sent). Exit status: 0 when the task completed
 or is still under way, 1 when it failed, was rejected or cancelled (or the
 request was refused), 3 when it waits for information or a decision.
 
@@ -85,7 +89,11 @@ export async function submit(argv: string[]): Promise<number> {
   if (!values.type) throw new UsageError(`--type is required\n\n${submitUsage}`);
   if (values.text !== undefined) throw new UsageError("--text is for A2A agents; put the text in --payload");
   const client = target.client;
-  const sent = await client.submit(values.type, payload, { taskId: values["task-id"], idempotencyKey: values["idempotency-key"], waitMs, uploads, confidential: values.confidential });
+  const taskId = values["task-id"];
+  // The key `synapse upload --confidential` made for this task, if it sealed files with it.
+  const taskKey = values.confidential && taskId !== undefined ? await readTaskKey(values.home, taskId) : undefined;
+  const sent = await client.submit(values.type, payload, { taskId, idempotencyKey: values["idempotency-key"], waitMs, uploads, confidential: values.confidential, taskKey });
+  if (taskKey !== undefined && sent.reply !== undefined) await removeTaskKey(values.home, sent.taskId);
   // A confidential task's view carries no content: it is read from its sealed events.
   if (values.confidential && sent.task) sent.task = await client.getTask(sent.taskId);
   if (values.watch) {

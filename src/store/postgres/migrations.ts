@@ -287,11 +287,12 @@ CREATE INDEX a2a_push_configs_active ON a2a_push_configs (created_at_ms) WHERE s
   },
   {
     version: 9,
-    description: "confidential tasks: the request's wrapped keys, and the task's content sealed",
+    description: "confidential tasks: the request's wrapped keys, and the task's content sealed; an outbound task's wrapped keys",
     sql: `
 ALTER TABLE tasks ADD COLUMN confidential BYTEA;
 ALTER TABLE tasks ADD COLUMN sealed BYTEA;
 ALTER TABLE tasks ADD COLUMN sealed_request BYTEA;
+ALTER TABLE outbound_tasks ADD COLUMN confidential BYTEA;
 `,
   },
 ];

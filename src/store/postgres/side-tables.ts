@@ -3,7 +3,7 @@
 // instance at a time, with a lease).
 import type pg from "pg";
 import type { TaskState } from "../../../gen/synapse/v1/payloads_pb.js";
-import { chunkRange, envelopeBytes, eventFromBytes, resultChunks, sliceChunks } from "../codec.js";
+import { chunkRange, confidentialityBytes, confidentialityFrom, envelopeBytes, eventFromBytes, resultChunks, sliceChunks } from "../codec.js";
 import {
   DeliveryStatus,
   StoreConflictError,
@@ -77,25 +77,27 @@ export class PostgresSideTables {
 
   async expectOutbound(task: OutboundTask): Promise<void> {
     await this.pool.query(
-      "INSERT INTO outbound_tasks (executor_agent_id, task_id, state, last_sequence, updated_at_ms) VALUES ($1, $2, $3, $4, $5) ON CONFLICT DO NOTHING",
-      [task.executorAgentId, task.taskId, task.state, task.lastSequence, Date.now()],
+      "INSERT INTO outbound_tasks (executor_agent_id, task_id, state, last_sequence, updated_at_ms, confidential) VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT DO NOTHING",
+      [task.executorAgentId, task.taskId, task.state, task.lastSequence, Date.now(), confidentialityBytes(task.confidential)],
     );
   }
 
   async getOutbound(executorAgentId: string, taskId: string): Promise<OutboundTask | undefined> {
-    const { rows } = await this.pool.query<{ state: number; last_sequence: number }>(
-      "SELECT state, last_sequence FROM outbound_tasks WHERE executor_agent_id = $1 AND task_id = $2",
+    const { rows } = await this.pool.query<{ state: number; last_sequence: number; confidential: Buffer | null }>(
+      "SELECT state, last_sequence, confidential FROM outbound_tasks WHERE executor_agent_id = $1 AND task_id = $2",
       [executorAgentId, taskId],
     );
-    return rows[0] === undefined ? undefined : { executorAgentId, taskId, state: rows[0].state as TaskState, lastSequence: rows[0].last_sequence };
+    if (rows[0] === undefined) return undefined;
+    const confidential = confidentialityFrom(rows[0].confidential);
+    return { executorAgentId, taskId, state: rows[0].state as TaskState, lastSequence: rows[0].last_sequence, ...(confidential === undefined ? {} : { confidential }) };
   }
 
   async appendOutboundEvent(executorAgentId: string, event: StoredEvent, state: TaskState, notice: string): Promise<OutboundTask> {
-    const { rows } = await this.pool.query<{ done: boolean }>(
+    const { rows } = await this.pool.query<{ done: boolean; confidential: Buffer | null }>(
       `WITH t AS (UPDATE outbound_tasks SET state = $3, last_sequence = $4, updated_at_ms = $5
-                  WHERE executor_agent_id = $1 AND task_id = $2 AND last_sequence = $4::integer - 1 RETURNING task_id),
+                  WHERE executor_agent_id = $1 AND task_id = $2 AND last_sequence = $4::integer - 1 RETURNING task_id, confidential),
             e AS (INSERT INTO outbound_events (executor_agent_id, task_id, sequence, envelope) SELECT $1, task_id, $4, $6 FROM t)
-       SELECT pg_notify('${CHANNEL}', $7) IS NOT NULL AS done FROM t`,
+       SELECT pg_notify('${CHANNEL}', $7) IS NOT NULL AS done, t.confidential FROM t`,
       [executorAgentId, event.taskId, state, event.sequence, Date.now(), envelopeBytes(event.envelope), notice],
     );
     if (rows.length === 0) {
@@ -103,7 +105,8 @@ export class PostgresSideTables {
       if (current === undefined) throw new StoreConflictError("missing", `no outbound task ${event.taskId} at ${executorAgentId}`);
       throw new StoreConflictError("sequence", `event sequence ${event.sequence} does not follow ${current.lastSequence}`);
     }
-    return { executorAgentId, taskId: event.taskId, state, lastSequence: event.sequence };
+    const confidential = confidentialityFrom(rows[0]!.confidential);
+    return { executorAgentId, taskId: event.taskId, state, lastSequence: event.sequence, ...(confidential === undefined ? {} : { confidential }) };
   }
 
   async listOutboundEvents(executorAgentId: string, taskId: string, fromSequence: number): Promise<StoredEvent[]> {

@@ -393,11 +393,12 @@ CREATE INDEX a2a_push_configs_active ON a2a_push_configs (created_at_ms) WHERE s
   },
   {
     version: 10,
-    description: "confidential tasks: the request's wrapped keys, and the task's content sealed",
+    description: "confidential tasks: the request's wrapped keys, and the task's content sealed; an outbound task's wrapped keys",
     sql: `
 ALTER TABLE tasks ADD COLUMN confidential BLOB;
 ALTER TABLE tasks ADD COLUMN sealed BLOB;
 ALTER TABLE tasks ADD COLUMN sealed_request BLOB;
+ALTER TABLE outbound_tasks ADD COLUMN confidential BLOB;
 `,
   },
 ];

@@ -4,7 +4,7 @@
 import type Database from "better-sqlite3";
 import type { TaskState } from "../../../gen/synapse/v1/payloads_pb.js";
 import { TERMINAL_STATES } from "../../protocol/state-machine.js";
-import { chunkRange, envelopeBytes, eventFromBytes, resultChunks, sliceChunks } from "../codec.js";
+import { chunkRange, confidentialityBytes, confidentialityFrom, envelopeBytes, eventFromBytes, resultChunks, sliceChunks } from "../codec.js";
 import {
   DeliveryStatus,
   StoreConflictError,
@@ -58,9 +58,9 @@ export class SqliteSideTables {
       resultSize: db.prepare("SELECT total_size FROM results WHERE task_id = ?"),
       chunks: db.prepare("SELECT data FROM result_chunks WHERE task_id = ? AND chunk BETWEEN ? AND ? ORDER BY chunk"),
       expectOutbound: db.prepare(
-        "INSERT INTO outbound_tasks (executor_agent_id, task_id, state, last_sequence, updated_at_ms) VALUES (?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
+        "INSERT INTO outbound_tasks (executor_agent_id, task_id, state, last_sequence, updated_at_ms, confidential) VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
       ),
-      getOutbound: db.prepare("SELECT state, last_sequence FROM outbound_tasks WHERE executor_agent_id = ? AND task_id = ?"),
+      getOutbound: db.prepare("SELECT state, last_sequence, confidential FROM outbound_tasks WHERE executor_agent_id = ? AND task_id = ?"),
       advanceOutbound: db.prepare(
         "UPDATE outbound_tasks SET state = ?, last_sequence = ?, updated_at_ms = ? WHERE executor_agent_id = ? AND task_id = ? AND last_sequence = ?",
       ),
@@ -113,12 +113,14 @@ export class SqliteSideTables {
   // ── outbound tasks ─────────────────────────────────────────────────────
 
   expectOutbound(task: OutboundTask): void {
-    this.sql.expectOutbound.run(task.executorAgentId, task.taskId, task.state, task.lastSequence, this.now());
+    this.sql.expectOutbound.run(task.executorAgentId, task.taskId, task.state, task.lastSequence, this.now(), confidentialityBytes(task.confidential));
   }
 
   getOutbound(executorAgentId: string, taskId: string): OutboundTask | undefined {
-    const row = this.sql.getOutbound.get(executorAgentId, taskId) as { state: number; last_sequence: number } | undefined;
-    return row === undefined ? undefined : { executorAgentId, taskId, state: row.state as TaskState, lastSequence: row.last_sequence };
+    const row = this.sql.getOutbound.get(executorAgentId, taskId) as { state: number; last_sequence: number; confidential: Buffer | null } | undefined;
+    if (row === undefined) return undefined;
+    const confidential = confidentialityFrom(row.confidential);
+    return { executorAgentId, taskId, state: row.state as TaskState, lastSequence: row.last_sequence, ...(confidential === undefined ? {} : { confidential }) };
   }
 
   appendOutboundEvent(executorAgentId: string, event: StoredEvent, state: TaskState): OutboundTask {
