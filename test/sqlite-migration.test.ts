@@ -25,7 +25,7 @@ function writeVersion5(path: string, count: number): Map<string, StoredReply> {
     db.prepare("INSERT INTO schema_migrations VALUES (?, ?, 0)").run(migration.version, migration.description);
   }
   // The columns a version-5 tasks table has (later migrations add the others).
-  const columns = TASK_COLUMNS.filter((column) => column !== "confidential" && column !== "sealed");
+  const columns = TASK_COLUMNS.filter((column) => column !== "confidential" && column !== "sealed" && column !== "sealed_request");
   const insertTask = db.prepare(`INSERT INTO tasks (${columns.join(", ")}) VALUES (${columns.map((c) => `@${c}`).join(", ")})`);
   const insertEvent = db.prepare("INSERT INTO task_events (task_id, sequence, envelope) VALUES (?, ?, ?)");
   const insertMessage = db.prepare("INSERT INTO seen_messages (scope, message_id, sender_agent_id, digest, keep_until_ms, task_id, reply) VALUES (?, ?, ?, ?, ?, ?, ?)");
