@@ -333,6 +333,43 @@ describe("confidential tasks in the console, in Chromium", () => {
     expect(raw).not.toContain("secret too");
   });
 
+  it("says plainly, in a browser without X25519 in WebCrypto, that confidential tasks stay sealed", async () => {
+    // WebCrypto as a browser without X25519 has it: the algorithm is not supported.
+    const withoutX25519 = `(() => {
+      const subtle = crypto.subtle;
+      const unsupported = (algorithm) => (typeof algorithm === "string" ? algorithm : algorithm?.name) === "X25519";
+      for (const name of ["generateKey", "importKey", "deriveBits"]) {
+        const original = subtle[name].bind(subtle);
+        subtle[name] = (...args) => {
+          const algorithm = name === "generateKey" ? args[0] : name === "importKey" ? args[2] : args[0];
+          return unsupported(algorithm) ? Promise.reject(new DOMException("Algorithm: Unrecognized name", "NotSupportedError")) : original(...args);
+        };
+      }
+    })()`;
+    const other = await openConsole(browser, server.url, "", withoutX25519);
+    try {
+      await other.page.locator('nav a[data-route="identity"]').click();
+      const shown = other.page.getByTestId("encryption-key");
+      expect(await shown.getAttribute("data-available")).toBe("false");
+      expect(await shown.textContent()).toContain("confidential tasks are shown sealed");
+      await other.page.locator('nav a[data-route="new"]').click();
+      expect(await other.page.getByTestId("confidential").isDisabled()).toBe(true);
+      expect(await other.page.getByTestId("confidential-note").textContent()).toContain("no X25519 in WebCrypto");
+      // Plain tasks go on as before.
+      await other.page.getByTestId("task-type").selectOption("text_analysis");
+      await other.page.getByTestId("task-payload").fill(JSON.stringify({ text: "Plain as ever." }));
+      await other.page.getByTestId("submit-task").click();
+      const status = other.page.locator('[data-testid="submit-status"][data-task-id]');
+      await status.waitFor({ state: "attached", timeout: TIMEOUT });
+      expect(await status.textContent()).not.toContain("(confidential)");
+      await other.page.locator('[data-testid="state-graph"][data-current="completed"]').waitFor({ timeout: TIMEOUT });
+      expect(await other.page.getByTestId("log-verdict").getAttribute("data-all-verified")).toBe("true");
+      expect(other.errors).toEqual([]);
+    } finally {
+      await other.context.close();
+    }
+  });
+
   it("met no script error, failed load or CSP violation", () => {
     expect(session.errors).toEqual([]);
   });
