@@ -6,7 +6,8 @@
 // confidential summarization, answers its question, sees it complete with
 // every event opened and verified, reads it again after a reload (the task
 // key unwrapped with its X25519 key from IndexedDB), opens a sealed result
-// stream and cancels a confidential task; and the server's GetTask JSON of
+// stream, takes up and approves a decision and cancels a confidential task;
+// and the server's GetTask JSON of
 // each holds none of their content. Needs Chromium and a built console.
 import { build } from "esbuild";
 import { readFileSync } from "node:fs";
@@ -188,10 +189,11 @@ describe("confidential tasks in the console, in Chromium", () => {
     return response.text();
   }
 
-  async function submitConfidential(taskType: string, payload: object): Promise<string> {
+  async function submitConfidential(taskType: string, payload: object, options: { approval?: boolean } = {}): Promise<string> {
     await page.locator('nav a[data-route="new"]').click();
     await page.getByTestId("task-type").selectOption(taskType);
     await page.getByTestId("task-payload").fill(JSON.stringify(payload));
+    if (options.approval) await page.getByTestId("require-approval").check();
     await page.getByTestId("confidential").check();
     const before = await page.getByTestId("submit-status").getAttribute("data-task-id");
     await page.getByTestId("submit-task").click();
@@ -320,6 +322,23 @@ describe("confidential tasks in the console, in Chromium", () => {
     const raw = await getTaskJson(tasks.rows);
     for (const secret of ["bluefinch", "48213", "redheron", "codename"]) expect(raw, secret).not.toContain(secret);
     await screenshot(page, "confidential-02-result-stream");
+  });
+
+  it("takes up and approves a confidential task's decision, sealed", async () => {
+    const taskId = await submitConfidential("text_analysis", { text: "Approve the secret plan. Then run it." }, { approval: true });
+    await graphReaches("need_human");
+    const question = page.getByTestId("task-detail").getByTestId("question");
+    expect(await question.getAttribute("data-kind")).toBe("decision");
+    await question.getByTestId("take-up").click();
+    await graphReaches("human_deciding");
+    await page.getByTestId("task-detail").getByTestId("question").getByTestId("approve").click();
+    // The sealed decision is taken: the executor's acknowledgement, sealed too, moves the task to human_approved.
+    const path = () => page.getByTestId("state-path").locator("li[data-state]").evaluateAll((items) => items.map((item) => item.getAttribute("data-state") ?? ""));
+    await expect.poll(path, { timeout: TIMEOUT }).toEqual(expect.arrayContaining(["need_human", "human_deciding", "human_approved"]));
+    const types = await allOpenedAndVerified();
+    expect(types).toEqual(expect.arrayContaining(["p2p:task_need_human", "p2p:task_ack"]));
+    const raw = await getTaskJson(taskId);
+    expect(raw).not.toContain("secret plan");
   });
 
   it("cancels a confidential task with a sealed task_cancel", async () => {
