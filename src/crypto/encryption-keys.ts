@@ -91,7 +91,7 @@ export async function loadOrCreateEncryptionKeys(dataDir: string, nowMs: number 
   let current: EncryptionKey;
   try {
     const path = join(dataDir, CURRENT_FILE);
-    current = encryptionKeyFromPem(await readFile(path, "utf8"), (await stat(path)).mtimeMs);
+    current = encryptionKeyFromPem(await readFile(path, "utf8"), Math.floor((await stat(path)).mtimeMs)); // a Timestamp holds whole nanoseconds; mtimeMs may carry a fraction
   } catch (error) {
     if ((error as NodeJS.ErrnoException).code !== "ENOENT") throw error;
     current = encryptionKeyOf(generateX25519(), nowMs);

@@ -332,12 +332,14 @@ describe("confidential tasks in the console, in Chromium", () => {
     await question.getByTestId("take-up").click();
     await graphReaches("human_deciding");
     await page.getByTestId("task-detail").getByTestId("question").getByTestId("approve").click();
-    // The sealed decision is taken: the executor's acknowledgement, sealed too, moves the task to human_approved.
-    const path = () => page.getByTestId("state-path").locator("li[data-state]").evaluateAll((items) => items.map((item) => item.getAttribute("data-state") ?? ""));
-    await expect.poll(path, { timeout: TIMEOUT }).toEqual(expect.arrayContaining(["need_human", "human_deciding", "human_approved"]));
+    await graphReaches("completed");
+    const path = await page.getByTestId("state-path").locator("li[data-state]").evaluateAll((items) => items.map((item) => item.getAttribute("data-state") ?? ""));
+    expect(path).toEqual(expect.arrayContaining(["need_human", "human_deciding", "human_approved", "completed"]));
     const types = await allOpenedAndVerified();
-    expect(types).toEqual(expect.arrayContaining(["p2p:task_need_human", "p2p:task_ack"]));
+    expect(types).toEqual(expect.arrayContaining(["p2p:task_need_human", "p2p:task_ack", "p2p:task_complete"]));
+    expect(JSON.parse((await page.getByTestId("task-result").textContent()) ?? "")).toMatchObject({ sentences: 2 });
     const raw = await getTaskJson(taskId);
+    expect(raw).toContain('"state":"TASK_STATE_COMPLETED"');
     expect(raw).not.toContain("secret plan");
   });
 
