@@ -90,6 +90,15 @@ describe("a confidential task", () => {
     expect(Number(stream.totalSize)).toBe(bytes.byteLength + 16);
   });
 
+  it("wakes a handler that asks a person mid-run with the sealed decision, and completes", async () => {
+    const { taskId, task } = await client.submit("text_analysis", { text: "Approve the sealed plan. Then run it.", require_approval: true }, { confidential: true, waitMs: 5000 });
+    expect(task?.state).toBe(TaskState.NEED_HUMAN);
+    await client.acknowledge(taskId);
+    const decided = await client.decide(taskId, { action: "approve" }, { waitMs: 5000 });
+    expect(decided.task?.state).toBe(TaskState.COMPLETED);
+    expect(fromValue((await client.getTask(taskId)).result?.output)).toMatchObject({ sentences: 2 });
+  });
+
   it("shows no content in GetTask or in the events' views, to anyone", async () => {
     const raw = await fetch(`${server.url}/synapse.v1.P2PService/GetTask`, {
       method: "POST",

@@ -135,7 +135,8 @@ export class Questions {
         }
       };
       const look = () => void this.options.store.getTask(taskId).then(check, () => undefined);
-      const unsubscribe = this.options.bus.subscribe(taskId, (change) => (change.task ? check(change.task) : look()));
+      // A confidential task's change carries its record as stored, its answers sealed: read it through the store, which opens them.
+      const unsubscribe = this.options.bus.subscribe(taskId, (change) => (change.task && change.task.confidential === undefined ? check(change.task) : look()));
       const onAbort = () => finish(() => reject(signal.reason));
       signal.addEventListener("abort", onAbort, { once: true });
       look(); // it may have been answered before the subscription

@@ -2,14 +2,15 @@
 // (built from need_info's missing_fields, each with its suggested value and
 // alternatives), a human decision (need_human's options: approve, approve
 // with changes, reject), and a cancel. Each sends one signed message and
-// hands back the task the agent shows after it.
+// hands back the task the agent shows after it; sealed when the task is
+// confidential.
 import { toJson, type JsonObject, type JsonValue } from "@bufbuild/protobuf";
 import { ValueSchema, type Value } from "@bufbuild/protobuf/wkt";
 import type { Task } from "../../gen/synapse/v1/p2p_pb.js";
 import { TaskState, type TaskNeedHumanPayload, type TaskNeedInfoPayload } from "../../gen/synapse/v1/payloads_pb.js";
 import { jsonInline, parseTyped } from "./format.js";
 import { describeError, type Session } from "./rpc.js";
-import { cancelTask, decide, provideInfo, replyLine, takeUpDecision, type SendOutcome } from "./steering.js";
+import { cancelTask, decide, provideInfo, replyLine, takeUpDecision, type SendOutcome, type TaskRef } from "./steering.js";
 import { button, el } from "./view.js";
 
 /** Called with what the agent answered: the task after the message. */
@@ -58,7 +59,7 @@ async function run(form: HTMLFormElement, status: ReturnType<typeof statusLine>,
 }
 
 /** The need-info form: one input per missing field, prefilled with the suggested value (the question itself is shown above it). */
-export function infoForm(session: Session, taskId: string, asked: TaskNeedInfoPayload, answered: Answered): HTMLFormElement {
+export function infoForm(session: Session, task: TaskRef, asked: TaskNeedInfoPayload, answered: Answered): HTMLFormElement {
   const id = `info-${++forms}`;
   const status = statusLine();
   const inputs: Array<[string, HTMLInputElement]> = [];
@@ -99,7 +100,7 @@ export function infoForm(session: Session, taskId: string, asked: TaskNeedInfoPa
     event.preventDefault();
     const fields: JsonObject = {};
     for (const [name, input] of inputs) fields[name] = parseTyped(input.value);
-    void run(form, status, () => provideInfo(session, taskId, fields, noteInput.value), answered);
+    void run(form, status, () => provideInfo(session, task, fields, noteInput.value), answered);
   });
   return form;
 }
@@ -165,7 +166,7 @@ export function decisionForm(session: Session, task: Task, asked: TaskNeedHumanP
       form,
       status,
       () =>
-        decide(session, task.taskId, task.requester?.agentId ?? session.identity.agentId, {
+        decide(session, task, task.requester?.agentId ?? session.identity.agentId, {
           action,
           decisionId: asked.decisionId,
           fields: action === "reject" ? {} : fields,
@@ -185,7 +186,7 @@ export function decisionForm(session: Session, task: Task, asked: TaskNeedHumanP
   );
   // Taking a decision up (task_ack) is the requester's message only.
   if (task.state === TaskState.NEED_HUMAN && session.owns(task.requester?.agentId)) {
-    actions.append(button("I'm deciding (acknowledge)", () => void run(form, status, () => takeUpDecision(session, task.taskId), answered), { "data-testid": "take-up" }));
+    actions.append(button("I'm deciding (acknowledge)", () => void run(form, status, () => takeUpDecision(session, task), answered), { "data-testid": "take-up" }));
   }
   form.addEventListener("submit", (event) => event.preventDefault());
   form.append(actions, status.element);
@@ -193,7 +194,7 @@ export function decisionForm(session: Session, task: Task, asked: TaskNeedHumanP
 }
 
 /** Cancel, with an optional reason. */
-export function cancelForm(session: Session, taskId: string, answered: Answered): HTMLFormElement {
+export function cancelForm(session: Session, task: TaskRef, answered: Answered): HTMLFormElement {
   const id = `cancel-${++forms}`;
   const status = statusLine();
   const reason = el("input", { id: `${id}-reason`, name: "reason", autocomplete: "off", placeholder: "why (optional)" });
@@ -207,7 +208,7 @@ export function cancelForm(session: Session, taskId: string, answered: Answered)
   );
   form.addEventListener("submit", (event) => {
     event.preventDefault();
-    void run(form, status, () => cancelTask(session, taskId, reason.value), answered);
+    void run(form, status, () => cancelTask(session, task, reason.value), answered);
   });
   return form;
 }

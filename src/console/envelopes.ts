@@ -14,6 +14,7 @@ import { envelopeSigningInput } from "../envelope/pae.js";
 import { uuidV7 } from "../protocol/ids.js";
 import { messageTypeInfo } from "../protocol/message-types.js";
 import { bytesEqual } from "./bytes.js";
+import { confidentialityOf, sealPayload, type ConfidentialSealing } from "./confidential.js";
 import type { ConsoleIdentity } from "./keys.js";
 
 /** The protocol version this console speaks (the same as src/envelope/seal.ts, which is Node-only). */
@@ -38,6 +39,8 @@ export interface SealInput<Desc extends DescMessage> {
   taskId?: string;
   /** Milliseconds since the epoch; defaults to now. */
   nowMs?: number;
+  /** Seal it (docs/PROTOCOL.md §9.2): a message of a confidential task. */
+  sealing?: ConfidentialSealing;
 }
 
 /** A message from `identity` to `executor`, signed over the exact bytes that travel. */
@@ -54,9 +57,20 @@ export async function sealMessage<Desc extends DescMessage>(identity: ConsoleIde
     taskId: input.taskId ?? "",
     payloadType: input.schema.typeName,
   });
+  if (input.sealing !== undefined) header.confidential = await confidentialityOf(input.sealing);
   const headerBytes = toBinary(HeaderSchema, header);
   const payloadBytes = toBinary(input.schema, input.payload);
   const signature = await identity.sign(envelopeSigningInput(headerBytes, payloadBytes));
+  if (input.sealing !== undefined) {
+    // Signed in plaintext, then the signature and the payload encrypted together; the outer signature carries no value.
+    const sealed = await sealPayload(headerBytes, header, signature, payloadBytes, input.sealing.taskKey);
+    const envelope = create(EnvelopeSchema, {
+      header: headerBytes,
+      payload: sealed,
+      signature: { algorithm: SignatureAlgorithm.ED25519, keyId: identity.keyId, value: new Uint8Array(0), publicKey: identity.publicKey },
+    });
+    return { envelope, header };
+  }
   const envelope = create(EnvelopeSchema, {
     header: headerBytes,
     payload: payloadBytes,
@@ -71,6 +85,7 @@ export interface TaskRequestInput {
   taskType: string;
   payload: JsonObject;
   nowMs?: number;
+  sealing?: ConfidentialSealing;
 }
 
 /** A p2p:task_request. */
@@ -78,11 +93,11 @@ export function sealTaskRequest(identity: ConsoleIdentity, executor: Executor, i
   const payload = create(TaskRequestPayloadSchema, {
     task: { id: input.taskId, type: input.taskType, priority: TaskPriority.NORMAL, payload: input.payload },
   });
-  return sealMessage(identity, executor, { type: MessageType.TASK_REQUEST, schema: TaskRequestPayloadSchema, payload, taskId: input.taskId, nowMs: input.nowMs });
+  return sealMessage(identity, executor, { type: MessageType.TASK_REQUEST, schema: TaskRequestPayloadSchema, payload, taskId: input.taskId, nowMs: input.nowMs, sealing: input.sealing });
 }
 
 export type Verification =
-  | { ok: true; header: Header; type: MessageType; payload: Message }
+  | { ok: true; header: Header; type: MessageType; payload: Message; /** It travelled sealed, and was opened here. */ sealed?: boolean }
   | { ok: false; reason: string; header?: Header };
 
 export interface Expectations {
@@ -114,9 +129,9 @@ export function verifyEnvelope(envelope: Envelope | undefined, expect: Expectati
   if (envelope === undefined || signature === undefined) return refuse("no signature");
   // What a refused message claims, parsed only to show it (never to decide anything).
   const claimed = () => unverifiedHeader(envelope);
-  // A confidential task's events carry their signature inside the ciphertext; this console holds no X25519 key to open them.
+  // A sealed message carries its signature inside the ciphertext: task-keys.ts opens it first, where this browser can.
   if (signature.value.byteLength === 0 && claimed()?.confidential !== undefined) {
-    return refuse("sealed: a confidential task's events open only with its parties' keys (synapse status or watch shows them)", claimed());
+    return refuse("sealed: a confidential task's events open only with its parties' keys, and this browser has no X25519 in WebCrypto (synapse status or watch shows them)", claimed());
   }
   if (signature.algorithm !== SignatureAlgorithm.ED25519 || signature.value.byteLength !== nacl.sign.signatureLength) {
     return refuse("not a 64-byte Ed25519 signature", claimed());

@@ -8,7 +8,7 @@ import type { Envelope } from "../../gen/synapse/v1/envelope_pb.js";
 import { TaskState } from "../../gen/synapse/v1/payloads_pb.js";
 import { stateAfterEvent } from "../protocol/event-state.js";
 import { isTerminal, stateName } from "../protocol/state-machine.js";
-import { verifyEnvelope, wireName, type Executor, type Verification } from "./envelopes.js";
+import { verifyEnvelope, wireName, type Executor, type Expectations, type Verification } from "./envelopes.js";
 
 export interface LogEntry {
   readonly sequence: bigint;
@@ -63,10 +63,19 @@ export class EventLog {
     return this.broken === undefined && isTerminal(this.state);
   }
 
-  /** Adds the event at `sequence`; one already held (a resumed stream repeating it) is ignored. */
-  add(sequence: bigint, envelope: Envelope | undefined): LogEntry | undefined {
+  /** What every event of this log must be: from the executor, to the requester, of this task, at its sequence. */
+  expectations(sequence: bigint): Expectations {
+    return { executor: this.executor, receiver: this.receiver, taskId: this.taskId, sequence };
+  }
+
+  /**
+   * Adds the event at `sequence`; one already held (a resumed stream
+   * repeating it) is ignored. `checked` is its verification when the caller
+   * made it (a sealed event, opened first), and `envelope` then the opened one.
+   */
+  add(sequence: bigint, envelope: Envelope | undefined, checked?: Verification): LogEntry | undefined {
     if (sequence < this.nextSequence) return undefined;
-    const verification = verifyEnvelope(envelope, { executor: this.executor, receiver: this.receiver, taskId: this.taskId, sequence });
+    const verification = checked ?? verifyEnvelope(envelope, this.expectations(sequence));
     const header = verification.header;
     const sentAtMs = header?.sentAt ? timestampMs(header.sentAt) : undefined;
     let stateAfter: TaskState | undefined;

@@ -100,14 +100,25 @@ export function historyRow(entry: LogEntry, previousMs: number | undefined): HTM
   const verified = checked.ok && entry.problem === undefined;
   return el(
     "tr",
-    { "data-testid": "event", "data-sequence": String(entry.sequence), "data-verified": String(checked.ok), "data-type": type, class: verified ? "" : "invalid" },
+    {
+      "data-testid": "event",
+      "data-sequence": String(entry.sequence),
+      "data-verified": String(checked.ok),
+      "data-sealed": String(checked.ok && checked.sealed === true),
+      "data-type": type,
+      class: verified ? "" : "invalid",
+    },
     el("td", { class: "num" }, String(entry.sequence)),
     el("td", {}, el("code", {}, type)),
     el("td", {}, entry.stateAfter !== undefined ? stateName(entry.stateAfter) : "—"),
     el(
       "td",
-      { class: checked.ok ? "ok" : "bad", "data-testid": "event-verification", title: checked.ok ? "signature and headers check out" : checked.reason },
-      checked.ok ? "✓ valid" : "✗ invalid",
+      {
+        class: checked.ok ? "ok" : "bad",
+        "data-testid": "event-verification",
+        title: checked.ok ? (checked.sealed ? "sealed: opened with the task key, and the signature inside and the headers check out" : "signature and headers check out") : checked.reason,
+      },
+      checked.ok ? (checked.sealed ? "✓ valid (opened)" : "✓ valid") : "✗ invalid",
     ),
     el("td", { class: "time" }, clockTime(entry.sentAtMs, true), gap ? el("small", {}, ` ${gap}`) : ""),
     el("td", {}, el("details", {}, el("summary", {}, entry.problem && checked.ok ? `${summary} · ${entry.problem}` : summary || "details"), ...decoded(entry))),

@@ -70,6 +70,19 @@ export function identityView(container: HTMLElement, held: HeldIdentity): void {
       el("dd", {}, el("code", {}, toBase64Url(identity.publicKey))),
       el("dt", {}, "Private key"),
       el("dd", { "data-testid": "key-backend", "data-backend": identity.backend }, BACKENDS[identity.backend]),
+      el("dt", {}, "Encryption key"),
+      held.encryption !== undefined
+        ? el(
+            "dd",
+            { "data-testid": "encryption-key", "data-available": "true" },
+            "X25519 for confidential tasks, non-extractable in this browser's IndexedDB: key id ",
+            el("code", { "data-testid": "encryption-key-id" }, held.encryption.keyId),
+          )
+        : el(
+            "dd",
+            { "data-testid": "encryption-key", "data-available": "false", class: "bad" },
+            "none: this browser has no X25519 in WebCrypto, so confidential tasks are shown sealed and cannot be sent from here",
+          ),
       el("dt", {}, "Origin"),
       el("dd", { "data-testid": "key-source" }, held.source === "imported" ? "imported" : "made in this browser"),
     ),

@@ -70,7 +70,7 @@ async function start(): Promise<void> {
   const { capabilities } = await capabilitiesService.getCapabilities({});
   if (capabilities === undefined) throw new Error("GetCapabilities returned no capabilities");
   const executor = await executorOf(capabilities);
-  const session = new Session(held.identity, executor, capabilities);
+  const session = new Session(held.identity, executor, capabilities, held.encryption);
   const withRegistry = await hostsRegistry();
 
   setText("agent-title", capabilities.agentName || capabilities.agentId);

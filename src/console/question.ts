@@ -102,7 +102,7 @@ export function questionPanel(session: Session, task: Task, answered: Answered):
       el("h3", {}, "Information needed"),
       el("p", {}, info.question || `The agent needs ${info.missingFields.map((field) => field.field).join(", ")}.`),
       requiredBy !== undefined ? el("p", { class: "meta" }, `answer by ${clockTime(requiredBy)} · `, deadlineCountdown(requiredBy)) : "",
-      readOnly(session, task) ?? infoForm(session, task.taskId, info, answered),
+      readOnly(session, task) ?? infoForm(session, task, info, answered),
     );
   }
   const human = task.pendingDecision;

@@ -2,7 +2,9 @@
 // result offered as a stream, a download through P2PService.ReadResult
 // (resumed from the bytes received if the stream breaks) whose size and
 // SHA-256 are checked against the signed task_complete before it is offered
-// to save.
+// to save. A confidential task's stream is sealed records (docs/PROTOCOL.md
+// §9.5): size and SHA-256 are those of the sealed bytes, which are then
+// opened, record by record, with the task key.
 import { toJson, type JsonValue } from "@bufbuild/protobuf";
 import { ValueSchema } from "@bufbuild/protobuf/wkt";
 import { ConnectError } from "@connectrpc/connect";
@@ -52,7 +54,7 @@ function preview(data: Uint8Array, contentType: string): HTMLElement {
   return el("pre", { class: "result-preview", "data-testid": "result-preview" }, data.byteLength > PREVIEW_BYTES ? `${text}\n… (${data.byteLength - PREVIEW_BYTES} more bytes)` : text);
 }
 
-function streamPanel(session: Session, taskId: string, stream: ResultStream, signed: boolean): HTMLElement {
+function streamPanel(session: Session, taskId: string, stream: ResultStream, signed: boolean, confidential: boolean): HTMLElement {
   const status = el("p", { "data-testid": "result-check", role: "status" });
   const output = el("div", {});
   const download = button(`Download ${formatBytes(stream.totalSize)} (ReadResult)`, () => {
@@ -62,20 +64,26 @@ function streamPanel(session: Session, taskId: string, stream: ResultStream, sig
     readStream(session, taskId, (received) => {
       status.textContent = `reading… ${received} of ${stream.totalSize} bytes`;
     })
-      .then(async (data) => {
-        const digest = await sha256(data);
-        const sizeOk = BigInt(data.byteLength) === stream.totalSize;
+      .then(async (received) => {
+        const digest = await sha256(received);
+        const sizeOk = BigInt(received.byteLength) === stream.totalSize;
         const hashOk = bytesEqual(digest, stream.sha256);
         const ok = sizeOk && hashOk && signed;
+        // Opened only once the sealed bytes are the ones the signed task_complete describes.
+        const data = confidential && sizeOk && hashOk ? await session.keys.openResult(taskId, received) : received;
         status.className = ok ? "ok" : "bad";
         status.dataset.ok = String(ok);
+        if (confidential && ok) status.dataset.opened = "true";
         status.textContent = !sizeOk
-          ? `✗ ${data.byteLength} bytes, but the task_complete says ${stream.totalSize}`
+          ? `✗ ${received.byteLength} bytes, but the task_complete says ${stream.totalSize}`
           : !hashOk
             ? `✗ SHA-256 ${toHex(digest)} is not the ${toHex(stream.sha256)} the task_complete says`
             : signed
-              ? `✓ ${data.byteLength} bytes; size and SHA-256 match the signed task_complete`
+              ? confidential
+                ? `✓ ${received.byteLength} sealed bytes match the signed task_complete; opened to ${data.byteLength} bytes`
+                : `✓ ${data.byteLength} bytes; size and SHA-256 match the signed task_complete`
               : `${data.byteLength} bytes match the task as the agent shows it, but no verified task_complete vouches for them`;
+        if (confidential && !(sizeOk && hashOk)) return; // sealed bytes that are not the signed ones are not opened, nor offered
         const url = URL.createObjectURL(new Blob([data], { type: stream.contentType || "application/octet-stream" }));
         const name = `${taskId}${/json/.test(stream.contentType) ? ".json" : ".bin"}`;
         show(output, el("a", { href: url, download: name, class: "button", "data-testid": "result-save" }, `Save ${name}`), preview(data, stream.contentType));
@@ -102,7 +110,7 @@ function streamPanel(session: Session, taskId: string, stream: ResultStream, sig
  * The result panel. `result` comes from the verified task_complete when
  * `signed`, else from the task as GetTask shows it.
  */
-export function resultPanel(session: Session, taskId: string, result: TaskResult | undefined, signed: boolean): HTMLElement {
+export function resultPanel(session: Session, taskId: string, result: TaskResult | undefined, signed: boolean, confidential = false): HTMLElement {
   const panel = el("div", { class: "result", "data-testid": "task-result-panel", "data-signed": String(signed) });
   if (result === undefined) return panel;
   if (!signed) panel.append(el("p", { class: "note" }, "As the agent shows it; no verified task_complete carries it."));
@@ -110,6 +118,6 @@ export function resultPanel(session: Session, taskId: string, result: TaskResult
     const value = toJson(ValueSchema, result.output) as JsonValue;
     panel.append(el("pre", { "data-testid": "task-result" }, JSON.stringify(value, null, 2)));
   }
-  if (result.stream !== undefined) panel.append(streamPanel(session, taskId, result.stream, signed));
+  if (result.stream !== undefined) panel.append(streamPanel(session, taskId, result.stream, signed, confidential));
   return panel;
 }

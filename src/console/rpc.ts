@@ -11,7 +11,9 @@ import { P2PService, type Task } from "../../gen/synapse/v1/p2p_pb.js";
 import { RegistryService } from "../../gen/synapse/v1/registry_pb.js";
 import { findErrorDetail } from "../protocol/errors.js";
 import type { Executor } from "./envelopes.js";
+import type { EncryptionKeyPair } from "./confidential.js";
 import { keyIdOf, type ConsoleIdentity } from "./keys.js";
+import { TaskKeys } from "./task-keys.js";
 import { TokenCache } from "./token.js";
 
 const transport = createGrpcWebTransport({ baseUrl: location.origin });
@@ -27,13 +29,21 @@ export const RESUMABLE = new Set([Code.Unavailable, Code.Internal, Code.Unknown,
 
 export class Session {
   private readonly tokens: TokenCache;
+  /** The task keys of confidential tasks, and the X25519 key they are wrapped to. */
+  readonly keys: TaskKeys;
 
   constructor(
     readonly identity: ConsoleIdentity,
     readonly executor: Executor,
     readonly capabilities: AgentCapabilities,
+    encryption: EncryptionKeyPair | undefined,
   ) {
     this.tokens = new TokenCache(identity, executor.agentId);
+    this.keys = new TaskKeys(identity, encryption, async (taskId) => {
+      const { task } = await p2p.getTask({ taskId }, { headers: await this.authHeaders() });
+      if (task === undefined) throw new Error(`GetTask returned no task ${taskId}`);
+      return task;
+    });
   }
 
   /** Authorization for GetTask, ListTasks, Watch and ReadResult, and GroupService's reads. */

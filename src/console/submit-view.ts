@@ -1,7 +1,9 @@
 // Submitting a task: a task type the agent offers (GetCapabilities), its
 // payload as JSON (started from the type's input schema), optionally asking
 // for a human approval first; sealed and signed in the browser and sent with
-// P2PService.Send. The new task opens on its own page.
+// P2PService.Send. The new task opens on its own page. A confidential one
+// (docs/PROTOCOL.md §9) is sealed to the executor's encryption key, checked
+// against its identity key first.
 import type { JsonObject, JsonValue } from "@bufbuild/protobuf";
 import type { SupportedTaskType } from "../../gen/synapse/v1/capabilities_pb.js";
 import { describeError, type Session } from "./rpc.js";
@@ -62,6 +64,19 @@ export function submitView(container: HTMLElement, session: Session, model: Task
   const textarea = el("textarea", { id: "task-payload", name: "task-payload", "data-testid": "task-payload", rows: "8", spellcheck: "false", "aria-describedby": "task-type-description" });
   const approval = el("input", { id: "require-approval", type: "checkbox", "data-testid": "require-approval" });
   const approvalRow = el("div", { class: "check" }, approval, el("label", { for: approval.id }, "Ask a person to approve it before it runs (require_approval)"));
+  const confidential = el("input", { id: "confidential", type: "checkbox", "data-testid": "confidential" });
+  const confidentialNote = el("span", { class: "note", id: "confidential-note", "data-testid": "confidential-note" });
+  const confidentialRow = el(
+    "div",
+    { class: "check" },
+    confidential,
+    el("label", { for: confidential.id }, "Confidential: sealed so that only this console and the agent can read it (task key wrapped with HPKE, every message AES-128-GCM)"),
+    " ",
+    confidentialNote,
+  );
+  const canSeal = session.keys.available && session.capabilities.encryptionKeys.length > 0;
+  if (!session.keys.available) confidentialNote.textContent = "This browser has no X25519 in WebCrypto: it cannot send confidential tasks, and shows their events sealed.";
+  else if (!canSeal) confidentialNote.textContent = "The agent publishes no encryption key: it takes no confidential tasks.";
   const submit = el("button", { type: "submit", class: "primary", "data-testid": "submit-task" }, "Sign and send");
   const status = el("p", { class: "form-status", role: "status", "data-testid": "submit-status" });
   const form = el(
@@ -70,6 +85,7 @@ export function submitView(container: HTMLElement, session: Session, model: Task
     el("div", { class: "field" }, el("label", { for: select.id }, "Task type"), select, description),
     el("div", { class: "field" }, el("label", { for: textarea.id }, "Payload (a JSON object)"), textarea),
     approvalRow,
+    confidentialRow,
     el("div", { class: "actions" }, submit),
     status,
   );
@@ -80,6 +96,12 @@ export function submitView(container: HTMLElement, session: Session, model: Task
     textarea.value = taskType ? JSON.stringify(examplePayload(taskType), null, 2) : "{}";
     approvalRow.hidden = taskType === undefined || !("require_approval" in schemaOf(taskType).properties);
     approval.checked = false;
+    // A type that requires confidentiality is refused in plaintext: the box is ticked and stays so.
+    const required = taskType?.requiresConfidentiality === true;
+    confidential.checked = canSeal && required;
+    confidential.disabled = !canSeal || required;
+    if (required && canSeal) confidentialNote.textContent = "This task type requires it.";
+    else if (canSeal) confidentialNote.textContent = "";
   };
   select.addEventListener("change", pick);
   pick();
@@ -100,12 +122,13 @@ export function submitView(container: HTMLElement, session: Session, model: Task
     if (approval.checked && !approvalRow.hidden) payload.require_approval = true;
     submit.disabled = true;
     status.className = "form-status";
-    status.textContent = "signing and sending…";
-    submitTask(session, select.value, payload)
+    const sealed = confidential.checked;
+    status.textContent = sealed ? "sealing, signing and sending…" : "signing and sending…";
+    submitTask(session, select.value, payload, { confidential: sealed })
       .then((outcome) => {
         if (outcome.task !== undefined) model.upsert(outcome.task);
         status.className = "form-status ok";
-        status.textContent = `sent ${outcome.taskId} · ${replyLine(outcome)}`;
+        status.textContent = `sent ${outcome.taskId}${sealed ? " (confidential)" : ""} · ${replyLine(outcome)}`;
         status.dataset.taskId = outcome.taskId;
         submitted(outcome.taskId);
       })

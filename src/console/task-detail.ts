@@ -16,6 +16,7 @@ import { questionPanel } from "./question.js";
 import { resultPanel } from "./result.js";
 import { describeError, type Session } from "./rpc.js";
 import { stateGraph, statePath } from "./state-graph.js";
+import { verifyMessage, type Checked } from "./task-keys.js";
 import type { SendOutcome } from "./steering.js";
 import type { TaskModel } from "./task-model.js";
 import type { WatchPool } from "./watch-pool.js";
@@ -28,6 +29,10 @@ export class TaskDetail {
   private log: EventLog | undefined;
   private taskId: string | undefined;
   private signedResult: TaskCompletePayload | undefined;
+  /** Events are opened (a confidential task's) and added one after the other, in the order they came. */
+  private queue: Promise<void> = Promise.resolve();
+  /** Whether the task is confidential, as its snapshot says: then every event must come sealed. */
+  private confidential = false;
   /** The question drawn, so an unchanged one (and what the user typed in it) is not redrawn. */
   private questionKey = "";
 
@@ -57,6 +62,8 @@ export class TaskDetail {
     this.taskId = taskId;
     this.signedResult = undefined;
     this.questionKey = "";
+    this.queue = Promise.resolve();
+    this.confidential = false;
     this.history.body.replaceChildren();
     delete this.actions.dataset.cancellable;
     delete this.outcome.dataset.key;
@@ -108,6 +115,7 @@ export class TaskDetail {
     this.model.upsert(task);
     // The requester is whom every event must be addressed to: this console, or another agent for an operator.
     this.log ??= new EventLog(this.session.executor, task.requester?.agentId ?? this.session.identity.agentId, task.taskId);
+    this.confidential = task.confidential !== undefined;
     this.renderGraph();
     this.render(this.model.get(task.taskId) ?? task);
   }
@@ -115,14 +123,23 @@ export class TaskDetail {
   private onEvent(sequence: bigint, envelope: Parameters<EventLog["add"]>[1]): void {
     const log = this.log;
     if (log === undefined) return;
+    const confidential = this.confidential;
+    this.queue = this.queue.then(async () => {
+      const checked = await verifyMessage(this.session.keys, this.session.executor, envelope, { ...log.expectations(sequence), confidential });
+      // Another task may have been opened meanwhile.
+      if (this.log === log) this.addEvent(log, sequence, checked);
+    });
+  }
+
+  private addEvent(log: EventLog, sequence: bigint, checked: Checked): void {
     const before = log.entries.at(-1)?.sentAtMs ?? msOf(this.model.get(this.taskId ?? "")?.createdAt);
-    const entry = log.add(sequence, envelope);
+    const entry = log.add(sequence, checked.envelope, checked.verification);
     if (entry === undefined) return;
     this.history.body.append(historyRow(entry, before));
-    const checked = entry.verification;
-    if (checked.ok && entry.stateAfter !== undefined) {
-      if (checked.type === MessageType.TASK_COMPLETE) this.signedResult = checked.payload as TaskCompletePayload;
-      this.model.applyEvent(log.taskId, sequence, checked.header, checked.type, checked.payload);
+    const verified = entry.verification;
+    if (verified.ok && entry.stateAfter !== undefined) {
+      if (verified.type === MessageType.TASK_COMPLETE) this.signedResult = verified.payload as TaskCompletePayload;
+      this.model.applyEvent(log.taskId, sequence, verified.header, verified.type, verified.payload);
     }
     this.renderGraph();
     const task = this.model.get(this.taskId ?? "");
@@ -157,6 +174,16 @@ export class TaskDetail {
         el("dd", { "data-testid": "task-type-shown" }, task.taskType),
         el("dt", {}, "Requested by"),
         el("dd", { "data-testid": "task-requester" }, mine ? "you" : el("span", {}, el("code", {}, task.requester?.agentId ?? "?"), " (read-only)")),
+        ...(task.confidential !== undefined
+          ? [
+              el("dt", {}, "Confidential"),
+              el(
+                "dd",
+                { "data-testid": "task-confidential" },
+                this.session.keys.available ? "yes: its messages are sealed, and opened in this browser with its task key" : "yes, and shown sealed: this browser has no X25519 in WebCrypto",
+              ),
+            ]
+          : []),
         el("dt", {}, "Created"),
         el("dd", {}, `${clockTime(created)} (${relative(created)})`),
         el("dt", {}, "Updated"),
@@ -169,7 +196,7 @@ export class TaskDetail {
     const cancellable = mine && !isTerminal(task.state);
     if (this.actions.dataset.cancellable !== String(cancellable)) {
       this.actions.dataset.cancellable = String(cancellable);
-      show(this.actions, ...(cancellable ? [cancelForm(this.session, task.taskId, this.answered)] : []));
+      show(this.actions, ...(cancellable ? [cancelForm(this.session, task, this.answered)] : []));
     }
     this.renderOutcome(task);
   }
@@ -194,7 +221,7 @@ export class TaskDetail {
     }
     const signed = this.signedResult !== undefined;
     const result = this.signedResult?.result ?? task.result;
-    if (result !== undefined) parts.push(resultPanel(this.session, task.taskId, result, signed));
+    if (result !== undefined) parts.push(resultPanel(this.session, task.taskId, result, signed, task.confidential !== undefined));
     const key = `${task.state}:${signed}:${failure?.message ?? ""}`;
     if (this.outcome.dataset.key === key) return;
     this.outcome.dataset.key = key;

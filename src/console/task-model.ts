@@ -2,7 +2,9 @@
 // sends: pages of ListTasks, Watch snapshots, Send replies, and each
 // verified event of a watched task applied as the agent applied it (the
 // state through the state machine, progress, the open question, the
-// outcome). Views subscribe and redraw what changed.
+// outcome). Views subscribe and redraw what changed. A confidential task's
+// view carries no content (docs/PROTOCOL.md §9.4): what it asks and what it
+// gave back are taken from its events opened in this browser.
 import { clone, type Message } from "@bufbuild/protobuf";
 import { timestampMs } from "@bufbuild/protobuf/wkt";
 import { MessageType, type Header } from "../../gen/synapse/v1/envelope_pb.js";
@@ -23,9 +25,47 @@ export type TaskListener = (task: Task) => void;
 
 const updatedMs = (task: Task) => (task.updatedAt ? timestampMs(task.updatedAt) : 0);
 
+/** A confidential task's view with what its opened events say, up to the view's last sequence. */
+function withOpenedContent(task: Task, opened: ReadonlyMap<bigint, { type: MessageType; payload: Message }> | undefined): Task {
+  if (opened === undefined || opened.size === 0) return task;
+  const view = clone(TaskSchema, task);
+  for (const [sequence, { type, payload }] of [...opened].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))) {
+    if (sequence > view.lastSequence) break;
+    switch (type) {
+      case MessageType.TASK_STATUS_UPDATE:
+        view.statusMessage = (payload as TaskStatusUpdatePayload).message;
+        break;
+      case MessageType.TASK_NEED_INFO:
+        view.pendingInfo = payload as TaskNeedInfoPayload;
+        break;
+      case MessageType.TASK_NEED_HUMAN:
+        view.pendingDecision = payload as TaskNeedHumanPayload;
+        break;
+      case MessageType.TASK_COMPLETE: {
+        const complete = payload as TaskCompletePayload;
+        view.result = complete.result;
+        view.statusMessage = complete.summary;
+        break;
+      }
+      case MessageType.TASK_FAILED:
+        view.error = (payload as TaskFailedPayload).error;
+        break;
+      case MessageType.TASK_REJECT:
+        view.rejection = payload as TaskRejectPayload;
+        break;
+    }
+  }
+  // What is pending is what the current state waits for.
+  if (view.state !== TaskState.INFO_NEEDED) view.pendingInfo = undefined;
+  if (view.state !== TaskState.NEED_HUMAN && view.state !== TaskState.HUMAN_DECIDING) view.pendingDecision = undefined;
+  return view;
+}
+
 export class TaskModel {
   private readonly tasks = new Map<string, Task>();
   private readonly listeners = new Set<TaskListener>();
+  /** The opened events of confidential tasks, by sequence. */
+  private readonly opened = new Map<string, Map<bigint, { type: MessageType; payload: Message }>>();
 
   get(taskId: string): Task | undefined {
     return this.tasks.get(taskId);
@@ -47,12 +87,23 @@ export class TaskModel {
     if (held !== undefined && (held.lastSequence > task.lastSequence || (held.lastSequence === task.lastSequence && updatedMs(held) > updatedMs(task)))) return;
     // A reply may leave the request out; keep the one held.
     if (task.request === undefined && held?.request !== undefined) task = { ...task, request: held.request };
+    if (task.confidential !== undefined) task = withOpenedContent(task, this.opened.get(task.taskId));
     this.set(task);
   }
 
   /** Applies a verified event at `sequence` to the held task (ignored when it is not the next one). */
   applyEvent(taskId: string, sequence: bigint, header: Header, type: MessageType, payload: Message): void {
     const held = this.tasks.get(taskId);
+    if (held?.confidential !== undefined) {
+      // The view shows the state without the content: an event it already counts still brings what it says.
+      let opened = this.opened.get(taskId);
+      if (opened === undefined) this.opened.set(taskId, (opened = new Map()));
+      opened.set(sequence, { type, payload });
+      if (sequence <= held.lastSequence) {
+        this.set(withOpenedContent(held, opened));
+        return;
+      }
+    }
     if (held === undefined || sequence !== held.lastSequence + 1n) return;
     const task = clone(TaskSchema, held);
     const next = stateAfterEvent(task.state, type, payload);

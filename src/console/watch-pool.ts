@@ -6,7 +6,7 @@
 // connections to calls. The task open in the detail view has its own stream
 // and is left out here.
 import { isTerminal, WAITING_STATES } from "../protocol/state-machine.js";
-import { verifyEnvelope } from "./envelopes.js";
+import { verifyMessage } from "./task-keys.js";
 import type { Session } from "./rpc.js";
 import type { TaskModel } from "./task-model.js";
 import { followTask } from "./watch.js";
@@ -73,6 +73,9 @@ export class WatchPool {
     this.streams.set(taskId, controller);
     const task = this.model.get(taskId);
     let receiver = task?.requester?.agentId ?? this.session.identity.agentId;
+    let confidential = task?.confidential !== undefined;
+    // Sealed events are opened before they are applied, one after the other in the order they came.
+    let queue: Promise<void> = Promise.resolve();
     const done = () => {
       if (this.streams.get(taskId) === controller) {
         this.resting.set(taskId, Date.now() + REST_MS);
@@ -87,12 +90,16 @@ export class WatchPool {
       {
         snapshot: (snapshot) => {
           receiver = snapshot.requester?.agentId ?? receiver;
+          confidential = snapshot.confidential !== undefined;
           this.model.upsert(snapshot);
         },
         event: (sequence, envelope) => {
-          const checked = verifyEnvelope(envelope, { executor: this.session.executor, receiver, taskId, sequence });
-          // An event that does not verify changes nothing here; the task's history shows it.
-          if (checked.ok) this.model.applyEvent(taskId, sequence, checked.header, checked.type, checked.payload);
+          const expect = { executor: this.session.executor, receiver, taskId, sequence, confidential };
+          queue = queue.then(async () => {
+            const { verification: checked } = await verifyMessage(this.session.keys, this.session.executor, envelope, expect);
+            // An event that does not verify changes nothing here; the task's history shows it.
+            if (checked.ok) this.model.applyEvent(taskId, sequence, checked.header, checked.type, checked.payload);
+          });
         },
       },
       controller.signal,

@@ -60,9 +60,10 @@ export interface ConsolePage {
   errors: string[];
 }
 
-/** A fresh browser context (a new identity) on the console at `url`, ready. */
-export async function openConsole(browser: Browser, url: string, hash = ""): Promise<ConsolePage> {
+/** A fresh browser context (a new identity) on the console at `url`, ready; `initScript` runs in every page before the console's. */
+export async function openConsole(browser: Browser, url: string, hash = "", initScript?: string): Promise<ConsolePage> {
   const context = await browser.newContext({ viewport: { width: 1400, height: 1000 } });
+  if (initScript !== undefined) await context.addInitScript(initScript);
   const page = await context.newPage();
   const errors: string[] = [];
   page.on("pageerror", (error) => errors.push(`pageerror: ${error.message}`));
