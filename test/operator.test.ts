@@ -147,14 +147,15 @@ describe("operator keys steer nothing", () => {
     const gated = (await requester.submit("text_analysis", { text: "Approve me.", require_approval: true }, { waitMs: 10_000 })).taskId;
     expect((await requester.getTask(gated)).state).toBe(TaskState.NEED_HUMAN);
     const decision = create(HumanDecisionPayloadSchema, { taskId: gated, decision: { action: DecisionAction.APPROVE } });
-    const attempts: Array<[string, Promise<unknown>]> = [
-      [tasks.waiting, asOperator.cancel(tasks.waiting, "not mine")],
-      [tasks.waiting, asOperator.provideInfo(tasks.waiting, { max_sentences: 1 })],
-      [gated, asOperator.sendEnvelope(asOperator.envelope(MessageType.HUMAN_DECISION, decision, { taskId: gated }))],
-      [gated, asOperator.sendEnvelope(asOperator.envelope(MessageType.TASK_ACK, create(TaskAckPayloadSchema, { taskId: gated }), { taskId: gated }))],
+    // One at a time: each refusal is awaited as it is made.
+    const attempts: Array<[string, () => Promise<unknown>]> = [
+      [tasks.waiting, () => asOperator.cancel(tasks.waiting, "not mine")],
+      [tasks.waiting, () => asOperator.provideInfo(tasks.waiting, { max_sentences: 1 })],
+      [gated, () => asOperator.sendEnvelope(asOperator.envelope(MessageType.HUMAN_DECISION, decision, { taskId: gated }))],
+      [gated, () => asOperator.sendEnvelope(asOperator.envelope(MessageType.TASK_ACK, create(TaskAckPayloadSchema, { taskId: gated }), { taskId: gated }))],
     ];
     for (const [taskId, attempt] of attempts) {
-      expect(await refusal(attempt)).toMatchObject({ code: Code.NotFound, protocolCode: "task_not_found", message: `no task ${taskId}` });
+      expect(await refusal(attempt())).toMatchObject({ code: Code.NotFound, protocolCode: "task_not_found", message: `no task ${taskId}` });
     }
     // Both still wait for their requester, who may answer them.
     expect((await requester.getTask(tasks.waiting)).state).toBe(TaskState.INFO_NEEDED);
