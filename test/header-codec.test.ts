@@ -38,6 +38,16 @@ const header = fc.record({
   idempotencyKey: text,
   payloadType: text,
   sequence: fc.oneof(fc.constantFrom(0n, 1n, 127n, 128n, 2n ** 32n - 1n), fc.bigInt({ min: 0n, max: 2n ** 32n - 1n })),
+  // A confidential header: suite, key id, nonce, and wrapped keys (some long enough for two-byte lengths).
+  confidential: fc.option(
+    fc.record({
+      suite: fc.constantFrom(0, 1, 7),
+      taskKeyId: text,
+      nonce: fc.uint8Array({ maxLength: 12 }),
+      keys: fc.array(fc.record({ agentId: text, keyId: text, enc: fc.uint8Array({ maxLength: 32 }), ciphertext: fc.uint8Array({ maxLength: 200 }) }), { maxLength: 3 }),
+    }),
+    { nil: undefined },
+  ),
 });
 
 const hex = (bytes: Uint8Array) => Buffer.from(bytes).toString("hex");

@@ -28,6 +28,20 @@ export const RESULT_RECORD_BYTES = 65_536;
 const TAG_BYTES = 16;
 
 const text = (value: string) => new TextEncoder().encode(value);
+
+// Nonces come from the system's CSPRNG a few hundred at a time: one call per 12 bytes cost more than the AES that uses them.
+const NONCE_POOL_BYTES = 4096;
+let noncePool = Buffer.alloc(0);
+let nonceAt = 0;
+function freshNonce(): Uint8Array {
+  if (nonceAt + NONCE_BYTES > noncePool.byteLength) {
+    noncePool = randomBytes(NONCE_POOL_BYTES);
+    nonceAt = 0;
+  }
+  const nonce = new Uint8Array(noncePool.subarray(nonceAt, nonceAt + NONCE_BYTES)); // a copy: the pool is never handed out
+  nonceAt += NONCE_BYTES;
+  return nonce;
+}
 const EMPTY = new Uint8Array(0);
 const TASK_KEY_LABEL = text("synapse.v1.TaskKey");
 
@@ -41,9 +55,35 @@ export function taskKeyIdOf(taskKey: Uint8Array): string {
   return createHash("sha256").update(TASK_KEY_LABEL).update(taskKey).digest().subarray(0, 16).toString("base64url");
 }
 
+// HKDF-Extract of a task key is the same at every use: made once per key (a task key is one object while in use).
+const extracted = new WeakMap<Uint8Array, Buffer>();
+// So are the keys of a whole task's result, record and uploads.
+const taskScoped = new WeakMap<Uint8Array, Map<string, Buffer>>();
+
 /** HKDF-SHA256 with an empty salt, info PAE([label, ...pieces]), 16 bytes: the AES-128 key for one use of a task key. */
 function derivedKey(taskKey: Uint8Array, label: string, ...pieces: string[]): Buffer {
-  return hkdfExpand(hkdfExtract(EMPTY, taskKey), pae([text(label), ...pieces.map(text)]), AES_KEY_BYTES);
+  let prk = extracted.get(taskKey);
+  if (prk === undefined) {
+    prk = hkdfExtract(EMPTY, taskKey);
+    extracted.set(taskKey, prk);
+  }
+  return hkdfExpand(prk, pae([text(label), ...pieces.map(text)]), AES_KEY_BYTES);
+}
+
+/** A key for the whole task (its result, its record, one of its uploads), derived once. */
+function taskScopedKey(taskKey: Uint8Array, label: string, piece: string): Buffer {
+  let keys = taskScoped.get(taskKey);
+  if (keys === undefined) {
+    keys = new Map();
+    taskScoped.set(taskKey, keys);
+  }
+  const name = `${label}\u0000${piece}`;
+  let key = keys.get(name);
+  if (key === undefined) {
+    key = derivedKey(taskKey, label, piece);
+    if (keys.size < 64) keys.set(name, key); // a task has one result and record key, and a few uploads
+  }
+  return key;
 }
 
 const decryptionFailed = (message: string) => protocolError(ErrorCode.DECRYPTION_FAILED, message);
@@ -113,7 +153,7 @@ export function confidentialityOf(sealing: ConfidentialSealing): Confidentiality
   return create(ConfidentialitySchema, {
     suite: SUITE,
     taskKeyId: taskKeyIdOf(sealing.taskKey),
-    nonce: sealing.nonce ?? new Uint8Array(randomBytes(NONCE_BYTES)),
+    nonce: sealing.nonce ?? freshNonce(),
     keys: [...(sealing.keys ?? [])],
   });
 }
@@ -181,14 +221,14 @@ function recordAad(scheme: RecordScheme, index: number, final: boolean): Uint8Ar
 }
 
 const resultScheme = (taskKey: Uint8Array, taskId: string): RecordScheme => ({
-  key: derivedKey(taskKey, "synapse.v1.ResultKey", taskId),
+  key: taskScopedKey(taskKey, "synapse.v1.ResultKey", taskId),
   label: text("synapse.v1.ResultRecord"),
   id: text(taskId),
   what: "result record",
 });
 
 const uploadScheme = (taskKey: Uint8Array, name: string): RecordScheme => ({
-  key: derivedKey(taskKey, "synapse.v1.UploadKey", name),
+  key: taskScopedKey(taskKey, "synapse.v1.UploadKey", name),
   label: text("synapse.v1.UploadRecord"),
   id: text(name),
   what: `upload ${clip(name)} record`,
@@ -276,12 +316,12 @@ export function openUploadStream(taskKey: Uint8Array, name: string, chunks: Asyn
 
 /** Seals part of a task record for the store: a fresh nonce, then AES-128-GCM with the task id and the part's name as associated data. */
 export function sealAtRest(taskKey: Uint8Array, taskId: string, plaintext: Uint8Array, part: string): Uint8Array {
-  const nonce = new Uint8Array(randomBytes(NONCE_BYTES));
-  return Buffer.concat([nonce, aesGcmSeal(derivedKey(taskKey, "synapse.v1.RecordKey", taskId), nonce, pae([text(taskId), text(part)]), plaintext)]);
+  const nonce = freshNonce();
+  return Buffer.concat([nonce, aesGcmSeal(taskScopedKey(taskKey, "synapse.v1.RecordKey", taskId), nonce, pae([text(taskId), text(part)]), plaintext)]);
 }
 
 export function openAtRest(taskKey: Uint8Array, taskId: string, sealed: Uint8Array, part: string): Uint8Array {
-  const opened = aesGcmOpen(derivedKey(taskKey, "synapse.v1.RecordKey", taskId), sealed.subarray(0, NONCE_BYTES), pae([text(taskId), text(part)]), sealed.subarray(NONCE_BYTES));
+  const opened = aesGcmOpen(taskScopedKey(taskKey, "synapse.v1.RecordKey", taskId), sealed.subarray(0, NONCE_BYTES), pae([text(taskId), text(part)]), sealed.subarray(NONCE_BYTES));
   if (opened === undefined) throw decryptionFailed(`the stored ${part} of task ${clip(taskId)} does not open`);
   return opened;
 }

@@ -8,7 +8,9 @@
 // 0..2^32) is left to toBinary.
 import { toBinary } from "@bufbuild/protobuf";
 import type { Timestamp } from "@bufbuild/protobuf/wkt";
+import { ConfidentialitySchema } from "../../gen/synapse/v1/confidential_pb.js";
 import { HeaderSchema, type Header, type TraceContext } from "../../gen/synapse/v1/envelope_pb.js";
+import { varintSize } from "./varint.js";
 import { delimited, FieldWriter, INT32_LIMIT, noUnknown, plainBelow, sizeAgent, sizeText, sizeTimestamp as sizeTimestampParts, sizeVarintField, UINT32_LIMIT } from "./sized-writer.js";
 
 // Tags (field number << 3 | wire type) of Header's fields.
@@ -27,6 +29,8 @@ const TRACE = 0x62; // 12
 const IDEMPOTENCY_KEY = 0x6a; // 13
 const PAYLOAD_TYPE = 0x72; // 14
 const SEQUENCE = 0x78; // 15, varint
+// 16, length-delimited: (16 << 3) | 2 = 130, a two-byte varint tag.
+const CONFIDENTIAL_TAG = [0x82, 0x01] as const;
 
 /** A non-negative int32, which protobuf writes as the plain varint this encoder writes. */
 const plainInt32 = (value: number) => plainBelow(value, INT32_LIMIT);
@@ -36,7 +40,9 @@ export function encodeHeader(header: Header): Uint8Array {
   if (!covered(header)) return toBinary(HeaderSchema, header);
   // Byte lengths of the strings, measured once, in writing order.
   const texts: number[] = [];
-  const size = sizeHeader(header, texts);
+  // A confidential header's Confidentiality (small, and the last field) is encoded by toBinary and placed as it is.
+  const confidential = header.confidential === undefined ? undefined : toBinary(ConfidentialitySchema, header.confidential);
+  const size = sizeHeader(header, texts) + (confidential === undefined ? 0 : CONFIDENTIAL_TAG.length + varintSize(confidential.byteLength) + confidential.byteLength);
   const out = new Writer(size, texts);
   out.textField(MESSAGE_ID, header.messageId);
   out.varintField(MESSAGE_TYPE, header.messageType);
@@ -53,6 +59,7 @@ export function encodeHeader(header: Header): Uint8Array {
   out.textField(IDEMPOTENCY_KEY, header.idempotencyKey);
   out.textField(PAYLOAD_TYPE, header.payloadType);
   out.varintField(SEQUENCE, Number(header.sequence));
+  if (confidential !== undefined) out.confidential(confidential);
   return out.done();
 }
 
@@ -63,7 +70,6 @@ function coveredTimestamp(timestamp: Timestamp | undefined): boolean {
 function covered(header: Header): boolean {
   return (
     noUnknown(header) &&
-    header.confidential === undefined && // a confidential header is rare enough for toBinary
     plainInt32(header.messageType) &&
     header.sequence >= 0n &&
     header.sequence < UINT32_LIMIT &&
@@ -116,5 +122,12 @@ class Writer extends FieldWriter {
 
   timestampField(tag: number, timestamp: Timestamp | undefined): void {
     if (timestamp !== undefined) this.timestamp(tag, Number(timestamp.seconds), timestamp.nanos);
+  }
+
+  /** Header.confidential, already encoded. */
+  confidential(encoded: Uint8Array): void {
+    for (const byte of CONFIDENTIAL_TAG) this.byte(byte);
+    this.varint(encoded.byteLength);
+    this.raw(encoded);
   }
 }
