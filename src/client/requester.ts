@@ -395,6 +395,11 @@ export class SynapseClient {
     return { ...answer, name, taskKey };
   }
 
+  /** The key of a confidential task of this requester's (from memory, or unwrapped from its view with this requester's key); undefined for a plain task. */
+  async taskKey(taskId: string): Promise<Uint8Array | undefined> {
+    return this.sealedTasks.key(taskId) ?? this.sealedTasks.learn(await this.storedTask(taskId));
+  }
+
   /** Whether this client holds the key of a task it submitted confidential (or has read). */
   isConfidential(taskId: string): boolean {
     return this.sealedTasks.has(taskId);
