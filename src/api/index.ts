@@ -62,6 +62,7 @@ import type { Envelope } from "../../gen/synapse/v1/envelope_pb.js";
 // Identities and keys.
 export { type AgentIdentity, type IdentityOverrides, loadOrCreateIdentity, IdentityFileError } from "../agent/identity.js";
 export { type AgentKey, generateKey, keyFromPem, keyToPem, keyIdOf, selfCertifyingAgentId, isSelfCertifying } from "../crypto/keys.js";
+export { EncryptionKeyRing, type EncryptionKey, encryptionKeyIdOf, loadOrCreateEncryptionKeys, DEFAULT_ENCRYPTION_OVERLAP_MS } from "../crypto/encryption-keys.js";
 
 // Envelopes: the signing rule.
 export { type SealInput, type Sealed, type Party, PROTOCOL_VERSION, DEFAULT_TTL_MS } from "../envelope/seal.js";

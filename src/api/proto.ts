@@ -20,6 +20,7 @@
  */
 export * from "../../gen/synapse/v1/a2n_pb.js";
 export * from "../../gen/synapse/v1/capabilities_pb.js";
+export * from "../../gen/synapse/v1/confidential_pb.js";
 export * from "../../gen/synapse/v1/envelope_pb.js";
 export * from "../../gen/synapse/v1/errors_pb.js";
 export * from "../../gen/synapse/v1/group_pb.js";

@@ -12,6 +12,7 @@ import { generateX25519, rawPrivateKey, x25519, x25519PrivateKey } from "./hpke.
 /** How long a retired key is still opened, by default: 7 days. */
 export const DEFAULT_ENCRYPTION_OVERLAP_MS = 7 * 24 * 3600 * 1000;
 
+/** An X25519 key pair for confidential tasks, with its id and its life (made, retired until). */
 export interface EncryptionKey {
   /** The raw 32-byte X25519 private key. Never leaves the process except to its key file. */
   readonly secretKey: Uint8Array;
