@@ -8,7 +8,6 @@
 import { create, type JsonObject, type Message } from "@bufbuild/protobuf";
 import { durationFromMs, timestampFromMs } from "@bufbuild/protobuf/wkt";
 import { Code, ConnectError, createClient, type Client } from "@connectrpc/connect";
-import { createHash } from "node:crypto";
 import { readFile } from "node:fs/promises";
 import { CapabilitiesService, type AgentCapabilities } from "../../gen/synapse/v1/capabilities_pb.js";
 import { ConfidentialitySchema } from "../../gen/synapse/v1/confidential_pb.js";
@@ -25,9 +24,7 @@ import {
   TaskRequestPayloadSchema,
   TaskState,
   type ResultStream,
-  type TaskAckPayload,
 } from "../../gen/synapse/v1/payloads_pb.js";
-import { bytesEqual } from "../crypto/encoding.js";
 import { keyIdOf, type AgentKey } from "../crypto/keys.js";
 import { issueToken } from "../crypto/tokens.js";
 import { open, type OpenedEnvelope } from "../envelope/open.js";
@@ -43,6 +40,7 @@ import { clientSending, type OutgoingTrace } from "../observability/spans.js";
 import { freshTraceparent, traceFieldsOf, type TraceFields } from "../observability/trace-context.js";
 import type { ClientOptions, ClientWatchItem, DecisionInput, EnvelopeExtras, SendResult, SubmitOptions, VerifiedMessage, WatchOptions } from "./requester-types.js";
 import { RequesterKeys, withEventContent } from "./confidential.js";
+import { impliedState, readStream, Resumption } from "./stream-reads.js";
 import { RememberedTaskIds } from "./task-ids.js";
 import { createTransport } from "./transport.js";
 import { uploadFile, type UploadAnswer } from "./upload.js";
@@ -51,9 +49,6 @@ export type { ClientOptions, ClientWatchItem, DecisionInput, EnvelopeExtras, Sen
 
 /** Lifetime of the tokens the client makes for its own reads. */
 const TOKEN_LIFETIME_SECONDS = 180;
-
-/** Connection-level failures worth resuming after; anything else is an answer. */
-const RESUMABLE = new Set([Code.Unavailable, Code.Internal, Code.Unknown, Code.Aborted, Code.DeadlineExceeded]);
 
 /**
  * A requester's client for one executor (the agent at one URL): seals and
@@ -66,8 +61,8 @@ export class SynapseClient {
   /** The executor: its agent id, system id, and the key its replies and events are checked against. */
   readonly executor: { agentId: string; systemId: string; keyId: string; publicKey: Uint8Array };
   private readonly p2p: Client<typeof P2PService>;
-  private readonly maxRetries: number;
-  private readonly retryBaseDelayMs: number;
+  /** When a dropped stream (or a Send the server could not take) is tried again, and after how long. */
+  private readonly resumption: Resumption;
   private readonly sendRetries: number;
   private cachedToken: { token: string; renewAtMs: number } | undefined;
   /** The trace, session and correlation ids of the tasks this client submitted (the latest ones). */
@@ -90,8 +85,7 @@ export class SynapseClient {
       publicKey: capabilities.publicKey,
     };
     this.p2p = createClient(P2PService, options.rpcTransport ?? createTransport(options.baseUrl, options.transport));
-    this.maxRetries = options.maxRetries ?? 5;
-    this.retryBaseDelayMs = options.retryBaseDelayMs ?? 500;
+    this.resumption = new Resumption(options.maxRetries ?? 5, options.retryBaseDelayMs ?? 500);
     this.sendRetries = options.sendRetries ?? 3;
     this.sealedTasks = new RequesterKeys({ agentId: options.identity.agentId, keyId: options.identity.key.keyId }, options.identity.encryption);
   }
@@ -218,7 +212,7 @@ export class SynapseClient {
         // The same envelope again is safe: a processed one gets its stored reply, with no second effect (§5.3).
         const connectError = ConnectError.from(error);
         if (connectError.code !== Code.Unavailable || attempt > this.sendRetries) throw connectError;
-        await this.backoff(attempt);
+        await this.resumption.backoff(attempt);
       }
     }
     // A reply that is a task event is addressed to the task's requester, who may be another agent for a contact.
@@ -448,10 +442,10 @@ export class SynapseClient {
         }
         return; // the server ended the stream: the task was already over
       } catch (error) {
-        const connectError = this.resumable(error, attempt, options.signal);
+        const connectError = this.resumption.resumable(error, attempt, options.signal);
         attempt++;
         yield { kind: "reconnecting", attempt, fromSequence: next, error: connectError };
-        await this.backoff(attempt);
+        await this.resumption.backoff(attempt);
       }
     }
   }
@@ -474,58 +468,18 @@ export class SynapseClient {
     return { kind: "event", sequence, event: verified, state: next };
   }
 
-  /** The error as a ConnectError when a stream may be resumed after it; otherwise it is thrown. */
-  private resumable(error: unknown, attempt: number, signal: AbortSignal | undefined): ConnectError {
-    const connectError = ConnectError.from(error);
-    if (signal?.aborted || !RESUMABLE.has(connectError.code) || attempt >= this.maxRetries) throw connectError;
-    return connectError;
-  }
-
-  /** Exponential backoff before resume attempt `attempt` (1, 2, 3, ...). */
-  private backoff(attempt: number): Promise<void> {
-    return new Promise((resolve) => setTimeout(resolve, this.retryBaseDelayMs * 2 ** (attempt - 1)));
-  }
-
   /**
    * Reads a task's result stream from `offset`, resuming after a dropped
    * connection, and checks total size and SHA-256 against `expected` (from
    * the signed task_complete) when given, else against the last chunk.
    */
   async readResult(taskId: string, options: { offset?: number; expected?: ResultStream; signal?: AbortSignal } = {}): Promise<Uint8Array> {
-    const parts: Uint8Array[] = [];
-    let offset = options.offset ?? 0;
-    let attempt = 0;
-    for (;;) {
-      try {
-        for await (const { chunk } of this.p2p.readResult({ taskId, offset: BigInt(offset) }, { headers: await this.authHeaders(), signal: options.signal })) {
-          if (chunk === undefined) continue;
-          if (Number(chunk.offset) !== offset) throw protocolError(ErrorCode.MESSAGE_FORMAT_INVALID, `chunk at ${chunk.offset} where ${offset} was due`);
-          parts.push(chunk.data);
-          offset += chunk.data.byteLength;
-          attempt = 0;
-          if (chunk.last) {
-            const bytes = Buffer.concat(parts);
-            const size = Number(options.expected?.totalSize ?? chunk.totalSize);
-            const digest = options.expected?.sha256 ?? chunk.sha256;
-            if (offset !== size) throw protocolError(ErrorCode.MESSAGE_FORMAT_INVALID, `result is ${offset} bytes, ${size} were promised`);
-            // With a starting offset, only the bytes read here are returned, so only the whole stream is hashed.
-            if ((options.offset ?? 0) === 0 && !bytesEqual(new Uint8Array(createHash("sha256").update(bytes).digest()), digest)) {
-              throw protocolError(ErrorCode.SIGNATURE_INVALID, "result SHA-256 does not match what the executor signed");
-            }
-            // A confidential task's stream is sealed records: the whole of it opens to the result (from offset 0 only).
-            if ((options.offset ?? 0) === 0 && (this.sealedTasks.has(taskId) || this.sealedTasks.learn(await this.storedTask(taskId)) !== undefined)) {
-              return this.sealedTasks.openResult(taskId, bytes);
-            }
-            return bytes;
-          }
-        }
-        throw protocolError(ErrorCode.MESSAGE_FORMAT_INVALID, "result stream ended without its last chunk");
-      } catch (error) {
-        this.resumable(error, attempt, options.signal);
-        attempt++;
-        await this.backoff(attempt);
-      }
+    const bytes = await readStream(async (offset) => this.p2p.readResult({ taskId, offset: BigInt(offset) }, { headers: await this.authHeaders(), signal: options.signal }), options, this.resumption);
+    // A confidential task's stream is sealed records: the whole of it opens to the result (from offset 0 only).
+    if ((options.offset ?? 0) === 0 && (this.sealedTasks.has(taskId) || this.sealedTasks.learn(await this.storedTask(taskId)) !== undefined)) {
+      return this.sealedTasks.openResult(taskId, bytes);
     }
+    return bytes;
   }
 
   /**
@@ -539,29 +493,5 @@ export class SynapseClient {
       if (item.kind === "event" && (isTerminal(item.state) || (options.untilInput && WAITING_STATES.has(item.state)))) break;
     }
     return this.getTask(taskId);
-  }
-}
-
-/** Where an event leads, from its type alone (when resuming without a known state). */
-function impliedState(event: VerifiedMessage): TaskState {
-  switch (event.type) {
-    case MessageType.TASK_CONFIRM:
-      return TaskState.CONFIRMED;
-    case MessageType.TASK_REJECT:
-      return TaskState.REJECTED;
-    case MessageType.TASK_STATUS_UPDATE:
-      return TaskState.EXECUTING;
-    case MessageType.TASK_NEED_INFO:
-      return TaskState.INFO_NEEDED;
-    case MessageType.TASK_NEED_HUMAN:
-      return TaskState.NEED_HUMAN;
-    case MessageType.TASK_COMPLETE:
-      return TaskState.COMPLETED;
-    case MessageType.TASK_FAILED:
-      return TaskState.FAILED;
-    case MessageType.TASK_ACK:
-      return (event.payload as TaskAckPayload).state;
-    default:
-      return TaskState.UNSPECIFIED;
   }
 }
