@@ -114,6 +114,14 @@ describe("a confidential task", () => {
       body: JSON.stringify({ taskId: rowsTask }),
     }).then((response) => response.text());
     expect(watched).not.toContain("bluefinch");
+    // Over gRPC (binary) too, where a result's bytes would be placed as they are: no content fields at all.
+    const raw2 = createClient(P2PService, createGrpcTransport({ baseUrl: server.url }));
+    for (const id of [summaryTask, rowsTask]) {
+      const { task } = await raw2.getTask({ taskId: id }, { headers: { authorization: `Bearer ${await client.token()}` } });
+      expect(task?.confidential).toBeDefined();
+      expect([task?.result, task?.request, task?.pendingInfo, task?.error]).toEqual([undefined, undefined, undefined, undefined]);
+      expect(task?.statusMessage).toBe("");
+    }
   });
 
   it("leaves none of its content in the database files", async () => {

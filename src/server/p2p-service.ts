@@ -45,7 +45,8 @@ const TASK_RESULT = 13;
 /** A task view for a reader in `format`: in binary its result goes out as the bytes it was signed or stored as. */
 function viewFor(record: TaskRecord, format: ReplyFormat, options: { withRequest?: boolean } = {}): Task {
   const view = taskView(record, options);
-  const bytes = format === "binary" && record.result !== undefined ? knownEncoding(record.result) : undefined;
+  // A confidential task's view has no result to place (taskView leaves its content out).
+  const bytes = format === "binary" && record.result !== undefined && record.confidential === undefined ? knownEncoding(record.result) : undefined;
   if (bytes === undefined) return view;
   view.result = undefined;
   return withEncodedField(view, TASK_RESULT, bytes);
