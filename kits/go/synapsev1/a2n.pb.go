@@ -1305,7 +1305,11 @@ type GroupTaskSubmitPayload struct {
 	MemberTimeout *durationpb.Duration `protobuf:"bytes,9,opt,name=member_timeout,json=memberTimeout,proto3" json:"member_timeout,omitempty"`
 	// Shard: attempts per shard across members, the first included; 0 means
 	// min(3, number of assigned members).
-	MaxAttempts   uint32 `protobuf:"varint,10,opt,name=max_attempts,json=maxAttempts,proto3" json:"max_attempts,omitempty"`
+	MaxAttempts uint32 `protobuf:"varint,10,opt,name=max_attempts,json=maxAttempts,proto3" json:"max_attempts,omitempty"`
+	// Make every sub-task confidential (docs/PROTOCOL.md §9): the host seals
+	// each one to its member's published encryption key, with a task key of
+	// its own per sub-task; a member that publishes none loses its sub-task.
+	Confidential  bool `protobuf:"varint,11,opt,name=confidential,proto3" json:"confidential,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1408,6 +1412,13 @@ func (x *GroupTaskSubmitPayload) GetMaxAttempts() uint32 {
 		return x.MaxAttempts
 	}
 	return 0
+}
+
+func (x *GroupTaskSubmitPayload) GetConfidential() bool {
+	if x != nil {
+		return x.Confidential
+	}
+	return false
 }
 
 // SubtaskDecision is a coordinator's answer to a sub-task's need-human.
@@ -2625,7 +2636,7 @@ const file_synapse_v1_a2n_proto_rawDesc = "" +
 	"\bagent_id\x18\x02 \x01(\tR\aagentId\x12)\n" +
 	"\x04role\x18\x03 \x01(\x0e2\x15.synapse.v1.GroupRoleR\x04role\x12\x16\n" +
 	"\x06weight\x18\x04 \x01(\rR\x06weight\x12\x16\n" +
-	"\x06reason\x18\x05 \x01(\tR\x06reason\"\xaa\x03\n" +
+	"\x06reason\x18\x05 \x01(\tR\x06reason\"\xce\x03\n" +
 	"\x16GroupTaskSubmitPayload\x12\x19\n" +
 	"\bgroup_id\x18\x01 \x01(\tR\agroupId\x12\"\n" +
 	"\rgroup_task_id\x18\x02 \x01(\tR\vgroupTaskId\x12\x1b\n" +
@@ -2637,7 +2648,8 @@ const file_synapse_v1_a2n_proto_rawDesc = "" +
 	"\amembers\x18\b \x03(\tR\amembers\x12@\n" +
 	"\x0emember_timeout\x18\t \x01(\v2\x19.google.protobuf.DurationR\rmemberTimeout\x12!\n" +
 	"\fmax_attempts\x18\n" +
-	" \x01(\rR\vmaxAttempts\"\xa6\x01\n" +
+	" \x01(\rR\vmaxAttempts\x12\"\n" +
+	"\fconfidential\x18\v \x01(\bR\fconfidential\"\xa6\x01\n" +
 	"\x0fSubtaskDecision\x127\n" +
 	"\x06action\x18\x01 \x01(\x0e2\x1f.synapse.v1.GroupDecisionActionR\x06action\x12/\n" +
 	"\x06fields\x18\x02 \x01(\v2\x17.google.protobuf.StructR\x06fields\x12)\n" +
