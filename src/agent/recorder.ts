@@ -12,9 +12,8 @@ import { MessageType, type Header } from "../../gen/synapse/v1/envelope_pb.js";
 import { ErrorCode } from "../../gen/synapse/v1/errors_pb.js";
 import { AgentStatus, HeartbeatPayloadSchema, TaskState, type DecisionAction } from "../../gen/synapse/v1/payloads_pb.js";
 import type { CapabilitiesProvider } from "../capabilities/provider.js";
-import type { AgentKey } from "../crypto/keys.js";
-import { sealConfidential } from "../envelope/confidential.js";
-import { seal, type SealInput } from "../envelope/seal.js";
+import { sealMessage } from "../envelope/confidential.js";
+import { seal } from "../envelope/seal.js";
 import type { AgentObserver } from "../observability/agent-observer.js";
 import { sending, transitioning } from "../observability/spans.js";
 import { carriedSealFields } from "../observability/trace-context.js";
@@ -134,9 +133,9 @@ export class EventRecorder {
 
   sealEvent(task: Pick<TaskRecord, "taskId" | "requester" | "carried" | "confidential">, type: MessageType, message: Message, sequence: number, replyTo?: string, encodedPayload?: Uint8Array): StoredEvent {
     // A confidential task's events are signed, then sealed with its key (docs/PROTOCOL.md §9.4).
-    const sealWith = task.confidential === undefined ? seal : (input: SealInput, key: AgentKey) => sealConfidential(input, key, { taskKey: this.options.keys.of(task) });
+    const sealing = task.confidential === undefined ? undefined : { taskKey: this.options.keys.of(task) };
     const { envelope, header } = sending(type, task.carried, () =>
-      sealWith(
+      sealMessage(
         {
           messageType: type,
           payload: message,
@@ -150,6 +149,7 @@ export class EventRecorder {
           ...carriedSealFields(task.carried),
         },
         this.options.identity.key,
+        sealing,
       ),
     );
     return { taskId: task.taskId, sequence, envelope, header, payload: message };

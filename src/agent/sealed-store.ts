@@ -8,7 +8,6 @@
 // plaintext, in memory only.
 // Every other task, and every other method, passes through unchanged.
 import { create, fromBinary, toBinary, type JsonObject, type Message } from "@bufbuild/protobuf";
-import { HeaderSchema } from "../../gen/synapse/v1/envelope_pb.js";
 import {
   TaskErrorSchema,
   TaskNeedHumanPayloadSchema,
@@ -228,7 +227,7 @@ export class SealedContent {
 
 function openedEvent(event: StoredEvent, key: Uint8Array): StoredEvent {
   if (event.header.confidential === undefined) return event;
-  const { payload } = openSealedPayload(event.envelope.header, event.header ?? fromBinary(HeaderSchema, event.envelope.header), event.envelope.payload, key);
+  const { payload } = openSealedPayload(event.envelope.header, event.header, event.envelope.payload, key);
   return { ...event, payload: fromBinary(messageTypeInfo(event.header.messageType)!.payloadSchema, payload) };
 }
 

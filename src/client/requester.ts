@@ -25,11 +25,10 @@ import {
   TaskState,
   type ResultStream,
 } from "../../gen/synapse/v1/payloads_pb.js";
-import { keyIdOf, type AgentKey } from "../crypto/keys.js";
+import { keyIdOf } from "../crypto/keys.js";
 import { issueToken } from "../crypto/tokens.js";
 import { open, type OpenedEnvelope } from "../envelope/open.js";
-import { confidentialityOf, sealConfidential, sealUpload, type ConfidentialSealing } from "../envelope/confidential.js";
-import { seal, type SealInput } from "../envelope/seal.js";
+import { confidentialityOf, sealMessage, sealUpload, type ConfidentialSealing } from "../envelope/confidential.js";
 import type { TrustPolicy } from "../envelope/trust.js";
 import { PinnedKeys, TrustChain } from "../envelope/trust-sources.js";
 import { stateAfterEvent } from "../protocol/event-state.js";
@@ -69,8 +68,6 @@ export class SynapseClient {
   private readonly taskIds = new RememberedTaskIds();
   /** The keys of its confidential tasks. */
   private readonly sealedTasks: RequesterKeys;
-  /** The sealing of the task_request being made (its wrapped keys), between making it and sealing the envelope. */
-  private pendingSealing: ConfidentialSealing | undefined;
 
   private constructor(
     private readonly options: ClientOptions,
@@ -141,12 +138,15 @@ export class SynapseClient {
 
   /** Seals a message to the executor, with trace context and the task's ids ({@link EnvelopeExtras}). */
   envelope(type: MessageType, payload: Message, extra: EnvelopeExtras = {}): Envelope {
+    // Every message about a confidential task is sealed with its key (docs/PROTOCOL.md §9).
+    return this.sealed(type, payload, extra, extra.taskId === undefined ? undefined : this.sealedTasks.sealingFor(extra.taskId));
+  }
+
+  /** envelope(), sealed as `sealing` says (a confidential task_request carries its wrapped keys), or plain. */
+  private sealed(type: MessageType, payload: Message, extra: EnvelopeExtras, sealing: ConfidentialSealing | undefined): Envelope {
     const known = this.taskIds.get(extra.taskId);
     const trace = extra.traceparent ? extra : this.traceFor(known);
-    // Every message about a confidential task is sealed with its key (docs/PROTOCOL.md §9).
-    const sealing = extra.taskId === undefined ? undefined : (this.pendingSealing ?? this.sealedTasks.sealingFor(extra.taskId));
-    const sealWith = sealing === undefined ? seal : (input: SealInput, key: AgentKey) => sealConfidential(input, key, sealing);
-    return sealWith(
+    return sealMessage(
       {
         messageType: type,
         payload,
@@ -159,6 +159,7 @@ export class SynapseClient {
         tracestate: trace.tracestate,
       },
       this.options.identity.key,
+      sealing,
     ).envelope;
   }
 
@@ -252,19 +253,12 @@ export class SynapseClient {
     // A new trace for the task, unless a span is active: the task's events will all carry it.
     const sent = await clientSending(MessageType.TASK_REQUEST, taskId, undefined, (trace) => {
       this.taskIds.remember(taskId, { trace: trace.fields, sessionId: options.sessionId, correlationId: options.correlationId });
-      this.pendingSealing = sealing;
-      let envelope: Envelope;
-      try {
-        envelope = this.envelope(MessageType.TASK_REQUEST, request, {
-          taskId,
-          idempotencyKey: options.idempotencyKey,
-          sessionId: options.sessionId,
-          correlationId: options.correlationId,
-          ...trace.fields,
-        });
-      } finally {
-        this.pendingSealing = undefined;
-      }
+      const envelope = this.sealed(
+        MessageType.TASK_REQUEST,
+        request,
+        { taskId, idempotencyKey: options.idempotencyKey, sessionId: options.sessionId, correlationId: options.correlationId, ...trace.fields },
+        sealing,
+      );
       return this.send(envelope, options.waitMs, undefined, trace.headers);
     });
     return { taskId, ...sent };

@@ -8,7 +8,7 @@
 // the executor; X25519 key objects alone (node:crypto's import and export)
 // cost 0.1 ms each, hence libsodium's X25519 where its addon loads.
 import { createCipheriv, createDecipheriv, createHmac, createPrivateKey, createPublicKey, diffieHellman, randomBytes, type KeyObject } from "node:crypto";
-import { createRequire } from "node:module";
+import { sodiumNative } from "./sodium.js";
 
 const KEM_ID = 0x0020;
 const KDF_ID = 0x0001;
@@ -76,13 +76,8 @@ interface SodiumX25519 {
 }
 
 function sodiumX25519(): X25519 | undefined {
-  if (process.env.SYNAPSE_ED25519 === "node") return undefined; // the same switch rules the addon out for Ed25519
-  let sodium: SodiumX25519;
-  try {
-    sodium = createRequire(import.meta.url)("sodium-native") as SodiumX25519;
-  } catch {
-    return undefined;
-  }
+  const sodium = sodiumNative<SodiumX25519>();
+  if (sodium === undefined) return undefined;
   return {
     publicKeyOf(secret) {
       const out = new Uint8Array(X25519_KEY_BYTES);

@@ -18,17 +18,18 @@ interface Sodium {
   crypto_sign_verify_detached(signature: Uint8Array, message: Uint8Array, publicKey: Uint8Array): boolean;
 }
 
-function loadSodium(): Sodium | undefined {
+/** sodium-native's module, seen as the part of it the caller uses; undefined where the addon does not load (or SYNAPSE_ED25519=node rules it out). */
+export function sodiumNative<T>(): T | undefined {
   if (process.env.SYNAPSE_ED25519 === "node") return undefined; // to compare, or to rule the addon out
   try {
-    return createRequire(import.meta.url)("sodium-native") as Sodium;
+    return createRequire(import.meta.url)("sodium-native") as T;
   } catch {
     return undefined;
   }
 }
 
 export function loadSodiumEd25519(): Ed25519 | undefined {
-  const sodium = loadSodium();
+  const sodium = sodiumNative<Sodium>();
   if (sodium === undefined) return undefined;
   const { crypto_sign_SEEDBYTES: seedBytes, crypto_sign_PUBLICKEYBYTES: publicKeyBytes, crypto_sign_BYTES: signatureBytes } = sodium;
   const keyPair = (seed: Uint8Array) => {

@@ -17,7 +17,7 @@ import { encodeHeader } from "../protocol/header-codec.js";
 import { clip, protocolError } from "../protocol/errors.js";
 import { messageTypeInfo } from "../protocol/message-types.js";
 import { envelopeSigningInput, pae } from "./pae.js";
-import { buildHeader, type SealInput, type Sealed } from "./seal.js";
+import { buildHeader, seal, type SealInput, type Sealed } from "./seal.js";
 
 export const SUITE = ConfidentialSuite.X25519_HKDF_SHA256_AES128GCM;
 export const TASK_KEY_BYTES = 32;
@@ -178,6 +178,11 @@ export function sealConfidential(input: SealInput, key: AgentKey, sealing: Confi
     signature: { algorithm: SignatureAlgorithm.ED25519, keyId: key.keyId, value: EMPTY, publicKey: key.publicKey },
   });
   return { envelope, header };
+}
+
+/** Seals a message: confidentially when `sealing` is given, plain (signed only) otherwise. */
+export function sealMessage(input: SealInput, key: AgentKey, sealing: ConfidentialSealing | undefined, ed: Ed25519 = defaultEd25519): Sealed {
+  return sealing === undefined ? seal(input, key, ed) : sealConfidential(input, key, sealing, ed);
 }
 
 /** The inner signature and the plaintext payload of a confidential envelope; `decryption_failed` when they do not open. */
