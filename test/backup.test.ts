@@ -44,8 +44,9 @@ describe("synapse backup and restore", () => {
     expect(taken.code, taken.stderr).toBe(0);
     const manifest = json(taken.stdout);
     expect(manifest).toMatchObject({ online: true, agentId: server!.agentId, store: "sqlite", storeCopied: true });
-    expect((manifest.files as Array<{ name: string }>).map((f) => f.name).sort()).toEqual(["agent.key", "identity.json", "synapse.db"]);
+    expect((manifest.files as Array<{ name: string }>).map((f) => f.name).sort()).toEqual(["agent.key", "encryption.key", "identity.json", "synapse.db"]);
     expect((await stat(join(backupDir, "agent.key"))).mode & 0o777).toBe(0o600);
+    expect((await stat(join(backupDir, "encryption.key"))).mode & 0o777).toBe(0o600);
 
     // The server kept serving during and after the copy; a task taken after it is not in the backup.
     const after = await cli(["submit", server!.url, "--task-id", "after-backup", "--type", "text_analysis", "--payload", '{"text":"Later."}', "--wait"]);
@@ -112,6 +113,11 @@ describe("synapse backup and restore", () => {
     const done = await cli(["submit", once.url, "--task-id", "offline-1", "--type", "text_analysis", "--payload", '{"text":"Offline."}', "--wait"]);
     expect(done.code, done.stderr).toBe(0);
     expect(await once.stop()).toBe(0);
+    // A rotated encryption key: the retired one is still opened for its overlap, so it travels too.
+    const rotated = await runCli(["keygen", "--home", stoppedDir, "--rotate-encryption", "--json"]);
+    expect(rotated.code, rotated.stderr).toBe(0);
+    const retired = (json(rotated.stdout).retiredEncryptionKeys as Array<{ keyId: string }>).map((key) => `encryption-retired/${key.keyId}.key`);
+    expect(retired).toHaveLength(1);
 
     const backupDir = join(await tempDir("synapse-backup-out-"), "copy");
     const taken = await runCli(["backup", backupDir, "--data-dir", stoppedDir, "--json"]);
@@ -121,6 +127,10 @@ describe("synapse backup and restore", () => {
     const restored = await runCli(["restore", backupDir, "--data-dir", restoredDir, "--json"]);
     expect(json(restored.stdout)).toMatchObject({ tasks: 1 });
     expect(await readFile(join(restoredDir, "agent.key"), "utf8")).toBe(await readFile(join(stoppedDir, "agent.key"), "utf8"));
+    for (const name of ["encryption.key", ...retired]) {
+      expect(await readFile(join(restoredDir, name), "utf8"), name).toBe(await readFile(join(stoppedDir, name), "utf8"));
+      expect((await stat(join(restoredDir, name))).mode & 0o777, name).toBe(0o600);
+    }
 
     const empty = await tempDir("synapse-backup-empty-");
     await mkdir(join(empty, "nothing"));

@@ -80,8 +80,21 @@ export class EncryptionKeyRing {
   }
 }
 
-const CURRENT_FILE = "encryption.key";
-const RETIRED_DIR = "encryption-retired";
+/** The current encryption key's file in a data dir. */
+export const ENCRYPTION_KEY_FILE = "encryption.key";
+/** The data dir's folder of retired encryption keys, still opened for their overlap. */
+export const RETIRED_KEYS_DIR = "encryption-retired";
+const CURRENT_FILE = ENCRYPTION_KEY_FILE;
+const RETIRED_DIR = RETIRED_KEYS_DIR;
+
+/** The encryption key files of a data dir, as paths relative to it: the current key, then each retired one. */
+export async function encryptionKeyFiles(dataDir: string): Promise<string[]> {
+  const files: string[] = [];
+  if (await stat(join(dataDir, ENCRYPTION_KEY_FILE)).then(() => true, () => false)) files.push(ENCRYPTION_KEY_FILE);
+  const retired = await readdir(join(dataDir, RETIRED_KEYS_DIR)).catch((error: NodeJS.ErrnoException) => (error.code === "ENOENT" ? [] : Promise.reject(error)));
+  for (const name of retired.filter((entry) => entry.endsWith(".key")).sort()) files.push(`${RETIRED_KEYS_DIR}/${name}`);
+  return files;
+}
 const RETIRED_LINE = /^# retired-until (\d+) created (\d+)\n/;
 
 async function writeSecret(path: string, text: string): Promise<void> {

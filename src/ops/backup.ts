@@ -5,8 +5,9 @@
 import { createHash } from "node:crypto";
 import { createReadStream } from "node:fs";
 import { chmod, copyFile, mkdir, readdir, readFile, rm, stat, writeFile } from "node:fs/promises";
-import { join } from "node:path";
+import { dirname, join } from "node:path";
 import { IDENTITY_FILE, KEY_FILE } from "../agent/identity.js";
+import { ENCRYPTION_KEY_FILE, encryptionKeyFiles, RETIRED_KEYS_DIR } from "../crypto/encryption-keys.js";
 import { SQLITE_FILE } from "../store/open.js";
 import type { StorageKind } from "../store/storage.js";
 
@@ -70,6 +71,13 @@ export async function writeBackup(options: WriteBackupOptions): Promise<BackupMa
     }
     if (!names.includes(KEY_FILE)) throw new BackupError(`${join(options.dataDir, KEY_FILE)} is missing: without the agent's key a restored agent could not sign as itself`);
     await chmod(join(options.to, KEY_FILE), 0o600);
+    // Without its encryption keys a restored agent could not open the confidential tasks it holds.
+    for (const name of await encryptionKeyFiles(options.dataDir)) {
+      await mkdir(dirname(join(options.to, name)), { recursive: true, mode: 0o700 });
+      await copyFile(join(options.dataDir, name), join(options.to, name));
+      await chmod(join(options.to, name), 0o600);
+      names.push(name);
+    }
     const manifest: BackupManifest = {
       format: BACKUP_FORMAT,
       createdAt: (options.now?.() ?? new Date()).toISOString(),
@@ -99,7 +107,7 @@ export async function checkBackup(dir: string): Promise<BackupManifest> {
     throw new BackupError(`${dir} holds a backup in a format this synapse does not know (${JSON.stringify(manifest.format)}; it reads ${BACKUP_FORMAT})`);
   }
   for (const file of manifest.files) {
-    if (file.name.includes("/") || file.name.startsWith(".")) throw new BackupError(`the manifest names ${JSON.stringify(file.name)}, which is not a backup file`);
+    if (!isBackupFileName(file.name)) throw new BackupError(`the manifest names ${JSON.stringify(file.name)}, which is not a backup file`);
     const found = await describe(dir, file.name).catch(() => undefined);
     if (found === undefined) throw new BackupError(`${join(dir, file.name)} is missing: the backup is incomplete`);
     if (found.size !== file.size || found.sha256 !== file.sha256) throw new BackupError(`${join(dir, file.name)} differs from the manifest: the backup is damaged`);
@@ -111,16 +119,24 @@ export async function checkBackup(dir: string): Promise<BackupManifest> {
 export async function restoreBackup(from: string, dataDir: string): Promise<BackupManifest> {
   const manifest = await checkBackup(from);
   await mkdir(dataDir, { recursive: true, mode: 0o700 });
-  for (const name of [KEY_FILE, IDENTITY_FILE, SQLITE_FILE, `${SQLITE_FILE}-wal`]) {
+  for (const name of [KEY_FILE, IDENTITY_FILE, ENCRYPTION_KEY_FILE, SQLITE_FILE, `${SQLITE_FILE}-wal`]) {
     if (await exists(join(dataDir, name))) {
       throw new BackupError(`${join(dataDir, name)} exists: restore into a new data dir, or move the old one aside first`);
     }
   }
   for (const file of manifest.files) {
+    await mkdir(dirname(join(dataDir, file.name)), { recursive: true, mode: 0o700 });
     await copyFile(join(from, file.name), join(dataDir, file.name));
-    if (file.name === KEY_FILE) await chmod(join(dataDir, file.name), 0o600);
+    if (file.name !== IDENTITY_FILE && file.name !== SQLITE_FILE) await chmod(join(dataDir, file.name), 0o600); // keys
   }
   return manifest;
+}
+
+/** A name a manifest may hold: a file of the backup's own folder, or a retired encryption key in its one subfolder. */
+function isBackupFileName(name: string): boolean {
+  if (name.startsWith(".")) return false;
+  if (!name.includes("/")) return true;
+  return new RegExp(`^${RETIRED_KEYS_DIR}/[A-Za-z0-9_-]+\\.key$`).test(name);
 }
 
 async function prepareEmptyDir(dir: string, what: string): Promise<void> {
